@@ -1,0 +1,73 @@
+# clayout: set-up, demo, tests, benchmark.
+#   make demo    .venv + package (+ Debian PoCL when root with apt), then the demo
+#   make test    same set-up plus oclgrind, then the test suite
+#   make bench   tools/bench.py
+# A second run is quick: apt runs only for missing packages and pip only when
+# pyproject.toml or setup.py is newer than .venv/.stamp.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stamp
+PYTEST_ARGS ?=
+
+# PyPI's pocl-binary-distribution (pyopencl[pocl]) cannot build kernels on
+# recent CPUs: OpenCL comes from Debian's packages only.
+DEMO_DEBS := pocl-opencl-icd ocl-icd-libopencl1 clinfo
+TEST_DEBS := $(DEMO_DEBS) oclgrind
+
+# $(call debs,PACKAGES,WHAT-HAPPENS-WITHOUT-THEM): install the missing ones
+# with apt when root, else say so in one line and go on. Debian's python3
+# needs python3-venv for `python3 -m venv`.
+define debs
+	@missing=; \
+	for p in $(1); do \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; \
+	done; \
+	case "$$(command -v $(PYTHON))" in \
+	  /usr/bin/*) $(PYTHON) -c 'import ensurepip' 2>/dev/null || missing="$$missing python3-venv";; \
+	esac; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "apt-get install$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	  apt-get -o DPkg::Lock::Timeout=600 install -y -qq$$missing >/dev/null; \
+	else \
+	  echo "clayout: not root or no apt-get, not installing$$missing: $(2)"; \
+	fi
+endef
+
+.PHONY: setup setup-test deps deps-test venv demo test bench clean distclean
+
+setup: deps venv
+setup-test: deps-test venv
+
+deps:
+	$(call debs,$(DEMO_DEBS),without an OpenCL device clayout falls back to the CPU engine)
+
+deps-test:
+	$(call debs,$(TEST_DEBS),without an OpenCL device clayout falls back to the CPU engine; oclgrind tests are skipped)
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,model]'
+	@touch $@
+
+demo: setup
+	$(PY) -m runtime demo
+
+test: setup-test
+	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) tools/bench.py
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis .whl out
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,137 @@
+"""The public conversions: reorder, to_image, from_image (DESIGN §5).
+
+Each validates its input fully (dtype, size, dims, layout, image limits)
+before any work, then hands host arrays to an engine. Memory objects are
+handled by runtime.memory and stay on their engine.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from . import engine as engines
+from .desc import MemoryDesc
+from .errors import ClayoutError
+from .image import ImageLayout, image_layout
+
+DEFAULT_TAG = {"activation": "nchw", "filter": "oihw", "depthwise": "mihw", "argument": "x"}
+
+
+def _is_memory(obj) -> bool:
+    return type(obj).__name__ == "Memory" and hasattr(obj, "desc")
+
+
+def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
+    """``data`` as desc's 1-D physical array, after checking dtype and size.
+    A plain desc also takes its physical shape (an nhwc array of shape N,H,W,C)."""
+    arr = np.asarray(data)
+    got = dtypes.of_array(arr)
+    if got != desc.dtype:
+        raise ClayoutError(f"{what} has dtype {got.name} but its desc says {desc.dtype.name}")
+    if arr.size != desc.span and not (desc.is_zero and arr.size == 0):
+        raise ClayoutError(f"{what} has {arr.size} elements but {desc} needs {desc.span} "
+                           "(its physical size, padding included)")
+    return arr.reshape(-1)
+
+
+def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
+    """Shape an array in ``desc`` is given as: its physical shape for a dense,
+    unpadded plain layout (nhwc -> N,H,W,C), else 1-D."""
+    if desc.inner_blks or desc.has_padding or desc.offset0 or not desc.is_dense:
+        return (desc.span,)
+    return tuple(desc.dims[d] for d in desc.order)
+
+
+def _src_desc(arr: np.ndarray, tag, dims, dtype, kind_default: str) -> MemoryDesc:
+    """A desc for an input array: dims from the argument, else from the
+    physical shape of a plain tag."""
+    tag = tag or kind_default
+    if dims is None:
+        from .tags import parse_tag
+        parsed = parse_tag(tag)
+        if parsed.blocks:
+            raise ClayoutError(f"a {tag!r} array is 1-D; pass dims= (the logical dims)")
+        if arr.ndim != parsed.ndims:
+            raise ClayoutError(f"array of shape {arr.shape} does not match tag {tag!r} "
+                               f"({parsed.ndims} dims); pass dims= or a matching tag")
+        logical = [0] * parsed.ndims
+        for pos, d in enumerate(parsed.order):
+            logical[d] = arr.shape[pos]
+        dims = tuple(logical)
+    return MemoryDesc(dims, dtype, tag=tag)
+
+
+def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
+    """Reorder ``data`` (physical, in ``src_desc``) into ``dst_desc``; returns
+    dst's 1-D physical array (dtype from ``dst_desc``).
+
+    >>> src = MemoryDesc((1, 3, 2, 2), tag="nchw")
+    >>> reorder(np.arange(12, dtype=np.float32), src, MemoryDesc((1, 3, 2, 2), tag="nhwc"))[:6]
+    array([0., 4., 8., 1., 5., 9.], dtype=float32)
+    """
+    if _is_memory(data):
+        from .memory import reorder_memory
+        return reorder_memory(data, dst_desc, engine)
+    if not isinstance(src_desc, MemoryDesc) or not isinstance(dst_desc, MemoryDesc):
+        raise ClayoutError("reorder takes MemoryDesc objects for src_desc and dst_desc")
+    if src_desc.dims != dst_desc.dims:
+        raise ClayoutError(f"reorder from {src_desc} to {dst_desc}: dims differ; use "
+                           "desc.reshape() for a logical reshape")
+    flat = physical_input(data, src_desc)
+    return engines.get(engine).reorder(flat, src_desc, dst_desc)
+
+
+def to_image(array, layout, src=None, dtype=None, engine=None, dims=None):
+    """Place a tensor onto an image; returns (height, width, 4), or
+    (height, width) for one-channel layouts, of the image dtype.
+
+    ``src`` is the tag of ``array`` (default nchw / oihw / mihw / x by the
+    layout's kind); a plain-tagged array comes in its physical shape, a
+    blocked one 1-D with ``dims``. ``dtype`` is the image's (default: the
+    array's). ``engine`` as in reorder.
+    """
+    layout = image_layout(layout)
+    if _is_memory(array):
+        from .memory import to_image_memory
+        return to_image_memory(array, layout, dtype, engine)
+    arr = np.asarray(array)
+    src_dt = dtypes.of_array(arr)
+    img_dt = dtypes.image_dtype(dtype if dtype is not None else src_dt)
+    kind_tag = DEFAULT_TAG.get(layout.kind)
+    if kind_tag is None:
+        kind_tag = "abcdefghijkl"[:layout.ndims]
+    if kind_tag == "nchw" and src is None and arr.ndim == 2 and dims is None:
+        kind_tag = "nc"
+    desc = _src_desc(arr, src, dims, src_dt, kind_tag)
+    layout.logical_dims(desc.dims)  # checks rank against the layout
+    eng = engines.get(engine)
+    limits = getattr(eng, "image_limits", None)
+    if limits is not None:
+        layout.check_fits(desc.dims, *limits)
+    return eng.to_image(physical_input(arr, desc), layout, desc, img_dt)
+
+
+def from_image(image, layout, dims, dst=None, dtype=None, engine=None):
+    """Read a tensor back from an image array (height, width, 4) (or
+    (height, width)); returns the buffer in tag ``dst`` (default nchw /
+    oihw / ...), in its physical shape when plain, else 1-D; ``dtype`` is the
+    buffer's (default: the image's)."""
+    layout = image_layout(layout)
+    if _is_memory(image):
+        from .memory import from_image_memory
+        return from_image_memory(image, layout, dims, dst, dtype, engine)
+    arr = np.asarray(image)
+    img_dt = dtypes.image_dtype(dtypes.of_array(arr))
+    dims = tuple(int(d) for d in dims)
+    layout.logical_dims(dims)
+    want = layout.array_shape(dims)
+    if arr.shape != want:
+        raise ClayoutError(f"image of shape {arr.shape} does not match layout {layout.name!r} "
+                           f"for dims {dims}: expected {want} (height, width[, 4])")
+    out_dt = dtypes.dtype(dtype if dtype is not None else img_dt)
+    default = DEFAULT_TAG.get(layout.kind) or "abcdefghijkl"[:layout.ndims]
+    if default == "nchw" and len(dims) == 2:
+        default = "nc"
+    desc = MemoryDesc(dims, out_dt, tag=dst or default)
+    out = engines.get(engine).from_image(arr, layout, desc)
+    return out.reshape(physical_shape(desc))

@@ -1,0 +1,366 @@
+"""The cpu engine: numpy fast path (DESIGN §4).
+
+A reorder is planned once per (src desc, dst desc) and applied cheaply:
+
+1. *refine*: per logical dim, the block divisors of both sides are merged into
+   one chain (16c and 8c give digits c//16, (c//8)%2, c%8), so that the two
+   physical layouts become two strided views of the same shape;
+2. *boxes*: the logical range of every dim is cut into boxes of whole digits
+   (a tail such as C=17 in 16c blocks is its own box);
+3. *apply*: each box pair is one ``np.copyto`` between ``as_strided`` views,
+   cut into cache-sized tiles spread over threads (numpy releases the GIL).
+
+Padding of the destination (block tails: zero; halo: the fill value) is
+written the same way, box by box, so nothing outside the desc's footprint is
+touched. A pair whose blocks do not form a chain, or whose dims differ by a
+logical reshape, goes through a plain logical intermediate (two copies).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import dtypes
+from .desc import MemoryDesc
+
+TILE_ELEMS = 1 << 16        # elements per tile: src + dst tiles stay in L2
+SMALL_ELEMS = 1 << 15       # below this, one copy without tiling or threads
+THREADS = max(1, min(8, os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class View:
+    """A strided view: element offset, shape and element strides."""
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    def of(self, buf: np.ndarray) -> np.ndarray:
+        item = buf.itemsize
+        return as_strided(buf[self.offset:], self.shape, tuple(s * item for s in self.strides))
+
+
+def _interval_boxes(lo: int, hi: int, divs: tuple[int, ...]):
+    """Cut [lo, hi) into boxes of mixed-radix digits; ``divs`` ascending with
+    divs[0] == 1, the last one the outer digit. Yields per-digit (start, stop)
+    ranges, outer digit first. [1, 6) over divs (1, 4) gives ((0, 1), (1, 4))
+    and ((1, 2), (0, 2))."""
+    if lo >= hi:
+        return
+    if len(divs) == 1:
+        yield ((lo, hi),)
+        return
+    top, lower = divs[-1], divs[:-1]
+    whole = tuple((0, divs[i + 1] // divs[i]) for i in reversed(range(len(lower))))
+    first, last = -(-lo // top), hi // top      # whole outer digits: [first, last)
+    head_end = min(hi, first * top)
+    pieces = [(lo, head_end)] if lo < head_end else []
+    if first < last:
+        yield ((first, last),) + whole
+    tail_start = max(last * top, head_end)
+    if tail_start < hi:
+        pieces.append((tail_start, hi))
+    for plo, phi in pieces:  # each lies inside one outer digit
+        base = plo // top
+        for sub in _interval_boxes(plo - base * top, phi - base * top, lower):
+            yield ((base, base + 1),) + sub
+
+
+def _refine(src: MemoryDesc, dst: MemoryDesc, d: int):
+    """Digits of dim d shared by both sides: (base, divisors, src strides, dst
+    strides, src shift, dst shift), or None when the blockings do not chain."""
+    sides = (src, dst)
+    axes = [[a for a in side.axes if a.dim == d] for side in sides]
+    blocked = [len(ax) > 1 or ax[0].div != 1 for ax in axes]
+    lows = [side.halo_lower[d] for side in sides]
+    if all(blocked) and lows[0] != lows[1]:
+        return None
+    divs = sorted({a.div for ax, b in zip(axes, blocked) if b for a in ax} | {1})
+    if any(hi % lo for lo, hi in zip(divs, divs[1:])):
+        return None
+    base = lows[1] if blocked[1] else lows[0] if blocked[0] else 0
+    strides, shifts = [], []
+    for ax, side, is_blocked, low in zip(axes, sides, blocked, lows):
+        if not is_blocked:
+            s = ax[0].stride
+            strides.append(tuple(s * u for u in divs))
+            shifts.append((low - base) * s)
+            continue
+        per = []
+        for u in divs:
+            a = next(a for a in ax if a.div <= u and u % a.div == 0
+                     and (a.outer or u < a.div * a.size))
+            per.append(a.stride * (u // a.div))
+        strides.append(tuple(per))
+        shifts.append(0)
+    return base, tuple(divs), strides[0], strides[1], shifts[0], shifts[1]
+
+
+@dataclass(frozen=True)
+class Plan:
+    pairs: tuple[tuple[View, View], ...]          # (src view, dst view) per box
+    fills: tuple[tuple[View, str], ...]           # dst views to fill: "zero" | "halo"
+    fresh_zero: bool                              # a fresh dst must start zeroed (gaps)
+
+
+def _dst_views(dst: MemoryDesc, region):
+    """Views of dst over ``region`` (per dim: list of (lo, hi) halo-padded index
+    intervals), using dst's own digits."""
+    per_dim = []
+    for d in range(dst.ndims):
+        ax = sorted((a for a in dst.axes if a.dim == d), key=lambda a: a.div)
+        divs = tuple(a.div for a in ax)
+        boxes = [b for lo, hi in region[d] for b in _interval_boxes(lo, hi, divs)]
+        per_dim.append([(b, tuple(a.stride for a in reversed(ax))) for b in boxes])
+    for combo in itertools.product(*per_dim):
+        offset, shape, strides = dst.offset0, [], []
+        for box, st in combo:
+            for (start, stop), s in zip(box, st):
+                offset += start * s
+                shape.append(stop - start)
+                strides.append(s)
+        yield View(offset, tuple(shape), tuple(strides))
+
+
+@functools.lru_cache(maxsize=256)
+def plan(src: MemoryDesc, dst: MemoryDesc, _key=None) -> Plan | None:
+    """The copy plan of src -> dst (same dims), or None when it needs an
+    intermediate. ``_key`` carries the exact fields so that descs equal under
+    oneDNN's rules but with other unit strides get their own plan."""
+    refined = [_refine(src, dst, d) for d in range(src.ndims)]
+    if any(r is None for r in refined):
+        return None
+    per_dim = []
+    for d, (base, divs, s_str, d_str, s_shift, d_shift) in enumerate(refined):
+        boxes = list(_interval_boxes(base, base + src.dims[d], divs))
+        per_dim.append([(box, s_str[::-1], d_str[::-1], s_shift, d_shift) for box in boxes])
+    pairs = []
+    for combo in itertools.product(*per_dim):
+        s_off, d_off = src.offset0, dst.offset0
+        shape, s_st, d_st = [], [], []
+        for box, ss, ds, s_shift, d_shift in combo:
+            s_off += s_shift
+            d_off += d_shift
+            for (start, stop), a, b in zip(box, ss, ds):
+                s_off += start * a
+                d_off += start * b
+                shape.append(stop - start)
+                s_st.append(a)
+                d_st.append(b)
+        if math.prod(shape):
+            pairs.append((View(s_off, tuple(shape), tuple(s_st)),
+                          View(d_off, tuple(shape), tuple(d_st))))
+    # halo (fill value) inside the extent; block tails (zero) win everywhere,
+    # including where a halo row meets a block tail: the tail is always zero
+    fills = []
+    inside = [[(lo, lo + n)] for lo, n in zip(dst.halo_lower, dst.dims)]
+    extent = [[(0, e)] for e in dst.extent]
+    full = [[(0, p)] for p in dst.padded_dims]
+    for d in range(dst.ndims):
+        lo, n = dst.halo_lower[d], dst.dims[d]
+        halo = [(a, b) for a, b in ((0, lo), (lo + n, dst.extent[d])) if a < b]
+        if halo:
+            region = inside[:d] + [halo] + extent[d + 1:]
+            fills.extend((v, "halo") for v in _dst_views(dst, region) if math.prod(v.shape))
+    for d in range(dst.ndims):
+        if dst.extent[d] < dst.padded_dims[d]:
+            region = full[:d] + [[(dst.extent[d], dst.padded_dims[d])]] + full[d + 1:]
+            fills.extend((v, "zero") for v in _dst_views(dst, region) if math.prod(v.shape))
+    return Plan(tuple(pairs), tuple(fills), not dst.is_dense)
+
+
+def _exact_key(desc: MemoryDesc):
+    return (desc.strides, desc.order)
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix="clayout-cpu")
+    return _POOL
+
+
+def _tiles(shape, src_strides, dst_strides):
+    """Tile extents: dst's innermost axes (runs of >= 64 elements written), then
+    src's innermost axes (runs of >= 1024 elements read), then dst's next axes
+    up to TILE_ELEMS."""
+    n = len(shape)
+    tile = [1] * n
+
+    def grow(order, target):
+        vol = 1
+        for i in order:
+            if vol >= target:
+                break
+            if shape[i] > 1:
+                tile[i] = max(tile[i], min(shape[i], -(-target // vol)))
+                vol *= tile[i]
+
+    by_dst = sorted(range(n), key=lambda i: dst_strides[i])
+    by_src = sorted(range(n), key=lambda i: src_strides[i])
+    grow(by_dst, 64)
+    grow(by_src, 1024)
+    vol = math.prod(tile)
+    for i in by_dst:  # widen along dst's order until the tile is big enough
+        if vol >= TILE_ELEMS:
+            break
+        if shape[i] > tile[i]:
+            vol //= tile[i]
+            tile[i] = min(shape[i], max(tile[i], -(-TILE_ELEMS // vol)))
+            vol *= tile[i]
+    return tile
+
+
+def _needs_staging(dst_v: np.ndarray, src_v: np.ndarray, tile) -> bool:
+    """True when dst's inner loop would read src with a long, far stride: such
+    reads alias in the L1 cache (power-of-two plane strides), so the tile is
+    first copied into a compact buffer in src's order."""
+    axes = [i for i in range(dst_v.ndim) if tile[i] > 1]
+    if not axes:
+        return False
+    inner = min(axes, key=lambda i: dst_v.strides[i])
+    return tile[inner] >= 32 and abs(src_v.strides[inner]) >= 4096
+
+
+def _short_inner(dst_v: np.ndarray, src_v: np.ndarray, tile) -> int | None:
+    """dst's innermost axis when it is short (<= 8, e.g. the RGBA lane) and not
+    contiguous in src: copying it one index at a time lets numpy's inner loop
+    run along a long axis instead of 4-element runs."""
+    axes = [i for i in range(dst_v.ndim) if tile[i] > 1]
+    if len(axes) < 2:
+        return None
+    inner = min(axes, key=lambda i: dst_v.strides[i])
+    if tile[inner] <= 8 and abs(src_v.strides[inner]) != src_v.itemsize:
+        return inner
+    return None
+
+
+def _copy_box(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: bool):
+    def put(d, s):
+        np.copyto(d, s if s.dtype == d.dtype else dtypes.convert(s, dtype))
+
+    if dst_v.size <= SMALL_ELEMS or not threads:
+        put(dst_v, src_v)
+        return
+    nd = dst_v.ndim
+    tile = _tiles(dst_v.shape, src_v.strides, dst_v.strides)
+    stage = _needs_staging(dst_v, src_v, tile)
+    peel = None if stage else _short_inner(dst_v, src_v, tile)
+    src_order = sorted(range(nd), key=lambda i: -abs(src_v.strides[i]))
+    back = np.argsort(src_order)
+    # outer iteration follows dst's memory order so writes stream
+    order = sorted(range(nd), key=lambda i: -dst_v.strides[i])
+    starts = list(itertools.product(*(range(0, dst_v.shape[i], tile[i]) for i in order)))
+
+    def work(chunk):
+        tmp = np.empty(math.prod(tile), dtype=src_v.dtype) if stage else None
+        for start in chunk:
+            sl = [slice(None)] * nd
+            for i, st in zip(order, start):
+                sl[i] = slice(st, st + tile[i])
+            s, d = src_v[tuple(sl)], dst_v[tuple(sl)]
+            if stage:
+                buf = tmp[:s.size].reshape([s.shape[i] for i in src_order])
+                np.copyto(buf, s.transpose(src_order))
+                s = buf.transpose(back)
+            if peel is None:
+                put(d, s)
+                continue
+            for k in range(d.shape[peel]):  # numpy's inner loop then runs along src's runs
+                at = (slice(None),) * peel + (k,)
+                put(d[at], s[at])
+
+    if THREADS == 1 or len(starts) == 1:
+        work(starts)
+        return
+    per = -(-len(starts) // THREADS)
+    futures = [_pool().submit(work, starts[i:i + per]) for i in range(0, len(starts), per)]
+    for f in futures:
+        f.result()
+
+
+def fill_value(desc: MemoryDesc, what: str):
+    if what == "zero":
+        return desc.dtype.np.type(0)
+    return dtypes.convert(np.array([desc.fill], dtype=np.float32), desc.dtype)[0]
+
+
+_WIDE = {16: np.dtype(np.complex128), 8: np.dtype(np.uint64), 4: np.dtype(np.uint32),
+         2: np.dtype(np.uint16)}  # copies of these move bits unchanged (NaN payloads too)
+
+
+def _widened(src_buf, s: View, dst_buf, d: View):
+    """Both views as arrays; where one axis is contiguous on both sides, runs
+    of up to 16 bytes along it become single items (numpy's inner loop then
+    moves 16 bytes per step instead of 4)."""
+    item = dst_buf.itemsize
+    axis = next((j for j in range(len(s.shape)) if s.strides[j] == 1 == d.strides[j]
+                 and s.shape[j] > 1), None)
+    if src_buf.dtype != dst_buf.dtype or axis is None:
+        return s.of(src_buf), d.of(dst_buf)
+    k = next((k for k in (16 // item, 8 // item, 4 // item, 2 // item)
+              if k > 1 and s.shape[axis] % k == 0), None)
+    if k is None:
+        return s.of(src_buf), d.of(dst_buf)
+    wide = _WIDE[k * item]
+
+    def make(buf, v: View):
+        shape = list(v.shape)
+        strides = [st * item for st in v.strides]
+        shape[axis] //= k
+        strides[axis] = k * item
+        return np.ndarray(tuple(shape), dtype=wide, buffer=buf, offset=v.offset * item,
+                          strides=tuple(strides))
+
+    return make(src_buf, s), make(dst_buf, d)
+
+
+def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst: MemoryDesc,
+                 threads: bool = True, zeroed: bool = False) -> None:
+    """Write the reorder of ``src_buf`` (src's physical elements) into
+    ``dst_buf`` (dst's), touching only dst's footprint. ``zeroed`` says dst_buf
+    is known to be all zero already (a fresh array)."""
+    if src.is_zero or dst.is_zero:
+        return
+    p = plan(src, dst, (_exact_key(src), _exact_key(dst)))
+    if p is None:  # via a plain logical intermediate
+        plain = MemoryDesc(src.dims, dst.dtype)
+        tmp = np.empty(plain.span, dtype=dst.dtype.np)
+        reorder_into(src_buf, src, tmp, plain, threads)
+        reorder_into(tmp, plain, dst_buf, dst, threads, zeroed)
+        return
+    zero_fills = [v for v, what in p.fills if what == "zero"]
+    if zero_fills and dst.is_dense and not zeroed:
+        dst_buf[dst.offset0:dst.span] = 0   # one memset instead of many thin tail boxes
+        zeroed = True
+    for view, what in p.fills:
+        if what == "halo" or not zeroed:
+            np.copyto(view.of(dst_buf), fill_value(dst, what))
+    for s, d in p.pairs:
+        s_arr, d_arr = _widened(src_buf, s, dst_buf, d)
+        _copy_box(d_arr, s_arr, dst.dtype, threads)
+
+
+def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
+    """A fresh 1-D physical array of dst holding ``data`` (src's physical elements)."""
+    fresh = plan(src, dst, (_exact_key(src), _exact_key(dst))) if not (
+        src.is_zero or dst.is_zero) else None
+    zero = (fresh.fresh_zero or any(w == "zero" for _, w in fresh.fills)) \
+        if fresh is not None else not dst.is_dense
+    out = (np.zeros if zero or dst.offset0 else np.empty)(dst.span, dtype=dst.dtype.np)
+    reorder_into(np.asarray(data).reshape(-1), src, out, dst, zeroed=zero or bool(dst.offset0))
+    return out
+
+
+def clear_cache() -> None:
+    plan.cache_clear()

@@ -1,0 +1,339 @@
+"""MemoryDesc: a logical tensor placed in memory, with oneDNN semantics (DESIGN §1.2).
+
+A desc is frozen data. It owns its index math twice, as mirror images:
+``offset(idx)`` (the oneDNN walk, in Python) and ``c_offset(names)`` (the same
+sum as an OpenCL C expression with every constant baked in). ``axes`` lists
+the physical axes outer to inner; the fast path and the kernels are built
+from it.
+
+Worked example: ``MemoryDesc((2, 17, 3, 4), tag="nChw16c")`` has
+padded_dims (2, 32, 3, 4) and strides (384, 192, 64, 16); element (1, 16, 2, 3)
+sits at 1*384 + (16//16)*192 + 2*64 + 3*16 + 16%16 = 752.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import dtypes
+from .errors import ClayoutError
+from .tags import LETTERS, MAX_DIMS, Tag, parse_tag
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One physical axis: digit ``(q[dim] // div) % size`` times ``stride``,
+    where q is the index inside the halo-padded extent. For the outer axis of
+    a dim (``outer=True``) there is no modulo."""
+    dim: int
+    size: int
+    div: int
+    stride: int
+    outer: bool
+
+
+def _ints(values, what: str) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in values)
+    except (TypeError, ValueError):
+        raise ClayoutError(f"{what} must be a sequence of integers, got {values!r}") from None
+    if any(int(v) != v for v in values):
+        raise ClayoutError(f"{what} must be integers, got {values!r}")
+    return out
+
+
+def _round_up(x: int, b: int) -> int:
+    return -(-x // b) * b
+
+
+@dataclass(frozen=True, init=False, eq=False)
+class MemoryDesc:
+    dims: tuple[int, ...]
+    dtype: dtypes.DType
+    padded_dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    inner_blks: tuple[int, ...]
+    inner_idxs: tuple[int, ...]
+    offset0: int
+    halo_lower: tuple[int, ...]
+    halo_upper: tuple[int, ...]
+    fill: float
+    order: tuple[int, ...]   # outer axes, outermost first (from the tag, or by stride)
+
+    def __init__(self, dims, dtype="f32", tag=None, strides=None, offset0=0,
+                 halo=None, fill=0):
+        """``MemoryDesc(dims, dtype, tag=...)`` or ``strides=...`` (plain, no
+        blocking). ``halo=(lower, upper)`` adds clDNN padding filled with ``fill``;
+        blocking applies to the padded extent."""
+        dims = _ints(dims, "dims") if not isinstance(dims, int) else (dims,)
+        if not 1 <= len(dims) <= MAX_DIMS or min(dims) < 0:
+            raise ClayoutError(f"dims {dims}: expected 1 to {MAX_DIMS} non-negative sizes")
+        nd = len(dims)
+        lower, upper = self._halo(halo, nd)
+        extent = tuple(lo + d + up for lo, d, up in zip(lower, dims, upper))
+        if tag is not None and strides is not None:
+            raise ClayoutError("give either tag= or strides=, not both")
+        if strides is None:
+            parsed = parse_tag(tag) if tag is not None else Tag(nd, tuple(range(nd)), ())
+            if parsed.ndims != nd:
+                raise ClayoutError(f"tag {tag!r} describes {parsed.ndims} dims but dims {dims} "
+                                   f"have {nd}")
+            blk = [1] * nd
+            for d, size in parsed.blocks:
+                blk[d] *= size
+            padded = tuple(_round_up(e, b) for e, b in zip(extent, blk))
+            out_strides = [0] * nd
+            running = math.prod(size for _, size in parsed.blocks)
+            for d in reversed(parsed.order):
+                out_strides[d] = running
+                if padded[d]:
+                    running *= padded[d] // blk[d]
+            order = parsed.order
+            inner_blks = tuple(size for _, size in parsed.blocks)
+            inner_idxs = tuple(d for d, _ in parsed.blocks)
+        else:
+            out_strides = list(_ints(strides, "strides"))
+            if len(out_strides) != nd or min(out_strides) < 0:
+                raise ClayoutError(f"strides {tuple(out_strides)} must be {nd} non-negative "
+                                   f"integers for dims {dims}")
+            padded, inner_blks, inner_idxs = extent, (), ()
+            order = tuple(sorted(range(nd), key=lambda d: (-out_strides[d], d)))
+            self._check_no_overlap(dims, extent, out_strides)
+        if int(offset0) < 0:
+            raise ClayoutError(f"offset0 {offset0} must be >= 0")
+        self._init(dims, dtypes.dtype(dtype), padded, out_strides, inner_blks, inner_idxs,
+                   int(offset0), lower, upper, fill, order)
+
+    # -- construction helpers -------------------------------------------------
+    def _init(self, dims, dtype, padded, strides, inner_blks, inner_idxs, offset0,
+              lower, upper, fill, order):
+        for name, value in (("dims", tuple(dims)), ("dtype", dtype),
+                            ("padded_dims", tuple(padded)), ("strides", tuple(strides)),
+                            ("inner_blks", tuple(inner_blks)), ("inner_idxs", tuple(inner_idxs)),
+                            ("offset0", offset0), ("halo_lower", tuple(lower)),
+                            ("halo_upper", tuple(upper)), ("fill", float(fill)),
+                            ("order", tuple(order))):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def _raw(cls, **fields) -> "MemoryDesc":
+        obj = cls.__new__(cls)
+        obj._init(**fields)
+        return obj
+
+    def _fields(self) -> dict:
+        return dict(dims=self.dims, dtype=self.dtype, padded=self.padded_dims,
+                    strides=self.strides, inner_blks=self.inner_blks,
+                    inner_idxs=self.inner_idxs, offset0=self.offset0, lower=self.halo_lower,
+                    upper=self.halo_upper, fill=self.fill, order=self.order)
+
+    @staticmethod
+    def _halo(halo, nd):
+        if halo is None:
+            return (0,) * nd, (0,) * nd
+        try:
+            lower, upper = halo
+        except (TypeError, ValueError):
+            raise ClayoutError(f"halo {halo!r}: expected (lower, upper), each {nd} sizes") from None
+        lower, upper = _ints(lower, "halo lower"), _ints(upper, "halo upper")
+        if len(lower) != nd or len(upper) != nd or min(lower + upper) < 0:
+            raise ClayoutError(f"halo {halo!r}: expected (lower, upper), each {nd} "
+                               "non-negative sizes")
+        return lower, upper
+
+    @staticmethod
+    def _check_no_overlap(dims, extent, strides):
+        if 0 in dims:
+            return
+        span = 1
+        for d in sorted(range(len(dims)), key=lambda d: (strides[d], d)):
+            if extent[d] == 1:
+                continue
+            if strides[d] < span:
+                raise ClayoutError(
+                    f"strides {tuple(strides)} for dims {tuple(dims)} make elements overlap: "
+                    f"dim {d} has stride {strides[d]} but the dims inside it span {span} elements")
+            span = strides[d] * extent[d]
+
+    # -- derived quantities -----------------------------------------------------
+    @property
+    def ndims(self) -> int:
+        return len(self.dims)
+
+    def blocks_of(self, d: int) -> int:
+        """Product of the inner blocks of dim d (1 if unblocked)."""
+        return math.prod(b for b, i in zip(self.inner_blks, self.inner_idxs) if i == d)
+
+    @property
+    def extent(self) -> tuple[int, ...]:
+        """Halo-padded extent of each dim (before rounding up to the blocks)."""
+        return tuple(lo + d + up for lo, d, up in zip(self.halo_lower, self.dims, self.halo_upper))
+
+    @property
+    def nelems(self) -> int:
+        """Logical element count."""
+        return math.prod(self.dims)
+
+    @property
+    def is_zero(self) -> bool:
+        return self.nelems == 0
+
+    @property
+    def size(self) -> int:
+        """Bytes of the described memory with all padding, offset0 excluded (oneDNN)."""
+        if self.is_zero:
+            return 0
+        span = max([(p // self.blocks_of(d)) * s if p else 0
+                    for d, (p, s) in enumerate(zip(self.padded_dims, self.strides))] +
+                   [math.prod(self.inner_blks)])
+        return span * self.dtype.itemsize
+
+    @property
+    def span(self) -> int:
+        """Elements a buffer needs from its start (offset0 included) to hold this desc."""
+        return 0 if self.is_zero else self.offset0 + self.size // self.dtype.itemsize
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        """Physical axes, outer to inner: the outer part of each dim in ``order``,
+        then the inner blocks as written."""
+        out = []
+        for d in self.order:
+            b = self.blocks_of(d)
+            out.append(Axis(d, -(-self.padded_dims[d] // b), b, self.strides[d], True))
+        inner = []
+        stride, below = 1, [1] * self.ndims
+        for d, size in reversed(list(zip(self.inner_idxs, self.inner_blks))):
+            inner.append(Axis(d, size, below[d], stride, False))  # innermost first
+            below[d] *= size
+            stride *= size
+        out.extend(reversed(inner))
+        return tuple(out)
+
+    @property
+    def is_dense(self) -> bool:
+        """True when the axes tile [offset0, span) exactly (no gaps, no overlap)."""
+        if self.is_zero:
+            return True
+        axes = sorted((a for a in self.axes if a.size > 1), key=lambda a: a.stride)
+        expect = 1
+        for a in axes:
+            if a.stride != expect:
+                return False
+            expect *= a.size
+        return expect == self.size // self.dtype.itemsize
+
+    @property
+    def has_padding(self) -> bool:
+        return self.padded_dims != self.dims
+
+    # -- index math -----------------------------------------------------------
+    def offset(self, idx) -> int:
+        """Element offset of logical index ``idx`` (oneDNN's walk: inner blocks
+        innermost first, then the outer strides, plus offset0)."""
+        idx = _ints(idx, "index")
+        if len(idx) != self.ndims or any(not 0 <= i < d for i, d in zip(idx, self.dims)):
+            raise ClayoutError(f"index {idx} is outside dims {self.dims}")
+        return int(self.offsets([np.asarray(i) for i in idx]))
+
+    def offsets(self, idx) -> np.ndarray:
+        """Vectorized ``offset``: ``idx`` is one integer array per dim (broadcastable)."""
+        pos = [np.asarray(i, dtype=np.int64) + lo for i, lo in zip(idx, self.halo_lower)]
+        off = np.int64(0)
+        stride = 1
+        for blk, d in reversed(list(zip(self.inner_blks, self.inner_idxs))):
+            off = off + (pos[d] % blk) * stride
+            pos[d] = pos[d] // blk
+            stride *= blk
+        for d in range(self.ndims):
+            off = off + pos[d] * self.strides[d]
+        return off + self.offset0
+
+    def c_offset(self, names) -> str:
+        """The offset as an OpenCL C expression of the logical indices ``names``
+        (one C expression per dim), constants baked in; mirrors ``offset``."""
+        terms = [str(self.offset0)] if self.offset0 else []
+        for a in self.axes:
+            if a.size == 1 and not a.outer or self.dims[a.dim] == 0:
+                continue
+            q = names[a.dim] if not self.halo_lower[a.dim] else f"({names[a.dim]} + {self.halo_lower[a.dim]})"
+            digit = q if a.div == 1 else f"({q} / {a.div})"
+            if not a.outer:
+                digit = f"({digit} % {a.size})"
+            terms.append(digit if a.stride == 1 else f"{digit} * {a.stride}")
+        return " + ".join(terms) if terms else "0"
+
+    # -- names ------------------------------------------------------------------
+    @property
+    def tag(self) -> str | None:
+        """The letter tag that describes this desc (dense strides of its order and
+        blocks), or None when the strides are not those of any tag."""
+        try:
+            candidate = str(Tag(self.ndims, self.order,
+                                tuple(zip(self.inner_idxs, self.inner_blks))))
+            ref = MemoryDesc(self.dims, self.dtype, tag=candidate,
+                             halo=(self.halo_lower, self.halo_upper))
+        except ClayoutError:
+            return None
+        if ref.padded_dims != self.padded_dims or not self._same_strides(ref):
+            return None
+        return candidate
+
+    def __str__(self) -> str:
+        base = self.tag or "strides=" + ",".join(map(str, self.strides))
+        extra = f" offset0={self.offset0}" if self.offset0 else ""
+        if any(self.halo_lower) or any(self.halo_upper):
+            extra += f" halo={self.halo_lower}/{self.halo_upper} fill={self.fill:g}"
+        return f"{self.dtype.name} {'x'.join(map(str, self.dims))} {base}{extra}"
+
+    def __repr__(self) -> str:
+        return f"MemoryDesc({self})"
+
+    # -- equality (oneDNN rules) ------------------------------------------------
+    def _same_strides(self, other: "MemoryDesc") -> bool:
+        return all(s == o or (d == p == 1)
+                   for s, o, d, p in zip(self.strides, other.strides, self.dims, self.padded_dims))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, MemoryDesc):
+            return NotImplemented
+        return (self.dims == other.dims and self.dtype == other.dtype
+                and self.padded_dims == other.padded_dims and self.offset0 == other.offset0
+                and self.inner_blks == other.inner_blks and self.inner_idxs == other.inner_idxs
+                and self.halo_lower == other.halo_lower and self.halo_upper == other.halo_upper
+                and (self.fill == other.fill or (math.isnan(self.fill) and math.isnan(other.fill)))
+                and self._same_strides(other))
+
+    def __hash__(self) -> int:
+        return hash((self.dims, self.dtype.name, self.padded_dims, self.offset0,
+                     self.inner_blks, self.inner_idxs, self.halo_lower, self.halo_upper))
+
+    # -- operations ---------------------------------------------------------------
+    def with_dtype(self, dtype) -> "MemoryDesc":
+        fields = self._fields()
+        fields["dtype"] = dtypes.dtype(dtype)
+        return MemoryDesc._raw(**fields)
+
+    def submemory(self, dims, offsets) -> "MemoryDesc":
+        """A view of part of this memory (oneDNN rules): ``offsets`` a multiple of
+        each dim's block; a part that does not reach the right border must be a
+        whole number of blocks or smaller than one block."""
+        from .ops import submemory
+        return submemory(self, dims, offsets)
+
+    def reshape(self, dims) -> "MemoryDesc":
+        """Same memory, other dims: only joins or splits of dense, unblocked,
+        unpadded dims, and adding/removing unit dims (oneDNN rules)."""
+        from .ops import reshape
+        return reshape(self, dims)
+
+    def permute_axes(self, perm) -> "MemoryDesc":
+        """Rename dims: ``new.dims[perm[i]] = dims[i]`` (oneDNN's permute_axes)."""
+        from .ops import permute_axes
+        return permute_axes(self, perm)
+
+
+def letter(d: int) -> str:
+    return LETTERS[d]

@@ -1,0 +1,177 @@
+"""Image layouts (DESIGN §2): a MemoryDesc placed on a 2D RGBA (or one-channel) image.
+
+An image layout is (tag, rows, lanes) over the image's dims: the first ``rows``
+outer axes of the tag form the image row ``y``, the remaining axes form the
+column ``x`` (both row-major), and with ``lanes=4`` the innermost block of 4 is
+the RGBA lane. The host view of an image, an array (height, width, lanes), is
+exactly the dense buffer of that desc, so every conversion is a reorder.
+
+``groups`` merges logical dims before placing them (``image_2d_weights_c4_fyx_b``
+views O,I,H,W as O, I*H*W); the merge is a row-major reshape of logical dims.
+
+Example: ``image_layout("in_out_channel").image_shape((1, 17, 5, 7))`` is
+(ceil(17/4)*7, 1*5) = (35, 5).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import dtypes
+from .desc import MemoryDesc
+from .errors import ClayoutError
+from .tags import parse_tag
+
+KINDS = {  # logical dims users pass, by kind of tensor
+    "activation": "N,C,H,W (or N,C)",
+    "filter": "O,I,H,W",
+    "depthwise": "M,I,H,W",
+    "argument": "W",
+}
+
+
+@dataclass(frozen=True)
+class ImageLayout:
+    name: str
+    tag: str
+    rows: int
+    lanes: int = 4
+    kind: str = "custom"
+    ndims: int = 4
+    groups: tuple[tuple[int, ...], ...] | None = None
+
+    def __post_init__(self):
+        parsed = parse_tag(self.tag)
+        image_rank = len(self.groups) if self.groups else self.ndims
+        if parsed.ndims != image_rank:
+            raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} has {parsed.ndims} "
+                               f"dims but the layout places {image_rank}")
+        if self.lanes not in (1, 4):
+            raise ClayoutError(f"image layout {self.name!r}: lanes must be 4 (RGBA) or 1 (CL_R), "
+                               f"got {self.lanes}")
+        if self.lanes == 4 and (not parsed.blocks or parsed.blocks[-1][1] != 4):
+            raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} must end in an inner "
+                               "block of 4 (the RGBA lane), e.g. 'acBd4b'")
+        if not 0 <= self.rows <= parsed.ndims:
+            raise ClayoutError(f"image layout {self.name!r}: rows must be 0..{parsed.ndims}, "
+                               f"got {self.rows}")
+
+    # -- dims ---------------------------------------------------------------
+    def logical_dims(self, dims) -> tuple[int, ...]:
+        """The canonical logical dims: 2-D activations (N, C) become (N, C, 1, 1)."""
+        dims = tuple(int(d) for d in dims)
+        if self.kind == "activation" and len(dims) == 2:
+            dims = dims + (1, 1)
+        if len(dims) != self.ndims or min(dims, default=0) < 0:
+            what = KINDS.get(self.kind, f"{self.ndims} dims")
+            raise ClayoutError(f"layout {self.name!r} takes dims {what}; got {dims}")
+        return dims
+
+    def image_dims(self, dims) -> tuple[int, ...]:
+        dims = self.logical_dims(dims)
+        if not self.groups:
+            return dims
+        return tuple(math.prod(dims[d] for d in group) for group in self.groups)
+
+    def desc(self, dims, dtype="f32") -> MemoryDesc:
+        """The dense buffer desc equal to this image's memory, over ``image_dims``."""
+        return MemoryDesc(self.image_dims(dims), dtype, tag=self.tag)
+
+    def image_shape(self, dims) -> tuple[int, int]:
+        """(width, height) in pixels."""
+        desc = self.desc(dims)
+        outer = desc.axes[:desc.ndims]
+        height = math.prod(a.size for a in outer[:self.rows])
+        total = math.prod(a.size for a in desc.axes)
+        width = total // (height * self.lanes) if height else 0
+        if height == 0:  # zero-volume rows: the width still follows the column axes
+            width = math.prod(a.size for a in desc.axes[self.rows:]) // self.lanes
+        return width, height
+
+    def array_shape(self, dims) -> tuple[int, ...]:
+        """Shape of the host array holding the image: (height, width, 4) or (height, width)."""
+        width, height = self.image_shape(dims)
+        return (height, width, 4) if self.lanes == 4 else (height, width)
+
+    def pixel(self, dims, idx) -> tuple[int, int, int]:
+        """(x, y, lane) of the logical index ``idx``."""
+        dims = self.logical_dims(dims)
+        flat = 0
+        for i, d in zip(idx, dims):
+            flat = flat * d + i
+        image_dims = self.image_dims(dims)
+        image_idx = []
+        for d in reversed(image_dims):
+            image_idx.append(flat % d if d else 0)
+            flat = flat // d if d else 0
+        off = self.desc(dims).offset(tuple(reversed(image_idx)))
+        width, _ = self.image_shape(dims)
+        return (off // self.lanes) % width, off // (self.lanes * width), off % self.lanes
+
+    # -- device limits --------------------------------------------------------
+    def check_fits(self, dims, max_width: int, max_height: int) -> None:
+        """Refuse an image larger than the device's 2D limits, naming the
+        layouts of the same kind that would fit."""
+        width, height = self.image_shape(dims)
+        if width <= max_width and height <= max_height:
+            return
+        fits = []
+        for other in NAMED.values():
+            if other.kind == self.kind and other.name != self.name:
+                try:
+                    w, h = other.image_shape(dims)
+                except ClayoutError:
+                    continue
+                if w <= max_width and h <= max_height:
+                    fits.append(f"{other.name} ({w}x{h})")
+        hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
+            "no named image layout fits; keep this tensor in a buffer"
+        raise ClayoutError(f"layout {self.name!r} needs a {width}x{height} image for dims "
+                           f"{tuple(dims)}, over the device limit {max_width}x{max_height}; {hint}")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _named(name, tag, rows, kind, lanes=4, ndims=4, groups=None):
+    return ImageLayout(name, tag, rows, lanes, kind, ndims, groups)
+
+
+NAMED = {layout.name: layout for layout in (
+    _named("in_out_channel", "acBd4b", 2, "activation"),
+    _named("in_out_height", "aCbd4c", 2, "activation"),
+    _named("in_out_width", "acbD4d", 2, "activation"),
+    _named("conv2d_filter", "Acdb4a", 3, "filter"),
+    _named("dw_conv2d_filter", "Bacd4b", 1, "depthwise"),
+    _named("argument", "A4a", 0, "argument", ndims=1),
+    _named("weight_height", "Acdb4a", 1, "filter"),
+    _named("weight_width", "acdB4b", 1, "filter"),
+    _named("image_2d_weights_c4_fyx_b", "aB4b", 1, "filter", groups=((0,), (1, 2, 3))),
+    _named("image_2d_weights_c1_b_fyx", "bcda", 3, "filter", lanes=1),
+    _named("texture_2d", "cBda4b", 2, "activation"),
+)}
+
+
+def image_layout(name) -> ImageLayout:
+    """A named layout, an ImageLayout, or a custom one written 'TAG:ROWS[:LANES]'
+    (for example 'acBd4b:2' is in_out_channel)."""
+    if isinstance(name, ImageLayout):
+        return name
+    if name in NAMED:
+        return NAMED[name]
+    if isinstance(name, str) and ":" in name:
+        tag, _, rest = name.partition(":")
+        rows, _, lanes = rest.partition(":")
+        try:
+            rows_i, lanes_i = int(rows), int(lanes or 4)
+        except ValueError:
+            rows_i = lanes_i = None
+        if rows_i is not None:
+            ndims = parse_tag(tag).ndims
+            return ImageLayout(name, tag, rows_i, lanes_i, "custom", ndims)
+    raise ClayoutError(f"unknown image layout {name!r}; named layouts: {', '.join(NAMED)}; "
+                       "or a custom 'TAG:ROWS[:LANES]' such as 'acBd4b:2'")
+
+
+def image_dtype(dtype) -> dtypes.DType:
+    return dtypes.image_dtype(dtype)
