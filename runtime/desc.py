@@ -282,6 +282,15 @@ class MemoryDesc:
         return candidate
 
     def __str__(self) -> str:
+        """The letter tag when one describes this desc completely (no offset0,
+        no halo): ``str(MemoryDesc((2, 17, 3, 4), tag="nChw16c")) == "aBcd16b"``;
+        else ``describe()``."""
+        tag = self.tag
+        plain = not self.offset0 and not any(self.halo_lower) and not any(self.halo_upper)
+        return tag if tag is not None and plain else self.describe()
+
+    def describe(self) -> str:
+        """dtype, dims and layout in one line, for messages: 'f32 2x17x3x4 aBcd16b'."""
         base = self.tag or "strides=" + ",".join(map(str, self.strides))
         extra = f" offset0={self.offset0}" if self.offset0 else ""
         if any(self.halo_lower) or any(self.halo_upper):
@@ -289,7 +298,7 @@ class MemoryDesc:
         return f"{self.dtype.name} {'x'.join(map(str, self.dims))} {base}{extra}"
 
     def __repr__(self) -> str:
-        return f"MemoryDesc({self})"
+        return f"MemoryDesc({self.describe()})"
 
     # -- equality (oneDNN rules) ------------------------------------------------
     def _same_strides(self, other: "MemoryDesc") -> bool:

@@ -13,7 +13,7 @@ from .errors import ClayoutError
 
 def _no_halo(desc: MemoryDesc, what: str) -> None:
     if any(desc.halo_lower) or any(desc.halo_upper):
-        raise ClayoutError(f"{what} of a halo-padded desc ({desc}) is not supported; "
+        raise ClayoutError(f"{what} of a halo-padded desc ({desc.describe()}) is not supported; "
                            "apply it before adding the halo")
 
 
@@ -21,21 +21,21 @@ def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
     dims, offsets = _ints(dims, "submemory dims"), _ints(offsets, "submemory offsets")
     _no_halo(desc, "submemory")
     if len(dims) != desc.ndims or len(offsets) != desc.ndims:
-        raise ClayoutError(f"submemory of {desc}: dims {dims} and offsets {offsets} need "
+        raise ClayoutError(f"submemory of {desc.describe()}: dims {dims} and offsets {offsets} need "
                            f"{desc.ndims} entries each")
     padded = list(desc.padded_dims)
     offset0 = desc.offset0
     for d, (n, off, parent) in enumerate(zip(dims, offsets, desc.dims)):
         blk = desc.blocks_of(d)
         if off < 0 or n < 0 or off + n > parent:
-            raise ClayoutError(f"submemory of {desc}: dim {d} range [{off}, {off + n}) is outside "
+            raise ClayoutError(f"submemory of {desc.describe()}: dim {d} range [{off}, {off + n}) is outside "
                                f"[0, {parent})")
         if off % blk:
-            raise ClayoutError(f"submemory of {desc}: offset {off} of dim {d} is not a multiple "
+            raise ClayoutError(f"submemory of {desc.describe()}: offset {off} of dim {d} is not a multiple "
                                f"of its block {blk}")
         at_border = off + n == parent
         if not at_border and n % blk and n >= blk:
-            raise ClayoutError(f"submemory of {desc}: dim {d} size {n} is neither a multiple of "
+            raise ClayoutError(f"submemory of {desc.describe()}: dim {d} size {n} is neither a multiple of "
                                f"its block {blk} nor smaller than it, and does not reach the "
                                "right border")
         padded[d] = desc.padded_dims[d] - off if at_border else n
@@ -48,7 +48,7 @@ def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
 def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
     perm = _ints(perm, "perm")
     if sorted(perm) != list(range(desc.ndims)):
-        raise ClayoutError(f"permute_axes of {desc}: {perm} is not a permutation of "
+        raise ClayoutError(f"permute_axes of {desc.describe()}: {perm} is not a permutation of "
                            f"0..{desc.ndims - 1}")
 
     def move(values):
@@ -68,7 +68,7 @@ def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
 def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
     new_dims = _ints(new_dims, "reshape dims")
     if math.prod(new_dims) != desc.nelems or min(new_dims, default=0) < 0:
-        raise ClayoutError(f"reshape of {desc} to {new_dims}: the volumes differ "
+        raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: the volumes differ "
                            f"({desc.nelems} vs {math.prod(new_dims)})")
     if new_dims == desc.dims:
         return desc
@@ -91,7 +91,7 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
             j -= 1
         elif i >= 0 and old[i] == 1:
             if not plain(i):
-                raise ClayoutError(f"reshape of {desc} to {new_dims}: unit dim {i} is blocked "
+                raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: unit dim {i} is blocked "
                                    "or padded and cannot be removed")
             i -= 1
         elif i >= 0 and j >= 0:
@@ -108,15 +108,15 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
                 else:
                     break
             if vi != vj:
-                raise ClayoutError(f"reshape of {desc} to {new_dims}: dims cannot be grouped "
+                raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dims cannot be grouped "
                                    "into joins and splits")
             for d in gi:
                 if not plain(d):
-                    raise ClayoutError(f"reshape of {desc} to {new_dims}: dim {d} is blocked or "
+                    raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dim {d} is blocked or "
                                        "padded; only dense, unblocked, unpadded dims join or split")
             for a, b in zip(gi, gi[1:]):  # gi runs inner to outer
                 if desc.strides[b] != desc.strides[a] * old[a]:
-                    raise ClayoutError(f"reshape of {desc} to {new_dims}: dims {b} and {a} are "
+                    raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dims {b} and {a} are "
                                        "not dense in memory, so they cannot be joined")
             stride = desc.strides[gi[0]]
             for jj in gj:
@@ -124,7 +124,7 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
                 stride *= new_dims[jj]
             i, j = gi[-1] - 1, gj[-1] - 1
         else:
-            raise ClayoutError(f"reshape of {desc} to {new_dims}: dims cannot be matched")
+            raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dims cannot be matched")
 
     nd = len(new_dims)
     padded, strides, lower, upper = [0] * nd, [0] * nd, [0] * nd, [0] * nd
