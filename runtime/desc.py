@@ -217,6 +217,8 @@ class MemoryDesc:
         """True when the axes tile [offset0, span) exactly (no gaps, no overlap)."""
         if self.is_zero:
             return True
+        if any(p % self.blocks_of(d) for d, p in enumerate(self.padded_dims)):
+            return False  # a submemory ending inside a block leaves part of it out
         axes = sorted((a for a in self.axes if a.size > 1), key=lambda a: a.stride)
         expect = 1
         for a in axes:
