@@ -118,7 +118,12 @@ def _f64_to_bf16(x: np.ndarray) -> np.ndarray:
 def convert(x: np.ndarray, dst) -> np.ndarray:
     """Convert ``x`` to ``dst`` with clayout's exact rules; returns a new array
     (or ``x`` itself when the dtype already matches)."""
-    dst = dtype(dst)
+    # overflow to inf and NaN handling are part of the rules, not accidents
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _convert(x, dtype(dst))
+
+
+def _convert(x: np.ndarray, dst: DType) -> np.ndarray:
     src = of_array(x)
     if src == dst:
         return x
