@@ -1,0 +1,481 @@
+"""The ``clayout`` command line (DESIGN §5); also ``python -m runtime``.
+
+Dims are always logical and comma-separated (``1,64,224,224``). A plain-tagged
+``.npy`` input comes in its physical shape (an nhwc array has shape
+(N, H, W, C)), a blocked one 1-D with ``--dims``. Exit status: 0 on success,
+2 on a usage error (argparse), 1 on any other failure, with one line
+``clayout: error: ...`` on stderr and no traceback (``CLAYOUT_DEBUG=1`` shows
+it). Outputs are written to a temporary file in the same folder and renamed
+into place, so a failure never leaves a half-written file.
+
+Example::
+
+    clayout to-image x.npy -o img.npy --layout in_out_channel --src nhwc
+    clayout info conv2d_filter --dims 64,3,3,3
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import secrets
+import sys
+
+import numpy as np
+
+from . import api, dtypes, model
+from . import engine as engines
+from .desc import MemoryDesc
+from .errors import ClayoutError
+from .image import KINDS, NAMED, image_layout
+from .tags import parse_tag
+
+PROG = "clayout"
+LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
+PIXEL_FORMULA = {  # DESIGN §2: pixel (x, y), lane k -> logical index
+    "in_out_channel": "n=y/H, h=y%H, c=4(x/W)+k, w=x%W",
+    "in_out_height": "n=y/ceil(H/4), h=4(y%ceil(H/4))+k, c=x/W, w=x%W",
+    "in_out_width": "n=y/H, h=y%H, c=x/ceil(W/4), w=4(x%ceil(W/4))+k",
+    "conv2d_filter": "o=4(y/HW)+k, h=(y%HW)/W, w=y%W, i=x",
+    "dw_conv2d_filter": "i=4y+k, m=x/HW, h=(x%HW)/W, w=x%W",
+    "argument": "w=4x+k",
+    "weight_height": "o=4y+k, h=x/(W*I), w=(x/I)%W, i=x%I",
+    "weight_width": "o=y, h=x/(W*ceil(I/4)), w=(x/ceil(I/4))%W, i=4(x%ceil(I/4))+k",
+    "image_2d_weights_c4_fyx_b": "o=y, f=4x+k with f=(i*H+h)*W+w",
+    "image_2d_weights_c1_b_fyx": "o=x, y=(i*H+h)*W+w (one channel)",
+    "texture_2d": "x=w*N+n, y=h*ceil(C/4)+c/4, k=c%4",
+}
+
+
+# -- argument types -------------------------------------------------------------
+def parse_dims(text: str) -> tuple[int, ...]:
+    """'1,64,224,224' -> (1, 64, 224, 224); argparse reports a bad value as a usage error."""
+    try:
+        dims = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        dims = ()
+    if not dims or min(dims) < 0:
+        raise argparse.ArgumentTypeError(
+            f"dims {text!r}: expected comma-separated non-negative integers such as 1,64,224,224")
+    return dims
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """'16384,16384' -> (16384, 16384)."""
+    dims = parse_dims(text)
+    if len(dims) != 2 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"size {text!r}: expected WIDTH,HEIGHT such as 8192,8192")
+    return dims[0], dims[1]
+
+
+# -- files ----------------------------------------------------------------------
+def atomic_write(path: str, write) -> None:
+    """Call ``write(file)`` on a fresh temporary file beside ``path``, then
+    rename it onto ``path``; on any failure the temporary file is removed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies, as for open()
+    except OSError as exc:
+        raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def load_npy(path: str) -> np.ndarray:
+    """A .npy array; a 2-byte void array ('V2', how numpy saves ml_dtypes'
+    bfloat16) is read as bf16."""
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except OSError:
+        raise
+    except ValueError as exc:
+        raise ClayoutError(f"{path}: not a readable .npy array ({exc})") from None
+    if not isinstance(arr, np.ndarray):
+        raise ClayoutError(f"{path}: an .npz archive; give one array saved with numpy.save")
+    if arr.dtype == np.dtype("V2"):
+        arr = arr.view(dtypes.dtype("bf16").np)
+    return arr
+
+
+def save_npy(path: str, arr: np.ndarray) -> None:
+    atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False))
+
+
+def input_desc(arr: np.ndarray, tag: str, dims, option: str = "--src") -> MemoryDesc:
+    """The desc of an input array in ``tag``: dims from ``--dims``, else from the
+    physical shape of a plain tag; the array's shape must match either way."""
+    parsed = parse_tag(tag)
+    dt = dtypes.of_array(arr)
+    if dims is None:
+        if parsed.blocks:
+            raise ClayoutError(f"a {tag!r} array is 1-D (blocked layout); pass --dims with the "
+                               "logical dims")
+        if arr.ndim != parsed.ndims:
+            raise ClayoutError(f"array of shape {arr.shape} has {arr.ndim} dims but {option} "
+                               f"{tag!r} has {parsed.ndims}; pass --dims or a matching {option}")
+        logical = [0] * parsed.ndims
+        for pos, d in enumerate(parsed.order):
+            logical[d] = arr.shape[pos]
+        dims = tuple(logical)
+    desc = MemoryDesc(dims, dt, tag=tag)
+    want = api.physical_shape(desc)
+    if arr.ndim > 1 and arr.shape != want:
+        raise ClayoutError(f"array of shape {arr.shape} does not match --dims "
+                           f"{','.join(map(str, dims))} in {tag!r}: expected shape {want} "
+                           f"or a 1-D array of {desc.span} elements")
+    if arr.ndim <= 1 and arr.size != desc.span:
+        raise ClayoutError(f"array has {arr.size} elements but {tag!r} with dims "
+                           f"{','.join(map(str, dims))} needs {desc.span} (padding included)")
+    return desc
+
+
+def _dims_text(dims) -> str:
+    return "x".join(map(str, dims))
+
+
+# -- conversion commands ------------------------------------------------------------
+def cmd_to_image(args) -> int:
+    layout = image_layout(args.layout)
+    arr = load_npy(args.input)
+    tag = args.src or api.DEFAULT_TAG.get(layout.kind) or "abcdefghijkl"[:layout.ndims]
+    if args.src is None and tag == "nchw" and arr.ndim == 2 and args.dims is None:
+        tag = "nc"
+    desc = input_desc(arr, tag, args.dims)
+    image = api.to_image(arr.reshape(-1), layout, src=tag, dtype=args.dtype,
+                         engine=args.engine, dims=desc.dims)
+    save_npy(args.output, image)
+    width, height = layout.image_shape(desc.dims)
+    print(f"wrote {args.output}: {layout.name} image {width}x{height} "
+          f"{'RGBA' if layout.lanes == 4 else 'R'} {dtypes.of_array(image).name}, array "
+          f"{image.shape} (from {tag} {_dims_text(desc.dims)} {desc.dtype.name})")
+    return 0
+
+
+def cmd_from_image(args) -> int:
+    layout = image_layout(args.layout)
+    image = load_npy(args.input)
+    out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
+                         engine=args.engine)
+    save_npy(args.output, out)
+    print(f"wrote {args.output}: {args.dst or 'default tag'} {_dims_text(args.dims)} "
+          f"{dtypes.of_array(out).name}, array {out.shape} (from {layout.name} image)")
+    return 0
+
+
+def cmd_reorder(args) -> int:
+    arr = load_npy(args.input)
+    src = input_desc(arr, args.src, args.dims)
+    dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
+    out = api.reorder(arr.reshape(-1), src, dst, engine=args.engine)
+    out = out.reshape(api.physical_shape(dst))
+    save_npy(args.output, out)
+    print(f"wrote {args.output}: {dst} (from {src}), array {out.shape}")
+    return 0
+
+
+# -- model -----------------------------------------------------------------------------
+def manifest_table(manifest: dict) -> str:
+    """The manifest as a text table, skipped tensors listed after it."""
+    head = ("name", "role", "layout", "dims", "image", "dtype", "bytes")
+    rows = [head]
+    for e in manifest["tensors"]:
+        layout = e["layout"] + (f" (not {e['fallback_from']}: too big)" if "fallback_from" in e
+                                else "")
+        rows.append((e["name"], e["role"], layout, ",".join(map(str, e["dims"])),
+                     f"{e['width']}x{e['height']}", e["dtype"], str(e["bytes"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.rjust(w) if i == 6 else c.ljust(w) for i, (c, w) in
+                       enumerate(zip(r, widths))).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    for s in manifest["skipped"]:
+        shape = ",".join(map(str, s["onnx_shape"])) or "scalar"
+        lines.append(f"skipped {s['name']} ({s['onnx_dtype']} [{shape}], "
+                     f"{s['consumer'] or 'unused'}): {s['reason']}")
+    return "\n".join(lines)
+
+
+def convert_file(path: str, output: str, dtype: str, max_image, engine) -> dict:
+    """``clayout model``: convert and write ``output`` atomically; returns the manifest."""
+    onnx_model = model.load(path)
+    images, manifest = model.convert_model(onnx_model, dtype=dtype, max_image=max_image,
+                                           engine=engine, source=os.path.basename(path))
+    data = model.safetensors_bytes(images, manifest)
+    atomic_write(output, lambda f: f.write(data))
+    return manifest
+
+
+def cmd_model(args) -> int:
+    engine = engines.get(args.engine) if args.engine else None
+    manifest = convert_file(args.input, args.output, args.dtype, args.max_image, engine)
+    print(manifest_table(manifest))
+    total = sum(e["bytes"] for e in manifest["tensors"])
+    print(f"wrote {args.output}: {len(manifest['tensors'])} images ({total} bytes of {args.dtype}), "
+          f"{len(manifest['skipped'])} skipped; manifest in metadata key "
+          f"{model.MANIFEST_KEY!r}; engine {manifest['engine']}")
+    return 0
+
+
+# -- layouts ---------------------------------------------------------------------------
+def cmd_info(args) -> int:
+    layout = image_layout(args.layout)
+    dims = layout.logical_dims(args.dims)
+    width, height = layout.image_shape(dims)
+    names = KINDS.get(layout.kind, ",".join("abcdefghijkl"[:layout.ndims]))
+    lanes = "4 (RGBA, CL_RGBA)" if layout.lanes == 4 else "1 (CL_R)"
+    slots = width * height * layout.lanes
+    count = int(np.prod(dims))
+    print(f"layout    {layout.name} ({layout.kind}: {names})")
+    parsed = parse_tag(layout.tag)
+    blocked = {d for d, _ in parsed.blocks}
+    outer = ["abcdefghijkl"[d].upper() if d in blocked else "abcdefghijkl"[d] for d in parsed.order]
+    inner = [f"{size}{'abcdefghijkl'[d]}" for d, size in parsed.blocks]
+    lane = inner.pop() if layout.lanes == 4 else None
+    y_axes = ",".join(outer[:layout.rows]) or "(none: one row)"
+    x_axes = ",".join(outer[layout.rows:] + inner) or "(none: one column)"
+    print(f"tag       {layout.tag}, rows {layout.rows}: y = {y_axes}; x = {x_axes}"
+          + (f"; lane = {lane}" if lane else ""))
+    print(f"lanes     {lanes}")
+    print(f"dims      {','.join(map(str, dims))}")
+    print(f"image     {width} x {height} pixels (width x height)")
+    formula = PIXEL_FORMULA.get(layout.name) if layout.name in NAMED else None
+    print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
+    print(f"elements  {count} logical, {slots} image lanes ({slots - count} padding)")
+    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in dtypes.IMAGE_NAMES)
+    print(f"bytes     {sizes}")
+    for max_w, max_h in LIMITS:
+        if width <= max_w and height <= max_h:
+            verdict = "fits"
+        else:
+            others = [n for n in model.fitting_layouts(layout, dims, max_w, max_h)]
+            verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
+                                   "; no named layout of this kind fits")
+        print(f"limit     {max_w}x{max_h}: {verdict}")
+    return 0
+
+
+def cmd_show(args) -> int:
+    from .png import encode_png, picture
+    layout = image_layout(args.layout)
+    rgb, info = picture(layout, args.dims)
+    data = encode_png(rgb)
+    atomic_write(args.output, lambda f: f.write(data))
+    dims = layout.logical_dims(args.dims)
+    dim_names = KINDS.get(layout.kind, "").split(" ")[0].split(",")
+    if len(dim_names) != len(dims):
+        dim_names = list("abcdefghijkl"[:len(dims)])
+    channel = dim_names[info["channel_dim"]]
+    rest = ", ".join(n for i, n in enumerate(dim_names) if i != info["channel_dim"])
+    cell = "2x2 lane squares (R G / B A)" if info["lanes"] == 4 else "one square (CL_R)"
+    print(f"wrote {args.output}: {info['picture'][0]}x{info['picture'][1]} PNG of the "
+          f"{info['width']}x{info['height']} {layout.name} image; each pixel drawn as {cell} "
+          f"of {info['scale']} px; hue = {channel}, brightness = position in ({rest}); "
+          "black = padding lane")
+    return 0
+
+
+# -- devices, bench ----------------------------------------------------------------------
+def opencl_devices():
+    """[(platform, device, {info})] of every OpenCL device, or (None, reason)."""
+    try:
+        import pyopencl as cl
+        platforms = cl.get_platforms()
+    except Exception as exc:  # import errors, missing ICD loader, no platform (-1001)
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    found = []
+    for plat in platforms:
+        try:
+            devices = plat.get_devices()
+        except Exception:
+            continue
+        for dev in devices:
+            info = {"type": cl.device_type.to_string(dev.type),
+                    "image_support": bool(dev.image_support),
+                    "image2d": (dev.image2d_max_width, dev.image2d_max_height)
+                    if dev.image_support else None,
+                    "max_alloc": dev.max_mem_alloc_size, "global_mem": dev.global_mem_size,
+                    "fp16": "cl_khr_fp16" in dev.extensions, "version": dev.version}
+            found.append((plat.name, dev.name, info))
+    return found, "" if found else "no OpenCL device found"
+
+
+def choose_engine(name):
+    """(engine, sentence): the engine ``name`` gives and why ('auto' says what it chose)."""
+    if name is None:
+        name = os.environ.get("CLAYOUT_ENGINE", "cpu")
+        why = "CLAYOUT_ENGINE" if "CLAYOUT_ENGINE" in os.environ else "the default"
+        eng = engines.get(name)
+        return eng, f"{getattr(eng, 'name', name)} ({why})"
+    if name != "auto":
+        eng = engines.get(name)
+        return eng, f"{getattr(eng, 'name', name)} (asked for)"
+    try:
+        from .opencl import engine as cl_engine
+    except ImportError as exc:
+        return engines.get("cpu"), f"cpu (auto: the OpenCL engine could not be loaded: {exc})"
+    try:
+        ok = cl_engine.available()
+    except Exception as exc:
+        return engines.get("cpu"), f"cpu (auto: the OpenCL engine failed to start: {exc})"
+    if not ok:
+        return engines.get("cpu"), "cpu (auto: no OpenCL device with image support was found)"
+    eng = engines.get("opencl")
+    device = getattr(getattr(eng, "device", None), "name", None)
+    return eng, "opencl (auto: found an OpenCL device with image support" + \
+        (f": {device.strip()})" if device else ")")
+
+
+def cmd_devices(args) -> int:
+    found, reason = opencl_devices()
+    if not found:
+        print(f"no OpenCL device found ({reason}); clayout uses the cpu engine")
+        return 0
+    for plat, dev, info in found:
+        image = f"images up to {info['image2d'][0]}x{info['image2d'][1]}" \
+            if info["image_support"] else "no image support"
+        print(f"{plat.strip()}: {dev.strip()} [{info['type']}, {info['version'].strip()}] {image}, "
+              f"max alloc {info['max_alloc'] >> 20} MiB, fp16 {'yes' if info['fp16'] else 'no'}")
+    try:
+        print("engine auto: " + choose_engine("auto")[1])
+    except ClayoutError as exc:
+        print(f"engine auto: unavailable ({exc})")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    try:
+        bench = importlib.import_module("runtime.bench")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("runtime.bench", None):
+            raise  # runtime.bench exists but needs something missing: say what
+        raise ClayoutError("bench is not available in this build (runtime.bench is missing)") \
+            from None
+    return int(bench.main(list(args.rest)) or 0)
+
+
+def cmd_demo(args) -> int:
+    from .demo import run
+    return run(args)
+
+
+# -- parser ------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="clayout: tensors on OpenCL images and buffers, with a numpy "
+        "fallback. Dims are logical and comma-separated (1,64,224,224).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    engine_help = f"engine: {', '.join(engines.NAMES)} (default: $CLAYOUT_ENGINE or cpu)"
+    dtype_help = f"dtype of the output: {', '.join(dtypes.NAMES)} (default: the input's)"
+
+    def command(name, func, help_text, **kw):
+        p = sub.add_parser(name, help=help_text, description=help_text, **kw)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("to-image", cmd_to_image, "place a .npy tensor onto an image layout")
+    p.add_argument("input", metavar="IN.npy")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.npy")
+    p.add_argument("--layout", required=True, metavar="NAME",
+                   help="a named layout (see `clayout info`) or a custom 'TAG:ROWS[:LANES]'")
+    p.add_argument("--src", metavar="TAG", help="tag of the input (default nchw/oihw/mihw/x)")
+    p.add_argument("--dims", type=parse_dims, metavar="D", help="logical dims (needed when blocked)")
+    p.add_argument("--dtype", metavar="T", help="image dtype: f32, f16, s32, s8, u8")
+    p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+
+    p = command("from-image", cmd_from_image, "read a tensor back from an image .npy")
+    p.add_argument("input", metavar="IN.npy")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.npy")
+    p.add_argument("--layout", required=True, metavar="NAME")
+    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+    p.add_argument("--dst", metavar="TAG", help="tag of the output (default nchw/oihw/mihw/x)")
+    p.add_argument("--dtype", metavar="T", help=dtype_help)
+    p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+
+    p = command("reorder", cmd_reorder, "reorder a .npy tensor between two tags")
+    p.add_argument("input", metavar="IN.npy")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.npy")
+    p.add_argument("--src", required=True, metavar="TAG")
+    p.add_argument("--dst", required=True, metavar="TAG")
+    p.add_argument("--dims", type=parse_dims, metavar="D")
+    p.add_argument("--dtype", metavar="T", help=dtype_help)
+    p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+
+    p = command("model", cmd_model, "convert every weight of an ONNX model into image layouts, "
+                "in one safetensors file")
+    p.add_argument("input", metavar="MODEL.onnx")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.safetensors")
+    p.add_argument("--dtype", choices=("f32", "f16"), default="f32", help="image dtype (f32)")
+    p.add_argument("--max-image", type=parse_size, default=model.MAX_IMAGE, metavar="W,H",
+                   help="largest image allowed (default 8192,8192, the OpenCL minimum); a weight "
+                   "over it goes to the first named layout of its kind that fits")
+    p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+
+    for name, func, text in (("info", cmd_info, "describe an image layout for some dims"),
+                             ("show", cmd_show, "draw an image layout as a PNG")):
+        p = command(name, func, text)
+        p.add_argument("layout", metavar="NAME")
+        p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+        if name == "show":
+            p.add_argument("-o", "--output", required=True, metavar="PIC.png")
+
+    command("devices", cmd_devices, "list OpenCL devices and their image limits")
+    p = command("bench", cmd_bench, "run the benchmark (runtime.bench); arguments pass through",
+                add_help=False)
+    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p = command("demo", cmd_demo, "convert the bundled sample CNN and check the round trip")
+    p.add_argument("--engine", choices=engines.NAMES, default="auto",
+                   help="engine (default auto: OpenCL when a device exists, else cpu)")
+    p.add_argument("-o", "--output", metavar="OUT.safetensors",
+                   help="keep the converted file here (default: a temporary folder)")
+    return parser
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    elif isinstance(exc, ClayoutError):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(line.strip() for line in text.splitlines() if line.strip()) or type(exc).__name__
+
+
+def main(argv=None) -> int:
+    """Run one clayout command; returns the exit status (0, 1 or 2)."""
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "bench":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.command == "bench":
+        args.rest = argv[argv.index("bench") + 1:]
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:  # `clayout info ... | head`: the reader left; stay quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line, no traceback: every failure is the user's to read
+        if os.environ.get("CLAYOUT_DEBUG"):
+            raise
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
