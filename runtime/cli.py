@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import secrets
 import sys
@@ -184,26 +183,6 @@ def cmd_reorder(args) -> int:
 
 
 # -- model -----------------------------------------------------------------------------
-def manifest_table(manifest: dict) -> str:
-    """The manifest as a text table, skipped tensors listed after it."""
-    head = ("name", "role", "layout", "dims", "image", "dtype", "bytes")
-    rows = [head]
-    for e in manifest["tensors"]:
-        layout = e["layout"] + (f" (not {e['fallback_from']}: too big)" if "fallback_from" in e
-                                else "")
-        rows.append((e["name"], e["role"], layout, ",".join(map(str, e["dims"])),
-                     f"{e['width']}x{e['height']}", e["dtype"], str(e["bytes"])))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i == 6 else c.ljust(w) for i, (c, w) in
-                       enumerate(zip(r, widths))).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    for s in manifest["skipped"]:
-        shape = ",".join(map(str, s["onnx_shape"])) or "scalar"
-        lines.append(f"skipped {s['name']} ({s['onnx_dtype']} [{shape}], "
-                     f"{s['consumer'] or 'unused'}): {s['reason']}")
-    return "\n".join(lines)
-
-
 def convert_file(path: str, output: str, dtype: str, max_image, engine) -> dict:
     """``clayout model``: convert and write ``output`` atomically; returns the manifest."""
     onnx_model = model.load(path)
@@ -215,9 +194,9 @@ def convert_file(path: str, output: str, dtype: str, max_image, engine) -> dict:
 
 
 def cmd_model(args) -> int:
-    engine = engines.get(args.engine) if args.engine else None
+    engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
     manifest = convert_file(args.input, args.output, args.dtype, args.max_image, engine)
-    print(manifest_table(manifest))
+    print(model.manifest_table(manifest))
     total = sum(e["bytes"] for e in manifest["tensors"])
     print(f"wrote {args.output}: {len(manifest['tensors'])} images ({total} bytes of {args.dtype}), "
           f"{len(manifest['skipped'])} skipped; manifest in metadata key "
@@ -247,7 +226,7 @@ def cmd_info(args) -> int:
     print(f"lanes     {lanes}")
     print(f"dims      {','.join(map(str, dims))}")
     print(f"image     {width} x {height} pixels (width x height)")
-    formula = PIXEL_FORMULA.get(layout.name) if layout.name in NAMED else None
+    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
     print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
     print(f"elements  {count} logical, {slots} image lanes ({slots - count} padding)")
     sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in dtypes.IMAGE_NAMES)

@@ -57,7 +57,7 @@ def _kind(layout: str) -> str:
 
 
 def run(args) -> int:
-    from .cli import choose_engine, convert_file, manifest_table
+    from .cli import choose_engine, convert_file
     engine, why = choose_engine(args.engine)
     path = sample_path()
     source = model.load(path)
@@ -71,7 +71,7 @@ def run(args) -> int:
         print(f"\n$ clayout model {os.path.basename(path)} -o {out} --engine "
               f"{getattr(engine, 'name', engine)}")
         manifest = convert_file(path, out, "f32", model.MAX_IMAGE, engine)
-        print(manifest_table(manifest))
+        print(model.manifest_table(manifest))
         total = sum(e["bytes"] for e in manifest["tensors"])
         print(f"wrote {out} ({os.path.getsize(out)} bytes: {len(manifest['tensors'])} f32 images, "
               f"{total} bytes of pixels; manifest under metadata key {model.MANIFEST_KEY!r})")

@@ -287,6 +287,26 @@ def convert_model(model, dtype="f32", max_image=MAX_IMAGE, engine=None, source="
     return images, manifest
 
 
+def manifest_table(manifest: dict) -> str:
+    """The manifest as a text table, skipped tensors listed after it."""
+    head = ("name", "role", "layout", "dims", "image", "dtype", "bytes")
+    rows = [head]
+    for e in manifest["tensors"]:
+        layout = e["layout"] + (f" (not {e['fallback_from']}: too big)" if "fallback_from" in e
+                                else "")
+        rows.append((e["name"], e["role"], layout, ",".join(map(str, e["dims"])),
+                     f"{e['width']}x{e['height']}", e["dtype"], str(e["bytes"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.rjust(w) if i == 6 else c.ljust(w) for i, (c, w) in
+                       enumerate(zip(r, widths))).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    for s in manifest["skipped"]:
+        shape = ",".join(map(str, s["onnx_shape"])) or "scalar"
+        lines.append(f"skipped {s['name']} ({s['onnx_dtype']} [{shape}], "
+                     f"{s['consumer'] or 'unused'}): {s['reason']}")
+    return "\n".join(lines)
+
+
 def safetensors_bytes(images: dict, manifest: dict) -> bytes:
     """The safetensors file: the images plus the manifest under metadata key ``clayout``."""
     from safetensors.numpy import save

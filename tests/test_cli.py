@@ -522,10 +522,18 @@ def test_demo(tmp_path, capsys):
     assert (tmp_path / "demo.safetensors").exists()
 
 
-def test_demo_auto_says_what_it_chose(capsys, monkeypatch):
-    monkeypatch.delenv("CLAYOUT_ENGINE", raising=False)
-    code, out, err = run(capsys, "demo")
+def test_auto_says_what_it_chose(monkeypatch):
+    eng, why = cli.choose_engine("auto")
+    assert why.startswith(f"{eng.name} (auto: ") and eng.name in ("cpu", "opencl")
+    monkeypatch.setitem(sys.modules, "runtime.opencl", None)     # no OpenCL engine in the build
+    eng, why = cli.choose_engine("auto")
+    assert eng.name == "cpu" and why.startswith("cpu (auto: the OpenCL engine could not be loaded")
+    monkeypatch.setenv("CLAYOUT_ENGINE", "reference")
+    assert cli.choose_engine(None)[1] == "reference (CLAYOUT_ENGINE)"
+
+
+def test_demo_in_temporary_folder(capsys, monkeypatch):
+    code, out, err = run(capsys, "demo", "--engine", "reference")
     assert code == 0, err
-    line = next(l for l in out.splitlines() if l.startswith("engine  "))
-    assert "(auto: " in line and line.split()[1] in ("cpu", "opencl")
+    assert "11/11 images exact" in out
     assert "the file was written to a temporary folder and removed" in out
