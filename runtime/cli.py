@@ -235,7 +235,7 @@ def cmd_info(args) -> int:
         if width <= max_w and height <= max_h:
             verdict = "fits"
         else:
-            others = [n for n in model.fitting_layouts(layout, dims, max_w, max_h)]
+            others = [o.name for o in layout.fitting(dims, max_w, max_h)]
             verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
                                    "; no named layout of this kind fits")
         print(f"limit     {max_w}x{max_h}: {verdict}")

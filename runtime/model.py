@@ -43,7 +43,7 @@ import numpy as np
 from . import dtypes
 from .api import from_image, to_image
 from .errors import ClayoutError
-from .image import NAMED, ImageLayout, image_layout
+from .image import ImageLayout, image_layout
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
 MANIFEST_KEY = "clayout"
@@ -203,29 +203,18 @@ def onnx_weight(logical: np.ndarray, w: Weight) -> np.ndarray:
     return logical.reshape(w.onnx_shape)
 
 
-def fitting_layouts(layout: ImageLayout, dims, max_width: int, max_height: int) -> list[str]:
-    """Named layouts of ``layout``'s kind whose image for ``dims`` fits the limit, in table order."""
-    fits = []
-    for other in NAMED.values():
-        if other.kind == layout.kind:
-            w, h = other.image_shape(dims)
-            if w <= max_width and h <= max_height:
-                fits.append(other.name)
-    return fits
-
-
 def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout, str]:
     """The role's layout, or the first of its kind that fits ``max_image``."""
     layout = image_layout(w.role)
     width, height = layout.image_shape(w.dims)
     if width <= max_image[0] and height <= max_image[1]:
         return layout, ""
-    fits = fitting_layouts(layout, w.dims, *max_image)
+    fits = layout.fitting(w.dims, *max_image)
     if not fits:
         raise ClayoutError(f"tensor {w.name!r} ({w.role}, dims {w.dims}) needs a {width}x{height} "
                            f"image, over --max-image {max_image[0]},{max_image[1]}, and no named "
                            f"{layout.kind} layout fits; raise --max-image or keep it in a buffer")
-    return image_layout(fits[0]), w.role
+    return fits[0], w.role
 
 
 def load(path):
