@@ -1,0 +1,86 @@
+"""C snippets of the dtype rules (runtime.dtypes.convert) for the kernels.
+
+Every element travels in its *storage* type (``DType.cl_scalar``: float,
+ushort bits for f16/bf16, int, char, uchar). A conversion is a C expression
+from the source's storage value to the destination's storage value, built
+here from the helpers of ``cl_kernels/convert.cl``; images add one step on
+each side (what ``read_image*`` returns to storage, storage to what
+``write_image*`` takes). The templates receive finished expressions.
+
+Example: ``convert_expr("f32", "bf16", "x")`` is ``"clayout_f32_to_bf16(x)"``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+
+# storage value -> float value (exact) for the float dtypes
+_TO_FLOAT = {"f32": "{}", "f16": "clayout_f16_to_f32({})", "bf16": "clayout_bf16_to_f32({})"}
+# float value -> storage of the destination (rounded with the host's rules)
+_FROM_FLOAT = {"f32": "clayout_canon_f32({})", "f16": "clayout_f32_to_f16({})",
+               "bf16": "clayout_f32_to_bf16({})", "s32": "convert_int_sat_rte({})",
+               "s8": "convert_char_sat_rte({})", "u8": "convert_uchar_sat_rte({})"}
+# int value -> storage of the destination
+_FROM_INT = {"f32": "convert_float_rte({})", "f16": "clayout_f32_to_f16(convert_float_rte({}))",
+             "bf16": "clayout_f32_to_bf16((float)({}))", "s32": "convert_int_sat({})",
+             "s8": "convert_char_sat({})", "u8": "convert_uchar_sat({})"}
+
+# image channel types: (read function, pixel type, lane helper, write function, write type)
+IMAGE_IO = {
+    "f32": ("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
+    "f16": ("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
+    "s32": ("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
+    "s8": ("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
+    "u8": ("read_imageui", "uint4", "clayout_lane_ui", "write_imageui", "uint"),
+}
+
+
+def convert_expr(src, dst, x: str) -> str:
+    """C expression turning storage value ``x`` of ``src`` into ``dst``'s storage."""
+    src, dst = dtypes.dtype(src), dtypes.dtype(dst)
+    if src == dst:
+        return x
+    if src.is_float:
+        return _FROM_FLOAT[dst.name].format(_TO_FLOAT[src.name].format(x))
+    if dst.name == "bf16" and src.name == "s32":   # one exact rounding, not two
+        return f"clayout_s32_to_bf16({x})"
+    return _FROM_INT[dst.name].format(f"(int)({x})")
+
+
+def image_read_to_storage(dt, lane_value: str) -> str:
+    """A lane as ``read_image*`` returns it -> the image dtype's storage value."""
+    dt = dtypes.dtype(dt)
+    if dt.name == "f16":       # the float holds a half exactly; keep NaN payloads
+        return f"clayout_f32_to_f16_exact({lane_value})"
+    if dt.name in ("s8", "u8"):
+        return f"({dt.cl_scalar})({lane_value})"
+    return lane_value
+
+
+def storage_to_image_write(dt, x: str) -> str:
+    """Storage value of the image dtype -> the lane value ``write_image*`` takes.
+    Half images get the exact float of the f16 bits, so the device's own
+    float->half rounding has nothing to round."""
+    dt = dtypes.dtype(dt)
+    if dt.name == "f16":
+        return f"clayout_f16_to_f32({x})"
+    return f"({IMAGE_IO[dt.name][4]})({x})"
+
+
+def c_literal(dt, value) -> str:
+    """A constant of ``dt``'s storage type with exactly the host's bits."""
+    dt = dtypes.dtype(dt)
+    arr = np.asarray([value], dtype=dt.np)
+    raw = int(arr.view(dt.bits)[0])
+    if dt.name == "f32":
+        return f"as_float(0x{raw:08x}u)"
+    if dt.name in ("f16", "bf16"):
+        return f"(ushort)0x{raw:04x}u"
+    return f"({dt.cl_scalar})({int(arr[0])})"
+
+
+def fill_value(desc) -> np.generic:
+    """The halo fill of ``desc`` in its dtype, as runtime.reference computes it."""
+    return dtypes.convert(np.array([desc.fill], dtype=np.float64).astype(np.float32),
+                          desc.dtype)[0]

@@ -1,0 +1,229 @@
+"""The opencl engine: host arrays in, host arrays out, through pyopencl.
+
+``OpenCLEngine(context=None, queue=None, device=None)`` binds one context
+and queue (the user's own, or one chosen by ``PYOPENCL_CTX`` / the first
+device with image support). It offers the engine contract of
+runtime/engine.py (``reorder``, ``to_image``, ``from_image`` on host arrays,
+``image_limits``) and the device-side steps Memory objects use
+(``enqueue_reorder``, ``enqueue_to_image``, ``enqueue_from_image``,
+``new_buffer``, ``new_image``), which never touch the host.
+
+>>> eng = default()                                   # doctest: +SKIP
+>>> eng.reorder(np.arange(4, dtype=np.float32), MemoryDesc((2, 2)),
+...             MemoryDesc((2, 2), tag="ba"))         # doctest: +SKIP
+array([0., 2., 1., 3.], dtype=float32)
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyopencl as cl
+
+from .. import dtypes
+from ..desc import MemoryDesc
+from ..errors import ClayoutError
+from ..image import ImageLayout
+from . import kernels, programs
+
+CHANNEL_TYPES = {"f32": "FLOAT", "f16": "HALF_FLOAT", "s32": "SIGNED_INT32",
+                 "s8": "SIGNED_INT8", "u8": "UNSIGNED_INT8"}
+mf = cl.mem_flags
+
+
+class OpenCLEngine:
+    name = "opencl"
+
+    def __init__(self, context: cl.Context | None = None, queue: cl.CommandQueue | None = None,
+                 device: cl.Device | None = None):
+        if queue is not None:
+            context = queue.context
+        if context is None:
+            context = cl.Context([device]) if device is not None else _pick_context()
+        self.context = context
+        self.queue = queue if queue is not None else cl.CommandQueue(context)
+        dev = self.queue.device
+        self.device = dev
+        # capabilities, read once
+        self.image_support = bool(dev.image_support)
+        self.image_limits = (int(dev.image2d_max_width), int(dev.image2d_max_height))
+        self.max_alloc = int(dev.max_mem_alloc_size)
+        self.has_fp16 = "cl_khr_fp16" in dev.extensions
+        self.is_cpu = bool(dev.type & cl.device_type.CPU)
+
+    def __repr__(self) -> str:
+        return f"<clayout engine opencl: {self.device.name.strip()} ({self.device.platform.name})>"
+
+    # -- allocation ----------------------------------------------------------------
+    def new_buffer(self, nbytes: int, hostbuf: np.ndarray | None = None,
+                   flags=mf.READ_WRITE) -> cl.Buffer:
+        if nbytes > self.max_alloc:
+            raise ClayoutError(f"a buffer of {nbytes} bytes is over the device's max allocation "
+                               f"{self.max_alloc} bytes ({self.device.name.strip()})")
+        if hostbuf is not None:
+            return cl.Buffer(self.context, flags | mf.COPY_HOST_PTR, hostbuf=hostbuf)
+        return cl.Buffer(self.context, flags, size=max(1, nbytes))
+
+    def image_format(self, dtype, lanes: int) -> cl.ImageFormat:
+        dt = dtypes.image_dtype(dtype)
+        order = cl.channel_order.RGBA if lanes == 4 else cl.channel_order.R
+        return cl.ImageFormat(order, getattr(cl.channel_type, CHANNEL_TYPES[dt.name]))
+
+    def new_image(self, layout: ImageLayout, dims, dtype, hostbuf=None,
+                  flags=mf.READ_WRITE) -> cl.Image:
+        """An image for ``layout`` over ``dims``; refused before allocation when
+        over the device's 2D limits."""
+        layout.check_fits(dims, *self.image_limits)
+        width, height = layout.image_shape(dims)
+        fmt = self.image_format(dtype, layout.lanes)
+        if hostbuf is not None:
+            return cl.create_image(self.context, flags | mf.COPY_HOST_PTR, fmt,
+                                   shape=(width, height), hostbuf=hostbuf)
+        return cl.create_image(self.context, flags, fmt, shape=(width, height))
+
+    # -- device-side conversions (nothing crosses to the host) -----------------------
+    def _launch(self, plan: kernels.Kernel, src, dst, wait_for=None) -> cl.Event:
+        knl = programs.kernel(self.context, plan.source)
+        knl.set_args(src, dst)
+        return cl.enqueue_nd_range_kernel(self.queue, knl, plan.launch, plan.local,
+                                          wait_for=wait_for or None)
+
+    def enqueue_reorder(self, src_buf, src: MemoryDesc, dst_buf, dst: MemoryDesc,
+                        zero_first: bool = False, in_place: bool = False) -> cl.Event | None:
+        """Write dst's footprint in ``dst_buf`` from ``src_buf``. ``zero_first``
+        also zeroes the rest of dst's span (a fresh output); ``in_place``: the
+        same buffer and desc on both sides (rewrites padding, keeps data)."""
+        if src.dims != dst.dims:
+            raise ClayoutError(f"reorder needs equal dims, got {src.dims} and {dst.dims}")
+        if src.is_zero or dst.is_zero:
+            return None
+        wait = None
+        if zero_first and not (dst.is_dense and dst.offset0 == 0):
+            wait = [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
+                                           dst.span * dst.dtype.itemsize)]
+        return self._launch(kernels.plan_reorder(src, dst, aliased=in_place), src_buf, dst_buf,
+                            wait)
+
+    @staticmethod
+    def staged(layout: ImageLayout, dtype) -> bool:
+        """Images the kernels reach through a dense staging buffer and a
+        buffer<->image copy instead of write_imagef/read_imagef: one-channel
+        half images (PoCL 3.1 writes and reads CL_R + CL_HALF_FLOAT wrongly;
+        a plain copy moves the exact bits on every device)."""
+        return dtypes.dtype(dtype).name == "f16" and layout.lanes == 1
+
+    def enqueue_to_image(self, src_buf, src: MemoryDesc, image, layout: ImageLayout,
+                         dtype) -> cl.Event | None:
+        if src.is_zero:
+            return None
+        if not self.staged(layout, dtype):
+            return self._launch(kernels.plan_to_image(src, layout, dtype), src_buf, image)
+        stage = self.new_buffer(layout.desc(src.dims, dtype).size)
+        event = self._launch(kernels.plan_to_image(src, layout, dtype, staged=True),
+                             src_buf, stage)
+        width, height = layout.image_shape(src.dims)
+        return cl.enqueue_copy(self.queue, image, stage, offset=0, origin=(0, 0),
+                               region=(width, height), wait_for=[event])
+
+    def enqueue_from_image(self, image, layout: ImageLayout, dtype, dst_buf, dst: MemoryDesc,
+                           zero_first: bool = False) -> cl.Event | None:
+        if dst.is_zero:
+            return None
+        wait = []
+        if zero_first and not (dst.is_dense and dst.offset0 == 0):
+            wait.append(cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
+                                               dst.span * dst.dtype.itemsize))
+        if not self.staged(layout, dtype):
+            return self._launch(kernels.plan_from_image(layout, dtype, dst), image, dst_buf, wait)
+        stage = self.new_buffer(layout.desc(dst.dims, dtype).size)
+        width, height = layout.image_shape(dst.dims)
+        wait.append(cl.enqueue_copy(self.queue, stage, image, offset=0, origin=(0, 0),
+                                    region=(width, height)))
+        return self._launch(kernels.plan_from_image(layout, dtype, dst, staged=True),
+                            stage, dst_buf, wait)
+
+    # -- the engine contract: host arrays ------------------------------------------------
+    def _upload(self, flat: np.ndarray) -> cl.Buffer:
+        flat = np.ascontiguousarray(flat)
+        return self.new_buffer(flat.nbytes, flat.view(np.uint8), mf.READ_ONLY)
+
+    def _download(self, buf, out: np.ndarray) -> np.ndarray:
+        cl.enqueue_copy(self.queue, out, buf)
+        return out
+
+    def reorder(self, flat_src, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
+        out = np.zeros(dst.span, dtype=dst.dtype.np)
+        if src.is_zero or dst.is_zero:
+            return out
+        dst_buf = self.new_buffer(out.nbytes)
+        self.enqueue_reorder(self._upload(flat_src), src, dst_buf, dst, zero_first=True)
+        return self._download(dst_buf, out)
+
+    def to_image(self, flat_src, layout: ImageLayout, src: MemoryDesc, image_dtype) -> np.ndarray:
+        dt = dtypes.image_dtype(image_dtype)
+        out = np.zeros(layout.array_shape(src.dims), dtype=dt.np)
+        if out.size == 0 or src.is_zero:
+            return out
+        image = self.new_image(layout, src.dims, dt, flags=mf.WRITE_ONLY)
+        self.enqueue_to_image(self._upload(flat_src), src, image, layout, dt)
+        width, height = layout.image_shape(src.dims)
+        cl.enqueue_copy(self.queue, out, image, origin=(0, 0), region=(width, height))
+        return out
+
+    def from_image(self, image_array, layout: ImageLayout, dst: MemoryDesc) -> np.ndarray:
+        out = np.zeros(dst.span, dtype=dst.dtype.np)
+        if dst.is_zero:
+            return out
+        arr = np.ascontiguousarray(image_array)
+        dt = dtypes.image_dtype(dtypes.of_array(arr))
+        image = self.new_image(layout, dst.dims, dt, hostbuf=arr, flags=mf.READ_ONLY)
+        dst_buf = self.new_buffer(out.nbytes)
+        self.enqueue_from_image(image, layout, dt, dst_buf, dst, zero_first=True)
+        return self._download(dst_buf, out)
+
+
+# -- device choice -----------------------------------------------------------------------
+def _devices_with_images():
+    found = []
+    for platform in cl.get_platforms():
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        found.extend(d for d in devices if d.image_support)
+    # GPUs first: the CPU device is the fallback
+    return sorted(found, key=lambda d: not d.type & cl.device_type.GPU)
+
+
+def _pick_context() -> cl.Context:
+    if os.environ.get("PYOPENCL_CTX") is not None or os.environ.get("PYOPENCL_TEST"):
+        return cl.create_some_context(interactive=False)
+    devices = _devices_with_images()
+    if not devices:
+        raise ClayoutError("no OpenCL device with image support found; use engine='cpu' "
+                           "(on Debian: apt-get install pocl-opencl-icd)")
+    return cl.Context([devices[0]])
+
+
+_DEFAULT: OpenCLEngine | None = None
+_AVAILABLE: bool | None = None
+
+
+def available() -> bool:
+    """True when an OpenCL device with image support can be used (checked once)."""
+    global _AVAILABLE
+    if _AVAILABLE is None:
+        try:
+            _AVAILABLE = default().image_support
+        except (cl.Error, ClayoutError, RuntimeError, OSError):
+            _AVAILABLE = False
+    return _AVAILABLE
+
+
+def default() -> OpenCLEngine:
+    """The process-wide engine: PYOPENCL_CTX's device, else the first device
+    with image support (GPUs first)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = OpenCLEngine()
+    return _DEFAULT
