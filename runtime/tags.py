@@ -83,6 +83,8 @@ def parse_tag(text: str) -> Tag:
     order: list[int] = []
     upper: set[int] = set()
     blocks: list[tuple[int, int]] = []
+    where: dict[int, int] = {}          # outer dim -> its position
+    block_at: list[int] = []            # position of each inner block
     i = 0
     while i < len(letters):
         start = i
@@ -102,28 +104,31 @@ def parse_tag(text: str) -> Tag:
             if size < 1:
                 raise _fail(text, start, "block size must be at least 1")
             blocks.append((dim, size))
+            block_at.append(start)
         else:
             if blocks:
                 raise _fail(text, i, f"outer dim {ch!r} after an inner block; inner blocks come last")
             if dim in order:
                 raise _fail(text, i, f"dim {low!r} appears twice")
             order.append(dim)
+            where[dim] = i
             if ch.isupper():
                 upper.add(dim)
         i += 1
     ndims = len(order)
     if sorted(order) != list(range(ndims)):
         missing = [LETTERS[d] for d in range(max(order) + 1) if d not in order]
-        raise ClayoutError(f"tag {text!r}: dims {', '.join(missing)} are missing; "
-                           f"a {max(order) + 1}-d tag names each of a..{LETTERS[max(order)]} once")
-    for d, _ in blocks:
+        beyond = min(where[d] for d in order if d >= ndims)
+        raise _fail(text, beyond, f"dims {', '.join(missing)} are missing (a {max(order) + 1}-d "
+                    f"tag names each of a..{LETTERS[max(order)]} once)")
+    for (d, _), pos in zip(blocks, block_at):
         if d >= ndims:
-            raise ClayoutError(f"tag {text!r}: block of dim {LETTERS[d]!r}, which the tag does not have")
+            raise _fail(text, pos, f"block of dim {LETTERS[d]!r}, which the tag does not have")
         if d not in upper:
-            raise ClayoutError(f"tag {text!r}: dim {LETTERS[d]!r} has an inner block, so it must be "
-                               f"written upper case ({LETTERS[d].upper()!r}) in the outer part")
-    for d in upper:
+            raise _fail(text, pos, f"dim {LETTERS[d]!r} has an inner block, so it must be "
+                        f"written upper case ({LETTERS[d].upper()!r}) in the outer part")
+    for d in sorted(upper, key=where.get):
         if d not in {b for b, _ in blocks}:
-            raise ClayoutError(f"tag {text!r}: {LETTERS[d].upper()!r} is upper case (blocked) "
-                               f"but has no inner block such as 16{LETTERS[d]}")
+            raise _fail(text, where[d], f"{LETTERS[d].upper()!r} is upper case (blocked) "
+                        f"but has no inner block such as 16{LETTERS[d]}")
     return Tag(ndims, tuple(order), tuple(blocks))
