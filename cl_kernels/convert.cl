@@ -6,26 +6,29 @@
 // no device rounding mode, half image rounding or NaN policy is trusted.
 
 // f32 NaN -> the canonical quiet NaN 0x7fc00000; everything else unchanged.
-inline float clayout_canon_f32(float x) { return isnan(x) ? as_float(0x7fc00000u) : x; }
+static inline float clayout_canon_f32(float x) { return isnan(x) ? as_float(0x7fc00000u) : x; }
 
 // f16 bits -> f32, exact (subnormals kept; NaN payload kept, quiet bit set).
-inline float clayout_f16_to_f32(ushort h)
+// Comparisons on the 15-bit magnitude, not a 5-bit exponent field: oclgrind
+// 21.10 mis-executes LLVM's narrowed i5 switch for negative halves.
+static inline float clayout_f16_to_f32(ushort h)
 {
-    uint s = (uint)(h & 0x8000u) << 16;
-    uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1fu)
-        return as_float(s | 0x7f800000u | (m << 13) | (m ? 0x00400000u : 0u));
-    if (e == 0u) {                       // zero or subnormal: m * 2^-24, exact in f32
-        float v = (float)m * 0x1p-24f;
+    uint u = (uint)h;
+    uint s = (u & 0x8000u) << 16;
+    uint em = u & 0x7fffu;
+    if (em >= 0x7c00u)                   // inf / NaN
+        return as_float(s | 0x7f800000u | ((em & 0x3ffu) << 13) | ((em & 0x3ffu) ? 0x00400000u : 0u));
+    if (em < 0x0400u) {                  // zero or subnormal: em * 2^-24, exact in f32
+        float v = (float)em * 0x1p-24f;
         return as_float(as_uint(v) | s);
     }
-    return as_float(s | ((e + 112u) << 23) | (m << 13));
+    return as_float(s | ((em << 13) + 0x38000000u));   // rebias the exponent by 112
 }
 
 // f32 -> f16 bits, round to nearest even, overflow -> inf, NaN -> 0x7e00.
 // (Giesen's float_to_half_fast3_rtne; the subnormal case adds a magic
 // number so that the FPU's own round-to-nearest-even does the rounding.)
-inline ushort clayout_f32_to_f16(float f)
+static inline ushort clayout_f32_to_f16(float f)
 {
     uint u = as_uint(f);
     uint sign = u & 0x80000000u;
@@ -48,7 +51,7 @@ inline ushort clayout_f32_to_f16(float f)
 
 // f32 that holds an f16 value exactly (an f16 image read) -> its f16 bits,
 // NaN payload kept: the inverse of clayout_f16_to_f32.
-inline ushort clayout_f32_to_f16_exact(float f)
+static inline ushort clayout_f32_to_f16_exact(float f)
 {
     uint u = as_uint(f);
     uint sign = (u >> 16) & 0x8000u;
@@ -59,9 +62,9 @@ inline ushort clayout_f32_to_f16_exact(float f)
 }
 
 // bf16 bits <-> f32.
-inline float clayout_bf16_to_f32(ushort b) { return as_float((uint)b << 16); }
+static inline float clayout_bf16_to_f32(ushort b) { return as_float((uint)b << 16); }
 
-inline ushort clayout_f32_to_bf16(float f)
+static inline ushort clayout_f32_to_bf16(float f)
 {
     uint u = as_uint(f);
     if ((u & 0x7fffffffu) > 0x7f800000u)
@@ -71,9 +74,11 @@ inline ushort clayout_f32_to_bf16(float f)
 
 // s32 -> bf16, one rounding (nearest even) from the exact integer: round |i|
 // to 8 significant bits with integers, then the float conversion is exact.
-inline ushort clayout_s32_to_bf16(int i)
+static inline ushort clayout_s32_to_bf16(int i)
 {
-    uint a = i < 0 ? (uint)(-(long)i) : (uint)i;
+    // |i| via abs() (a negate-and-select is folded into llvm.abs, which oclgrind
+    // 21.10 cannot run); INT_MIN apart: PoCL 3.1's abs(INT_MIN) is not 2^31
+    uint a = i == (int)0x80000000u ? 0x80000000u : abs(i);
     uint bits = 32u - clz(a);
     if (bits > 8u) {
         uint drop = bits - 8u;
@@ -87,7 +92,31 @@ inline ushort clayout_s32_to_bf16(int i)
     return (ushort)((as_uint(v) >> 16) | (i < 0 ? 0x8000u : 0u));
 }
 
-// Lane k of an RGBA pixel.
-inline float clayout_lane_f(float4 p, uint k) { return k == 0 ? p.x : k == 1 ? p.y : k == 2 ? p.z : p.w; }
-inline int clayout_lane_i(int4 p, uint k) { return k == 0 ? p.x : k == 1 ? p.y : k == 2 ? p.z : p.w; }
-inline uint clayout_lane_ui(uint4 p, uint k) { return k == 0 ? p.x : k == 1 ? p.y : k == 2 ? p.z : p.w; }
+// float -> int: round half to even, saturate, NaN -> 0. Written out because
+// convert_*_sat_rte differs between implementations (oclgrind 21.10 gives
+// INT_MIN for NaN); rint rounds to nearest even in OpenCL's default mode.
+static inline int clayout_f32_to_s32(float x)
+{
+    if (isnan(x))
+        return 0;
+    if (x >= 2147483648.0f)
+        return 2147483647;
+    if (x <= -2147483648.0f)
+        return (int)(-2147483647 - 1);
+    return (int)rint(x);
+}
+
+static inline float clayout_round_clamp(float x, float lo, float hi)
+{
+    return isnan(x) ? 0.0f : fmin(fmax(rint(x), lo), hi);
+}
+
+static inline char clayout_f32_to_s8(float x) { return (char)(int)clayout_round_clamp(x, -128.0f, 127.0f); }
+static inline uchar clayout_f32_to_u8(float x) { return (uchar)(int)clayout_round_clamp(x, 0.0f, 255.0f); }
+
+// Lane k of an RGBA pixel, as two selects on the bits of k (a chain of
+// ternaries becomes a variable-index extractelement that oclgrind 21.10
+// gets wrong for int4).
+static inline float clayout_lane_f(float4 p, uint k) { return (k & 2u) ? ((k & 1u) ? p.w : p.z) : ((k & 1u) ? p.y : p.x); }
+static inline int clayout_lane_i(int4 p, uint k) { return (k & 2u) ? ((k & 1u) ? p.w : p.z) : ((k & 1u) ? p.y : p.x); }
+static inline uint clayout_lane_ui(uint4 p, uint k) { return (k & 2u) ? ((k & 1u) ? p.w : p.z) : ((k & 1u) ? p.y : p.x); }

@@ -19,8 +19,8 @@ from .. import dtypes
 _TO_FLOAT = {"f32": "{}", "f16": "clayout_f16_to_f32({})", "bf16": "clayout_bf16_to_f32({})"}
 # float value -> storage of the destination (rounded with the host's rules)
 _FROM_FLOAT = {"f32": "clayout_canon_f32({})", "f16": "clayout_f32_to_f16({})",
-               "bf16": "clayout_f32_to_bf16({})", "s32": "convert_int_sat_rte({})",
-               "s8": "convert_char_sat_rte({})", "u8": "convert_uchar_sat_rte({})"}
+               "bf16": "clayout_f32_to_bf16({})", "s32": "clayout_f32_to_s32({})",
+               "s8": "clayout_f32_to_s8({})", "u8": "clayout_f32_to_u8({})"}
 # int value -> storage of the destination
 _FROM_INT = {"f32": "convert_float_rte({})", "f16": "clayout_f32_to_f16(convert_float_rte({}))",
              "bf16": "clayout_f32_to_bf16((float)({}))", "s32": "convert_int_sat({})",

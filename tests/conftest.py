@@ -1,0 +1,35 @@
+"""Shared fixtures of the OpenCL tests: the engine, and the rule that an
+OpenCL test never skips in CI (CI=true has PoCL: no device there is a failure)."""
+import os
+
+import numpy as np
+import pytest
+
+BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def bits(a) -> np.ndarray:
+    """Raw bits of an array (NaN == NaN, -0.0 != 0.0)."""
+    a = np.ascontiguousarray(a)
+    return a.view(BITS[a.dtype.itemsize])
+
+
+def require(what: str, ok: bool, why: str = "") -> None:
+    """Skip without ``what`` outside CI; fail in CI."""
+    if ok:
+        return
+    message = f"{what} is not available{': ' + why if why else ''}"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{message} (CI=true: OpenCL tests must run)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def cl_engine():
+    try:
+        from runtime.opencl import engine
+        ok = engine.available()
+    except ImportError as exc:
+        require("an OpenCL device", False, str(exc))
+    require("an OpenCL device with image support", ok)
+    return engine.default()

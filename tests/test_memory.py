@@ -1,0 +1,137 @@
+"""Memory objects: allocate, attach without a copy, map, same_buffer, padding
+restored on attach, conversions that stay on the device."""
+import numpy as np
+import pytest
+
+import runtime
+from conftest import bits
+from runtime import ClayoutError, Memory, MemoryDesc
+from runtime import engine as engines
+from runtime.opencl.engine import OpenCLEngine
+
+REF = engines.get("reference")
+DIMS = (2, 17, 3, 3)
+
+
+def _x(n=2 * 17 * 3 * 3):
+    return np.arange(n, dtype=np.float32) - 50.5
+
+
+@pytest.fixture(params=["cpu", "opencl"])
+def engine(request, cl_engine):
+    return cl_engine if request.param == "opencl" else engines.get("cpu")
+
+
+def test_round_trip_stays_on_the_device(cl_engine, monkeypatch):
+    src = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=cl_engine)
+
+    def no_host(*a, **k):
+        raise AssertionError("a Memory conversion went through the host")
+    monkeypatch.setattr(OpenCLEngine, "_upload", no_host)
+    monkeypatch.setattr(OpenCLEngine, "_download", no_host)
+    blocked = runtime.reorder(src, None, MemoryDesc(DIMS, tag="nChw16c"))
+    image = runtime.to_image(blocked, "in_out_channel", dtype="f16")
+    back = runtime.from_image(image, "in_out_channel", DIMS, dst="nhwc", dtype="f32")
+    monkeypatch.undo()
+    nchw, nhwc = MemoryDesc(DIMS), MemoryDesc(DIMS, tag="nhwc")
+    want_img = REF.to_image(_x(), runtime.image_layout("in_out_channel"), nchw, "f16")
+    assert np.array_equal(bits(image.to_numpy()), bits(want_img))
+    want = REF.from_image(want_img, runtime.image_layout("in_out_channel"), nhwc)
+    assert np.array_equal(bits(back.to_numpy()), bits(want))
+    assert isinstance(back.storage, type(src.storage))
+
+
+def test_conversions_on_every_engine(engine):
+    src = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=engine)
+    dst = runtime.reorder(src, None, MemoryDesc(DIMS, "bf16", tag="nChw8c"))
+    assert np.array_equal(bits(dst.to_numpy()),
+                          bits(REF.reorder(_x(), MemoryDesc(DIMS), dst.desc)))
+    img = runtime.to_image(src, "conv2d_filter", dtype="s8")
+    want = REF.to_image(_x(), runtime.image_layout("conv2d_filter"), MemoryDesc(DIMS), "s8")
+    assert np.array_equal(img.to_numpy(), want)
+    into = Memory(MemoryDesc(DIMS, "f32", tag="acdb"), engine)
+    out = runtime.from_image(img, "conv2d_filter", DIMS, dst=into)
+    assert out is into
+    assert np.array_equal(into.to_numpy(), REF.from_image(want, img.layout, into.desc))
+
+
+def test_attach_user_buffer_and_queue(cl_engine):
+    import pyopencl as cl
+    ctx = cl.Context(cl_engine.context.devices)
+    queue = cl.CommandQueue(ctx)
+    desc = MemoryDesc(DIMS, tag="nChw16c")        # C 17 -> 32: a padded layout
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, desc.size)
+    cl.enqueue_copy(queue, buf, np.full(desc.span, 7, np.float32))
+    mem = Memory(desc, data=buf, queue=queue)
+    assert mem.storage is buf and mem.engine.queue is queue
+    host = mem.to_numpy()
+    tail = REF.reorder(np.ones(np.prod(DIMS), np.float32), MemoryDesc(DIMS), desc) == 0
+    assert (host[tail] == 0).all() and (host[~tail] == 7).all()   # padding re-zeroed
+    assert mem.same_buffer(Memory(desc, data=buf, queue=queue))
+    assert not mem.same_buffer(Memory(desc, engine=mem.engine))
+
+
+def test_attach_numpy_without_copy(engine):
+    desc = MemoryDesc(DIMS, tag="nChw8c", halo=((0, 0, 1, 1), (0, 0, 1, 1)), fill=2.0)
+    arr = np.full(desc.span, 9, np.float32)
+    mem = Memory(desc, engine, data=arr)
+    with mem.map() as a:
+        a[desc.offset((0, 0, 0, 0))] = -1.0
+    assert arr[desc.offset((0, 0, 0, 0))] == -1.0      # the user's memory, in place
+    logical = REF.reorder(arr, desc, MemoryDesc(DIMS))
+    want = REF.reorder(logical, MemoryDesc(DIMS), desc)  # tails 0, halo 2.0, data kept
+    assert np.array_equal(mem.to_numpy(), want)
+
+
+def test_map_writes_back(engine):
+    mem = Memory(MemoryDesc((4, 5)), engine)
+    with mem.map() as a:
+        a[:] = np.arange(20)
+    assert np.array_equal(mem.to_numpy(), np.arange(20, dtype=np.float32))
+    img = Memory.image("argument", (8,), "u8", engine)
+    with img.map() as a:
+        a[...] = 3
+    assert (img.to_numpy() == 3).all()
+
+
+def test_user_image(cl_engine):
+    import pyopencl as cl
+    layout = runtime.image_layout("in_out_channel")
+    w, h = layout.image_shape(DIMS)
+    fmt = cl.ImageFormat(cl.channel_order.RGBA, cl.channel_type.FLOAT)
+    image = cl.create_image(cl_engine.context, cl.mem_flags.READ_WRITE, fmt, shape=(w, h))
+    mem = Memory.image(layout, DIMS, "f32", data=image)
+    src = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=mem.engine)
+    runtime.api  # the api routes Memory to runtime.memory
+    from runtime.memory import to_image_memory
+    to_image_memory(src, layout, out=mem)
+    assert np.array_equal(mem.to_numpy(), REF.to_image(_x(), layout, MemoryDesc(DIMS), "f32"))
+    with pytest.raises(ClayoutError, match="does not match"):
+        Memory.image(layout, (1, 17, 3, 3), "f32", data=image)
+
+
+def test_zero_volume_allocates_nothing(engine):
+    mem = Memory(MemoryDesc((0, 5, 3, 3), tag="nChw8c"), engine)
+    assert mem.storage is None and mem.to_numpy().size == 0
+    out = runtime.reorder(mem, None, MemoryDesc((0, 5, 3, 3)))
+    assert out.storage is None
+    img = runtime.to_image(mem, "in_out_channel")
+    assert img.storage is None and img.to_numpy().shape == (0, 6, 4)
+
+
+def test_image_over_the_limit_refused_before_allocation(cl_engine, monkeypatch):
+    def no_alloc(*a, **k):
+        raise AssertionError("allocated")
+    import pyopencl as cl
+    monkeypatch.setattr(cl, "create_image", no_alloc)
+    with pytest.raises(ClayoutError, match="8192"):
+        Memory.image("in_out_channel", (1, 64, 3, 1024), "f32", cl_engine)
+    with pytest.raises(ClayoutError, match="in_out_channel"):
+        runtime.to_image(np.zeros((1, 64, 3, 1024), np.float32), "in_out_channel",
+                         engine=cl_engine)
+
+
+def test_engine_mismatch_is_refused(cl_engine):
+    mem = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=cl_engine)
+    with pytest.raises(ClayoutError, match="engine"):
+        runtime.reorder(mem, None, MemoryDesc(DIMS, tag="nhwc"), engine="cpu")

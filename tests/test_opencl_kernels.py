@@ -1,0 +1,77 @@
+"""The kernels' index math and launch geometry, and the program cache."""
+import itertools
+
+import numpy as np
+import pytest
+
+from runtime import IMAGE_LAYOUTS, MemoryDesc
+from runtime.opencl import kernels, programs
+
+DIMS = {"activation": [(2, 5, 3, 3), (1, 17, 2, 5), (3, 4, 1, 1), (2, 3)],
+        "filter": [(5, 3, 2, 3), (17, 1, 1, 1)], "depthwise": [(2, 5, 3, 3)],
+        "argument": [(7,), (4,)]}
+
+
+def _eval(expr: str, env) -> int:
+    return eval(expr.replace("/", "//"), {}, env)   # non-negative C division
+
+
+@pytest.mark.parametrize("name", sorted(IMAGE_LAYOUTS))
+def test_c_pixel_mirrors_pixel(name):
+    layout = IMAGE_LAYOUTS[name]
+    for dims in DIMS[layout.kind]:
+        names = [f"v{i}" for i in range(len(dims))]
+        x, y, k = layout.c_pixel(dims, names)
+        for idx in itertools.product(*map(range, dims)):
+            env = dict(zip(names, idx))
+            assert (_eval(x, env), _eval(y, env), _eval(k, env)) == layout.pixel(dims, idx)
+
+
+@pytest.mark.parametrize("name", sorted(IMAGE_LAYOUTS))
+def test_image_launch_stays_inside_the_image(name):
+    """oclgrind does not see an image write past the row end (it wraps), so the
+    geometry is checked here: work item (x, y) writes pixel (x, y) and the
+    kernel returns for ids outside width x height."""
+    layout = IMAGE_LAYOUTS[name]
+    for dims in DIMS[layout.kind]:
+        k = kernels.plan_to_image(MemoryDesc(dims), layout, "f32")
+        width, height = layout.image_shape(dims)
+        assert k.dst_image and k.sizes == (width, height, 1)
+        assert f"if (g0 >= {width} || g1 >= {height} || g2 >= 1)" in k.source
+        assert "(int2)(g0, g1)" in k.source
+        assert all(lo >= s for lo, s in zip(k.launch, k.sizes))
+        assert all(lo % loc == 0 for lo, loc in zip(k.launch, k.local))
+
+
+def test_one_template_for_every_kind():
+    reorder = kernels.render_source(MemoryDesc((2, 8, 3, 3)), MemoryDesc((2, 8, 3, 3), tag="nhwc"))
+    to_image = kernels.render_source(MemoryDesc((2, 5, 3, 3)), layout="in_out_channel",
+                                     image_dtype="f16")
+    from_image = kernels.render_source(dst=MemoryDesc((2, 5, 3, 3), "s8"), layout="texture_2d",
+                                       image_dtype="s8")
+    for src in (reorder, to_image, from_image):
+        assert "__kernel void clayout_convert(" in src
+    assert "write_imagef" in to_image and "clayout_f32_to_f16" in to_image
+    assert "read_imagei" in from_image
+    assert "vstore" in reorder
+
+
+def test_vector_loads_where_contiguous():
+    src = kernels.render_source(MemoryDesc((1, 32, 4, 4), tag="nhwc"),
+                                MemoryDesc((1, 32, 4, 4), tag="nChw16c"))
+    assert "vload16" in src and "vstore16" in src
+
+
+def test_program_cache(cl_engine):
+    src, dst = MemoryDesc((1, 3, 2, 5)), MemoryDesc((1, 3, 2, 5), tag="nhwc")
+    x = np.arange(30, dtype=np.float32)
+    cl_engine.reorder(x, src, dst)
+    before = dict(programs.STATS)
+    for _ in range(3):
+        cl_engine.reorder(x, src, dst)
+    assert programs.STATS["builds"] == before["builds"]
+    assert programs.STATS["hits"] == before["hits"] + 3
+    programs.clear_cache()
+    assert programs.cached_count() == 0
+    cl_engine.reorder(x, src, dst)
+    assert programs.STATS["builds"] == before["builds"] + 1

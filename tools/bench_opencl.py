@@ -1,0 +1,235 @@
+"""OpenCL part of the benchmark (DESIGN §6), all in one run on one device.
+
+``run(sizes, report, engine=None, repeats=15) -> list[dict]``: for each NCHW
+size, each case below is timed with profiling events (median of ``repeats``
+after warm-up with the same local size) and compared with the device's own
+copy of the same bytes: ``clEnqueueCopyBuffer`` for buffer targets,
+``clEnqueueCopyBufferToImage`` for image targets. A generic kernel with
+run-time index arguments (dims and strides as kernel arguments, one work item
+per element or pixel, in the style of MACE's buffer_to_image kernels; written
+here) runs the same case, to show what baking the constants buys. Each row
+also gives the first call's cost (render + build + launch, wall clock, with
+PoCL's disk cache as found) and a cached call's cost (host API, wall clock).
+
+``report`` is called with each output line (a markdown table). Rows are
+returned as dicts: case, size, bytes, ms, limit_ms, pct_of_limit, generic_ms,
+speedup_vs_generic, first_call_ms, cached_call_ms.
+
+    python tools/bench_opencl.py [--quick]
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyopencl as cl  # noqa: E402
+
+from runtime import MemoryDesc, image_layout  # noqa: E402
+from runtime.opencl import programs  # noqa: E402
+from runtime.opencl.engine import OpenCLEngine, default  # noqa: E402
+
+SIZES = ((1, 64, 224, 224), (1, 64, 512, 512), (1, 17, 512, 512))
+
+GENERIC = r"""
+// One work item per logical element / pixel; every size and stride is a
+// run-time argument (MACE-style). Blocked channels: offset of c is
+// (c / B) * sC + (c % B) * sB.
+__kernel void generic_reorder(__global const float *src, __global float *dst,
+                              int C, int H, int W,
+                              int sN, int sC, int sH, int sW, int sB, int B,
+                              int dN, int dC, int dH, int dW, int dB, int DB)
+{
+    int w = get_global_id(0), h = get_global_id(1), nc = get_global_id(2);
+    if (w >= W || h >= H) return;
+    int n = nc / C, c = nc % C;
+    dst[n * dN + (c / DB) * dC + h * dH + w * dW + (c % DB) * dB] =
+        src[n * sN + (c / B) * sC + h * sH + w * sW + (c % B) * sB];
+}
+
+__kernel void generic_in_out_channel(__global const float *src, __write_only image2d_t img,
+                                     int C, int H, int W, int sN, int sC, int sH, int sW)
+{
+    int x = get_global_id(0), y = get_global_id(1);
+    int w = x % W, cb = x / W, n = y / H, h = y % H;
+    if (cb * 4 >= C || n < 0) return;
+    int base = n * sN + h * sH + w * sW, c = cb * 4;
+    float4 v = (float4)(src[base + c * sC],
+                        c + 1 < C ? src[base + (c + 1) * sC] : 0.0f,
+                        c + 2 < C ? src[base + (c + 2) * sC] : 0.0f,
+                        c + 3 < C ? src[base + (c + 3) * sC] : 0.0f);
+    write_imagef(img, (int2)(x, y), v);
+}
+
+__kernel void generic_conv2d_filter(__global const float *src, __write_only image2d_t img,
+                                    int O, int I, int H, int W)
+{
+    int x = get_global_id(0), y = get_global_id(1);
+    int hw = H * W, ob = y / hw, h = (y % hw) / W, w = y % W, i = x;
+    if (i >= I) return;
+    float v[4];
+    for (int k = 0; k < 4; ++k) {
+        int o = ob * 4 + k;
+        v[k] = o < O ? src[((o * I + i) * H + h) * W + w] : 0.0f;
+    }
+    write_imagef(img, (int2)(x, y), (float4)(v[0], v[1], v[2], v[3]));
+}
+"""
+
+
+def _median_event_ms(queue, launch, repeats: int) -> float:
+    for _ in range(3):
+        launch()
+    queue.finish()
+    times = []
+    for _ in range(repeats):
+        ev = launch()
+        ev.wait()
+        times.append((ev.profile.end - ev.profile.start) * 1e-6)
+    return statistics.median(times)
+
+
+def _pow2_local(sizes, total=256):
+    l0 = min(total, 1 << max(0, (sizes[0] - 1).bit_length()))
+    return (l0, max(1, min(total // l0, sizes[1])), 1)[:len(sizes)]
+
+
+def _rounded(sizes, local):
+    return tuple(-(-s // l) * l for s, l in zip(sizes, local))
+
+
+def _blocked(desc: MemoryDesc):
+    """(sN, sC, sH, sW, sB, B) of a 4-D desc with at most one block (on C)."""
+    blk = desc.inner_blks[0] if desc.inner_blks else 1
+    s = desc.strides
+    return (s[0], s[1], s[2], s[3], 1 if blk > 1 else 0, blk)
+
+
+class _Bench:
+    def __init__(self, engine: OpenCLEngine | None, repeats: int):
+        base = engine or default()
+        queue = cl.CommandQueue(base.context,
+                                properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.eng = OpenCLEngine(queue=queue)
+        self.ctx, self.q = self.eng.context, queue
+        self.repeats = repeats
+        self.generic = cl.Program(self.ctx, GENERIC).build()
+
+    def _buffer(self, nbytes, fill=None):
+        buf = cl.Buffer(self.ctx, cl.mem_flags.READ_WRITE, nbytes)
+        cl.enqueue_fill_buffer(self.q, buf, np.float32(1.5), 0, nbytes)
+        return buf
+
+    def copy_ms(self, nbytes):
+        a, b = self._buffer(nbytes), self._buffer(nbytes)
+        return _median_event_ms(self.q, lambda: cl.enqueue_copy(self.q, b, a), self.repeats)
+
+    def copy_to_image_ms(self, layout, dims):
+        w, h = layout.image_shape(dims)
+        buf = self._buffer(w * h * 16)
+        img = self.eng.new_image(layout, dims, "f32")
+        return _median_event_ms(self.q, lambda: cl.enqueue_copy(
+            self.q, img, buf, offset=0, origin=(0, 0), region=(w, h)), self.repeats)
+
+    def first_and_cached(self, call):
+        programs.clear_cache()
+        t0 = time.perf_counter()
+        call()
+        first = (time.perf_counter() - t0) * 1e3
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            call()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return first, statistics.median(times)
+
+    def reorder(self, src: MemoryDesc, dst: MemoryDesc):
+        sbuf, dbuf = self._buffer(src.size), self._buffer(dst.size)
+        ours = _median_event_ms(self.q, lambda: self.eng.enqueue_reorder(sbuf, src, dbuf, dst),
+                                self.repeats)
+        n, c, h, w = src.dims
+        sizes = (w, h, n * c)
+        local = (min(256, 1 << (w - 1).bit_length()), 1, 1)
+        args = [np.int32(v) for v in (c, h, w, *_blocked(src), *_blocked(dst))]
+        knl = self.generic.generic_reorder
+        generic = _median_event_ms(self.q, lambda: knl(self.q, _rounded(sizes, local), local,
+                                                       sbuf, dbuf, *args), self.repeats)
+        host = np.ones(src.span, np.float32)
+        first, cached = self.first_and_cached(lambda: self.eng.reorder(host, src, dst))
+        return ours, generic, first, cached
+
+    def to_image(self, src: MemoryDesc, layout):
+        sbuf = self._buffer(src.size)
+        img = self.eng.new_image(layout, src.dims, "f32")
+        ours = _median_event_ms(self.q, lambda: self.eng.enqueue_to_image(
+            sbuf, src, img, layout, "f32"), self.repeats)
+        w, h = layout.image_shape(src.dims)
+        local = _pow2_local((w, h))
+        if layout.name == "in_out_channel":
+            knl = self.generic.generic_in_out_channel
+            args = [np.int32(v) for v in (src.dims[1], src.dims[2], src.dims[3], *src.strides)]
+        else:
+            knl = self.generic.generic_conv2d_filter
+            args = [np.int32(v) for v in src.dims]
+        generic = _median_event_ms(self.q, lambda: knl(self.q, _rounded((w, h), local), local,
+                                                       sbuf, img, *args), self.repeats)
+        host = np.ones(src.span, np.float32)
+        first, cached = self.first_and_cached(
+            lambda: self.eng.to_image(host, layout, src, "f32"))
+        return ours, generic, first, cached
+
+
+def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
+    """Time every case at every NCHW size; see the module docstring."""
+    b = _Bench(engine, repeats)
+    report(f"OpenCL device: {b.eng.device.name.strip()} ({b.eng.device.platform.name})")
+    report("| case | size | MB | ours ms | limit ms | % of limit | generic ms | "
+           "x vs generic | first call ms | cached call ms |")
+    report("|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for dims in sizes:
+        n, c, h, w = dims
+        filt = (c * 8 if c >= 64 else c, 256 if h <= 224 else 512, 3, 3)
+        cases = [
+            ("NHWC->NCHW", "buffer", MemoryDesc(dims, tag="nhwc"), MemoryDesc(dims, tag="nchw")),
+            ("NCHW->NHWC", "buffer", MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")),
+            ("NCHW->nChw16c", "buffer", MemoryDesc(dims, tag="nchw"),
+             MemoryDesc(dims, tag="nChw16c")),
+            ("NHWC->in_out_channel", "image", MemoryDesc(dims, tag="nhwc"), "in_out_channel"),
+            ("NCHW->in_out_channel", "image", MemoryDesc(dims, tag="nchw"), "in_out_channel"),
+            ("OIHW->conv2d_filter", "image", MemoryDesc(filt, tag="oihw"), "conv2d_filter"),
+        ]
+        limits = {}
+        for name, kind, src, dst in cases:
+            if kind == "buffer":
+                ours, generic, first, cached = b.reorder(src, dst)
+                key = ("copy", dst.size)
+                if key not in limits:
+                    limits[key] = b.copy_ms(dst.size)
+                limit, nbytes, shown = limits[key], dst.size, "x".join(map(str, src.dims))
+            else:
+                layout = image_layout(dst)
+                ours, generic, first, cached = b.to_image(src, layout)
+                key = ("image", layout.name, src.dims)
+                if key not in limits:
+                    limits[key] = b.copy_to_image_ms(layout, src.dims)
+                wd, ht = layout.image_shape(src.dims)
+                limit, nbytes, shown = limits[key], wd * ht * 16, "x".join(map(str, src.dims))
+            row = dict(case=name, size=shown, bytes=nbytes, ms=ours, limit_ms=limit,
+                       pct_of_limit=100 * limit / ours, generic_ms=generic,
+                       speedup_vs_generic=generic / ours, first_call_ms=first,
+                       cached_call_ms=cached)
+            rows.append(row)
+            report(f"| {name} | {shown} | {nbytes / 1e6:.1f} | {ours:.2f} | {limit:.2f} | "
+                   f"{row['pct_of_limit']:.0f}% | {generic:.2f} | "
+                   f"{row['speedup_vs_generic']:.2f} | {first:.0f} | {cached:.1f} |")
+    return rows
+
+
+if __name__ == "__main__":
+    run(SIZES[:1] if "--quick" in sys.argv else SIZES)
