@@ -120,6 +120,8 @@ class ImageLayout:
              for e in c_reshape_index(dims, image_dims, names)]
         desc = self.desc(dims)
         width, _ = self.image_shape(dims)
+        if desc.is_zero:   # an empty image has no pixel to address (and maybe width 0)
+            return "0", "0", "0"
         axes = desc.axes   # outer parts first: the first ``rows`` of them form y
         lane_at = len(axes) - 1 if self.lanes == 4 else None
         xs, ys, lane = [], [], "0"

@@ -23,7 +23,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from runtime import MemoryDesc
+from runtime import ClayoutError, MemoryDesc
 from runtime.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
 from runtime.dtypes import IMAGE_NAMES as IMAGE_DTYPES
 from runtime.tags import LETTERS
@@ -40,7 +40,7 @@ NP = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
 FLOATS = ("f32", "f16", "bf16")
 BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 TAIL_SIZES = (0, 1, 2, 3, 4, 5, 17)
-BLOCK_SIZES = (2, 3, 4, 8, 16)
+BLOCK_SIZES = (1, 2, 3, 4, 4, 8, 16, 16)
 
 # benchdnn's fill values plus IEEE specials and ties of each target type
 SPECIAL_FLOATS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 16.0, 64.0, -0.0, 2.5, -2.5, 127.5, 255.5,
@@ -116,7 +116,8 @@ image_dtype_names = st.sampled_from(IMAGE_DTYPES)
 
 # -- tags -------------------------------------------------------------------------
 @st.composite
-def tags(draw, ndims: int, max_blocked: int = 2, allow_double: bool = True) -> str:
+def tags(draw, ndims: int, max_blocked: int = 2, allow_double: bool = True,
+         sizes=BLOCK_SIZES) -> str:
     """A well-formed letter tag of ``ndims`` dims: any permutation, up to
     ``max_blocked`` blocked dims, each blocked once or twice, blocks in any order."""
     order = draw(st.permutations(range(ndims)))
@@ -127,7 +128,7 @@ def tags(draw, ndims: int, max_blocked: int = 2, allow_double: bool = True) -> s
     for d in blocked:
         count = draw(st.integers(1, 2)) if allow_double else 1
         for _ in range(count):
-            blocks.append((d, draw(st.sampled_from(BLOCK_SIZES))))
+            blocks.append((d, draw(st.sampled_from(sizes))))
     blocks = draw(st.permutations(blocks)) if blocks else []
     bset = {d for d, _ in blocks}
     outer = "".join(LETTERS[d].upper() if d in bset else LETTERS[d] for d in order)
@@ -214,7 +215,8 @@ def halo_descs(draw, dtype=None, ndims=None, dims=None):
     upper = draw(st.lists(st.sampled_from((0, 0, 1, 3)), min_size=nd, max_size=nd))
     fillv = draw(st.sampled_from((0.0, 1.0, -1.0, 2.5, -0.0, 255.5, float("nan"),
                                   float("inf"), 3.4e38, -7.0)))
-    tag = draw(tags(nd))
+    # no unit blocks here: cpu's halo fill misplaces them (xfail test_halo_unit_block)
+    tag = draw(tags(nd, sizes=tuple(b for b in BLOCK_SIZES if b > 1)))
     desc = MemoryDesc(dims, dt, tag=tag, halo=(lower, upper), fill=fillv)
     if desc.span > MAX_SPAN:
         desc = MemoryDesc(dims, dt, tag=_plain_of(tag), halo=(lower, upper), fill=fillv)
@@ -222,11 +224,53 @@ def halo_descs(draw, dtype=None, ndims=None, dims=None):
 
 
 @st.composite
+def permuted_descs(draw, dtype=None, dims=None):
+    """desc.permute_axes(perm) of a tagged or strided desc, with the given dims."""
+    if dims is None:
+        dims = draw(small_dims(draw(st.integers(1, 4))))
+    perm = draw(st.permutations(range(len(dims))))
+    before = tuple(dims[perm[i]] for i in range(len(dims)))
+    base = draw(st.one_of(tagged_descs(dtype=dtype, dims=before),
+                          strided_descs(dtype=dtype, dims=before)))
+    out = base.permute_axes(perm)
+    assert out.dims == tuple(dims)
+    return out
+
+
+@st.composite
+def reshaped_descs(draw, dtype=None, dims=None):
+    """A desc reached by reshape(): a unit dim removed, or two dims joined."""
+    if dims is None:
+        dims = draw(small_dims(draw(st.integers(1, 4))))
+    d = draw(st.integers(0, len(dims) - 1))
+    split = [f for f in (2, 3, 4, 5) if dims[d] % f == 0 and dims[d] > f]
+    if split and draw(st.booleans()):
+        f = draw(st.sampled_from(split))
+        before = dims[:d] + (f, dims[d] // f) + dims[d + 1:]
+    else:
+        before = dims[:d] + (1,) + dims[d:]
+    if len(before) > 12:
+        return draw(tagged_descs(dtype=dtype, dims=dims))
+    base = draw(st.one_of(tagged_descs(dtype=dtype, dims=before),
+                          strided_descs(dtype=dtype, dims=before)))
+    try:
+        out = base.reshape(dims)
+    except ClayoutError:
+        return draw(tagged_descs(dtype=dtype, dims=dims))
+    assert out.dims == tuple(dims)
+    return out
+
+
+@st.composite
 def any_descs(draw, dtype=None, dims=None):
     """One desc of any family for the given dims (or drawn dims)."""
-    kind = draw(st.sampled_from(("tag", "tag", "strided", "halo", "sub")))
+    kind = draw(st.sampled_from(("tag", "tag", "strided", "halo", "sub", "perm", "reshape")))
     if kind == "sub" and dims is None:
         return draw(submemory_descs(dtype=dtype))[1]
+    if kind == "perm":
+        return draw(permuted_descs(dtype=dtype, dims=dims))
+    if kind == "reshape":
+        return draw(reshaped_descs(dtype=dtype, dims=dims))
     if kind == "strided":
         return draw(strided_descs(dtype=dtype, dims=dims))
     if kind == "halo":

@@ -452,3 +452,73 @@ def test_halo_fill_and_tails(dst, seed):
         want[off[inside]] = x
     for eng in (CPU, REF):
         assert_same_bits(eng.reorder(x, src, dst), want, f"{eng.name} halo {dst.describe()}")
+
+
+@st.composite
+def reshape_targets(draw, dims):
+    """New dims from 1-3 random edits: insert or remove a unit dim, join two
+    neighbours, split a dim by a divisor."""
+    new = list(dims)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(("unit", "drop", "join", "split")))
+        if op == "unit" and len(new) < 8:
+            new.insert(draw(st.integers(0, len(new))), 1)
+        elif op == "drop" and 1 in new and len(new) > 1:
+            new.remove(1)
+        elif op == "join" and len(new) > 1:
+            i = draw(st.integers(0, len(new) - 2))
+            new[i:i + 2] = [new[i] * new[i + 1]]
+        elif op == "split" and len(new) < 8:
+            i = draw(st.integers(0, len(new) - 1))
+            fs = [f for f in (2, 3, 4, 5, 8) if new[i] % f == 0 and new[i] > 0]
+            if fs:
+                f = draw(st.sampled_from(fs))
+                new[i:i + 1] = [f, new[i] // f]
+    return tuple(new)
+
+
+@SETTINGS
+@given(desc=any_descs(), data=st.data())
+def test_reshape_accepted_only_when_elements_stay(desc, data):
+    """Any reshape clayout accepts keeps every element at its offset; a refusal
+    is a ClayoutError naming the rule."""
+    new = data.draw(reshape_targets(desc.dims), label="new dims")
+    try:
+        r = desc.reshape(new)
+    except ClayoutError as exc:
+        assert any(w in str(exc) for w in ("blocked", "padded", "dense", "volume", "halo",
+                                           "grouped", "matched", "unit")), str(exc)
+        return
+    assert r.dims == new
+    same_elements(desc, r)
+    # oneDNN's size is max(padded * stride): dropping a unit dim whose stride
+    # spans more than the rest may shrink it; nothing else changes it
+    assert r.size <= desc.size or desc.is_zero
+    if 1 not in desc.dims:
+        assert r.size == desc.size
+
+
+def test_reshape_of_plain_dense_always_accepted():
+    """Joins and splits of a dense unblocked unpadded desc are never refused."""
+    d = MemoryDesc((2, 3, 4, 5), tag="abcd")
+    for new in [(120,), (2, 60), (6, 4, 5), (2, 3, 20), (4, 30), (1, 120, 1), (5, 24)]:
+        same_elements(d, d.reshape(new))
+
+
+# -- the C expressions the kernels inline, evaluated on numpy index arrays --------------------
+def eval_c(expr: str, env: dict):
+    """Evaluate an OpenCL C integer expression of non-negative values
+    (where C's / truncation equals Python's //)."""
+    assert "//" not in expr and "?" not in expr, expr
+    return eval(expr.replace("/", "//"), {"__builtins__": {}}, dict(env))
+
+
+@SETTINGS
+@given(desc=any_descs())
+def test_c_offset_mirrors_offsets(desc):
+    if desc.is_zero:
+        return
+    idx = grid(desc.dims)
+    names = [f"i{d}" for d in range(desc.ndims)]
+    got = eval_c(desc.c_offset(names), dict(zip(names, idx)))
+    assert np.array_equal(np.broadcast_to(got, idx[0].shape), desc.offsets(idx)), desc.c_offset(names)

@@ -242,3 +242,18 @@ def test_check_fits_property(case, mw, mh):
         if other.kind == layout.kind and other.name != name:
             ow, oh = TABLE[other.name][0](*dims)
             assert (f"{other.name} ({ow}x{oh})" in msg) == (ow <= mw and oh <= mh), other.name
+
+
+@FEW
+@given(case=st.one_of(named_cases(), mirror_cases()), custom=st.booleans())
+def test_c_pixel_mirrors_pixel(case, custom):
+    """The C pixel expressions the kernels inline give the table's pixel."""
+    name, dims = case
+    layout = image_layout(MIRRORS[name]) if custom and name in MIRRORS else NAMED[name]
+    names = [f"i{d}" for d in range(len(dims))]
+    x, y, k = layout.c_pixel(dims, names)
+    to_pixel = TABLE[name][1]
+    for idx in np.ndindex(*dims):
+        env = dict(zip(names, idx))
+        got = tuple(int(eval(e.replace("/", "//"), {"__builtins__": {}}, env)) for e in (x, y, k))
+        assert got == to_pixel(*idx, *dims), (layout.name, dims, idx, (x, y, k))
