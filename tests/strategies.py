@@ -192,16 +192,26 @@ def submemory_descs(draw, dtype=None, ndims=None):
     parent = MemoryDesc(parent_dims, dt, tag=draw(tags(nd, allow_double=False)))
     if parent.span > MAX_SPAN:
         parent = MemoryDesc(parent_dims, dt)
+    return parent, draw(sub_of(parent))
+
+
+@st.composite
+def sub_of(draw, parent):
+    """parent.submemory(dims, offsets) with dims and offsets drawn by oneDNN's rules."""
     dims, offsets = [], []
-    for d, n in enumerate(parent_dims):
+    for d, n in enumerate(parent.dims):
         blk = parent.blocks_of(d)
+        if n == 0:
+            dims.append(0)
+            offsets.append(0)
+            continue
         off = draw(st.sampled_from([k * blk for k in range((n - 1) // blk + 1)]))
         rest = n - off
         choices = {rest} | {k * blk for k in range(0, rest // blk + 1)} | set(
             range(0, min(blk, rest)))
         dims.append(draw(st.sampled_from(sorted(choices))))
         offsets.append(off)
-    return parent, parent.submemory(dims, offsets)
+    return parent.submemory(dims, offsets)
 
 
 @st.composite

@@ -16,7 +16,7 @@ import runtime
 from runtime import ClayoutError, MemoryDesc, engine, reference
 
 from strategies import (SETTINGS, any_descs, assert_same_bits, fill, halo_descs, small_dims,
-                        submemory_descs, tagged_descs, tags)
+                        sub_of, submemory_descs, tagged_descs, tags)
 
 CPU, REF = engine.get("cpu"), engine.get("reference")
 
@@ -522,3 +522,19 @@ def test_c_offset_mirrors_offsets(desc):
     names = [f"i{d}" for d in range(desc.ndims)]
     got = eval_c(desc.c_offset(names), dict(zip(names, idx)))
     assert np.array_equal(np.broadcast_to(got, idx[0].shape), desc.offsets(idx)), desc.c_offset(names)
+
+
+@SETTINGS
+@given(pair=submemory_descs(), data=st.data())
+def test_submemory_of_submemory(pair, data):
+    """A view of a view is a view of the parent: every element of the inner
+    sub is an element of the parent, and the two levels agree."""
+    parent, sub = pair
+    inner = data.draw(sub_of(sub), label="inner")
+    if inner.is_zero:
+        return
+    parent_offsets = set(parent.offsets(grid(parent.dims)).tolist())
+    got = inner.offsets(grid(inner.dims))
+    assert set(got.tolist()) <= parent_offsets
+    assert set(got.tolist()) <= set(sub.offsets(grid(sub.dims)).tolist())
+    assert len(np.unique(got)) == got.size
