@@ -79,13 +79,15 @@ def _decode(g: str, axes, sizes) -> list[tuple[object, str]]:
     return out
 
 
-def _local(sizes, image: bool) -> tuple[int, int, int]:
-    """Work-group size: ~256 items (PoCL runs a group as one loop), dimension 1
-    wide enough that the source's contiguous axis is read in long runs."""
+def _local(sizes, image: bool, gather: bool) -> tuple[int, int, int]:
+    """Work-group size (PoCL runs a group as one loop; measured on PoCL 3.1,
+    noisy): an image written from vector loads streams best as rows of 256;
+    one gathered from scattered loads as 16 x 16 tiles; a buffer in groups of
+    256 with 32 along dimension 1, the axis walking the source's contiguous one."""
     if image:
-        l0 = min(256, _pow2_at_least(sizes[0]))
+        l0 = min(256 if not gather else 16, _pow2_at_least(sizes[0]))
         return l0, min(max(1, 256 // l0), _pow2_at_least(sizes[1])), 1
-    l1 = min(64, _pow2_at_least(sizes[1]))
+    l1 = min(32, _pow2_at_least(sizes[1]))
     l0 = min(max(1, 256 // l1), _pow2_at_least(sizes[0]))
     return l0, l1, 1
 
@@ -255,7 +257,8 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, to_src,
         sizes=sizes, prologue=prologue, vector=vector, dst_type=dst_t, runs=runs, store=store)
     image_shape = (sizes[0], sizes[1]) if dst_layout is not None else (
         src.layout.image_shape(src.dims) if src.layout is not None else None)
-    return Kernel(source, sizes, _local(sizes, dst_layout is not None), vector,
+    gather = run == 1 and vector > 1
+    return Kernel(source, sizes, _local(sizes, dst_layout is not None, gather), vector,
                   src.layout is not None, dst_layout is not None, image_shape)
 
 
