@@ -267,7 +267,8 @@ def test_large_reorders(data, src_dt, dst_dt, seed):
     kind = data.draw(st.sampled_from(("tag", "tag", "halo", "strided")), label="kind")
     a = MemoryDesc(dims, src_dt, tag=data.draw(tags(4, max_blocked=1, allow_double=False)))
     if kind == "halo":
-        b = MemoryDesc(dims, dst_dt, tag=data.draw(tags(4, max_blocked=1)),
+        # no unit blocks with a halo: the known cpu bug of test_halo_unit_block
+        b = MemoryDesc(dims, dst_dt, tag=data.draw(tags(4, max_blocked=1, sizes=(2, 4, 16))),
                        halo=((0, 1, 2, 0), (0, 2, 0, 1)), fill=data.draw(st.sampled_from((0.0, -1.5))))
     elif kind == "strided":
         b = data.draw(strided_descs(dtype=dst_dt, dims=dims))
