@@ -15,24 +15,20 @@ PoCL's disk cache as found) and a cached call's cost (host API, wall clock).
 returned as dicts: case, size, bytes, ms, limit_ms, pct_of_limit, generic_ms,
 speedup_vs_generic, first_call_ms, cached_call_ms.
 
-    python tools/bench_opencl.py [--quick]
+Called by runtime/bench.py (``python tools/bench.py``, ``clayout bench``).
 """
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import pyopencl as cl  # noqa: E402
-
-from runtime import MemoryDesc, image_layout  # noqa: E402
-from runtime.opencl import programs  # noqa: E402
-from runtime.opencl.engine import OpenCLEngine, default  # noqa: E402
+from ..desc import MemoryDesc
+from ..image import image_layout
+from . import programs
+from .engine import OpenCLEngine, default
 
 SIZES = ((1, 64, 224, 224), (1, 64, 512, 512), (1, 17, 512, 512))
 
@@ -231,7 +227,3 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                    f"{row['pct_of_limit']:.0f}% | {generic:.2f} | "
                    f"{row['speedup_vs_generic']:.2f} | {first:.0f} | {cached:.1f} |")
     return rows
-
-
-if __name__ == "__main__":
-    run(SIZES[:1] if "--quick" in sys.argv else SIZES)

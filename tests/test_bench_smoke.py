@@ -1,0 +1,17 @@
+"""The benchmark runs and its peers agree with the fast path (tiny sizes:
+speed is measured by tools/bench.py, never by a test)."""
+from runtime import bench
+
+
+def test_cpu_rows_tiny():
+    rows = bench.cpu_rows(["tiny"], repeat=1, inner=1)  # asserts naive numpy == fast path
+    assert {r["case"] for r in rows} == {name for name, _, _ in bench.CASES}
+    assert all(r["cpu"] > 0 and r["memcpy"] > 0 for r in rows)
+
+
+def test_opencl_rows_tiny(cl_engine):
+    from runtime.opencl import bench as cl_bench
+    lines = []
+    rows = cl_bench.run([bench.SIZES["tiny"]], lines.append, engine=cl_engine, repeats=1)
+    assert len(rows) == 6 and lines[0].startswith("OpenCL device:")
+    assert all(r["ms"] > 0 and r["limit_ms"] > 0 for r in rows)
