@@ -33,3 +33,12 @@ def cl_engine():
         require("an OpenCL device", False, str(exc))
     require("an OpenCL device with image support", ok)
     return engine.default()
+
+
+@pytest.fixture(scope="session", params=["direct", "staged"])
+def cl_image_engine(request, cl_engine):
+    """The engine once per way of reaching images: write_imagef/read_imagef
+    kernels (what GPUs use) and buffer kernels plus a buffer<->image copy
+    (what CPU devices use), so CI on PoCL checks both."""
+    from runtime.opencl.engine import OpenCLEngine
+    return OpenCLEngine(queue=cl_engine.queue, image_access=request.param)

@@ -65,16 +65,16 @@ def test_dtype_pairs(cl_engine, src, dst):
 
 @pytest.mark.parametrize("image_dtype", IMAGE_NAMES)
 @pytest.mark.parametrize("other", ["same", "f32", "bf16"])
-def test_image_dtypes(cl_engine, image_dtype, other):
+def test_image_dtypes(cl_image_engine, image_dtype, other):
     """Each image channel type written and read, from/to its own dtype and others."""
     layout = IMAGE_LAYOUTS["argument"]
     buf = image_dtype if other == "same" else other
     x = _values(buf, 601, keep_snan=False)
     s = MemoryDesc((601,), buf)
-    img = cl_engine.to_image(x, layout, s, image_dtype)
+    img = cl_image_engine.to_image(x, layout, s, image_dtype)
     assert np.array_equal(bits(img), bits(REF.to_image(x, layout, s, image_dtype)))
     pixels = _values(image_dtype, img.size, seed=1, keep_snan=False).reshape(img.shape)
-    got = cl_engine.from_image(pixels, layout, s)
+    got = cl_image_engine.from_image(pixels, layout, s)
     assert np.array_equal(bits(got), bits(REF.from_image(pixels, layout, s)))
 
 
@@ -100,27 +100,27 @@ def _case(name, i):
 
 
 @pytest.mark.parametrize("name, image_dtype, i", CASES)
-def test_named_layouts_both_directions(cl_engine, name, image_dtype, i):
+def test_named_layouts_both_directions(cl_image_engine, name, image_dtype, i):
     layout, dims, tag, buf_dt = _case(name, i)
     src = MemoryDesc(dims, buf_dt, tag=tag)
     x = _values(buf_dt, src.span, seed=i, keep_snan=False)
-    img = cl_engine.to_image(x, layout, src, image_dtype)
+    img = cl_image_engine.to_image(x, layout, src, image_dtype)
     want = REF.to_image(x, layout, src, image_dtype)
     assert img.shape == want.shape and np.array_equal(bits(img), bits(want))
     dst = MemoryDesc(dims, buf_dt, tag=SRC_TAGS[len(dims)][(i + 1) % len(SRC_TAGS[len(dims)])])
     pixels = _values(image_dtype, want.size, seed=i + 1, keep_snan=False).reshape(want.shape)
-    got = cl_engine.from_image(pixels, layout, dst)
+    got = cl_image_engine.from_image(pixels, layout, dst)
     assert np.array_equal(bits(got), bits(REF.from_image(pixels, layout, dst)))
 
 
 @pytest.mark.parametrize("name", ["in_out_channel", "conv2d_filter", "argument"])
-def test_zero_volume_images(cl_engine, name):
+def test_zero_volume_images(cl_image_engine, name):
     layout = IMAGE_LAYOUTS[name]
     dims = (0,) if layout.ndims == 1 else (0, 5, 3, 3)
     src = MemoryDesc(dims)
-    img = cl_engine.to_image(np.zeros(0, np.float32), layout, src, "f32")
+    img = cl_image_engine.to_image(np.zeros(0, np.float32), layout, src, "f32")
     assert img.shape == REF.to_image(np.zeros(0, np.float32), layout, src, "f32").shape
-    assert cl_engine.from_image(img, layout, src).size == 0
+    assert cl_image_engine.from_image(img, layout, src).size == 0
 
 
 # -- buffer tag pairs -------------------------------------------------------------------
