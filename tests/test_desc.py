@@ -491,9 +491,13 @@ def test_reshape_accepted_only_when_elements_stay(desc, data):
         return
     assert r.dims == new
     same_elements(desc, r)
-    # oneDNN's size is max(padded * stride): dropping a unit dim whose stride
-    # spans more than the rest may shrink it; nothing else changes it
-    assert r.size <= desc.size or desc.is_zero
+    # oneDNN's size is max(padded / blocks * stride): dropping a unit dim whose
+    # stride spans more than the rest may shrink it; nothing else changes it. A
+    # submemory ending inside a block (padded % blocks != 0) floors that term to
+    # 0 (as oneDNN does), so a unit dim added next to it may count it again.
+    if desc.is_zero or any(p % desc.blocks_of(d) for d, p in enumerate(desc.padded_dims)):
+        return
+    assert r.size <= desc.size
     if 1 not in desc.dims:
         assert r.size == desc.size
 
