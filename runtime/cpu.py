@@ -73,11 +73,17 @@ def _interval_boxes(lo: int, hi: int, divs: tuple[int, ...]):
             yield ((base, base + 1),) + sub
 
 
+def _digit_axes(desc: MemoryDesc, d: int):
+    """The axes of dim d that carry a digit: a unit inner block (1a) is always
+    0 and would tie with another axis's div, so it is left out."""
+    return [a for a in desc.axes if a.dim == d and (a.outer or a.size > 1)]
+
+
 def _refine(src: MemoryDesc, dst: MemoryDesc, d: int):
     """Digits of dim d shared by both sides: (base, divisors, src strides, dst
     strides, src shift, dst shift), or None when the blockings do not chain."""
     sides = (src, dst)
-    axes = [[a for a in side.axes if a.dim == d] for side in sides]
+    axes = [_digit_axes(side, d) for side in sides]
     blocked = [len(ax) > 1 or ax[0].div != 1 for ax in axes]
     lows = [side.halo_lower[d] for side in sides]
     if all(blocked) and lows[0] != lows[1]:
@@ -115,7 +121,7 @@ def _dst_views(dst: MemoryDesc, region):
     intervals), using dst's own digits."""
     per_dim = []
     for d in range(dst.ndims):
-        ax = sorted((a for a in dst.axes if a.dim == d), key=lambda a: a.div)
+        ax = sorted(_digit_axes(dst, d), key=lambda a: a.div)
         divs = tuple(a.div for a in ax)
         boxes = [b for lo, hi in region[d] for b in _interval_boxes(lo, hi, divs)]
         per_dim.append([(b, tuple(a.stride for a in reversed(ax))) for b in boxes])

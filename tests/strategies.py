@@ -41,7 +41,6 @@ FLOATS = ("f32", "f16", "bf16")
 BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 TAIL_SIZES = (0, 1, 2, 3, 4, 5, 17)
 BLOCK_SIZES = (1, 2, 3, 4, 4, 8, 16, 16)
-NO_UNIT_BLOCKS = tuple(b for b in BLOCK_SIZES if b > 1)
 
 # benchdnn's fill values plus IEEE specials and ties of each target type
 SPECIAL_FLOATS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 16.0, 64.0, -0.0, 2.5, -2.5, 127.5, 255.5,
@@ -190,9 +189,7 @@ def submemory_descs(draw, dtype=None, ndims=None):
     dt = draw(dtype_names) if dtype is None else dtype
     nd = draw(st.integers(1, 4)) if ndims is None else ndims
     parent_dims = draw(small_dims(nd, sizes=(1, 2, 3, 5, 8, 17), max_volume=400))
-    # no unit blocks: cpu misplaces the tail zeros of such subs (xfail test_sub_unit_block)
-    parent = MemoryDesc(parent_dims, dt, tag=draw(tags(nd, allow_double=False,
-                                                       sizes=NO_UNIT_BLOCKS)))
+    parent = MemoryDesc(parent_dims, dt, tag=draw(tags(nd, allow_double=False)))
     if parent.span > MAX_SPAN:
         parent = MemoryDesc(parent_dims, dt)
     return parent, draw(sub_of(parent))
@@ -228,8 +225,7 @@ def halo_descs(draw, dtype=None, ndims=None, dims=None):
     upper = draw(st.lists(st.sampled_from((0, 0, 1, 3)), min_size=nd, max_size=nd))
     fillv = draw(st.sampled_from((0.0, 1.0, -1.0, 2.5, -0.0, 255.5, float("nan"),
                                   float("inf"), 3.4e38, -7.0)))
-    # no unit blocks here: cpu's halo fill misplaces them (xfail test_halo_unit_block)
-    tag = draw(tags(nd, sizes=NO_UNIT_BLOCKS))
+    tag = draw(tags(nd))
     desc = MemoryDesc(dims, dt, tag=tag, halo=(lower, upper), fill=fillv)
     if desc.span > MAX_SPAN:
         desc = MemoryDesc(dims, dt, tag=_plain_of(tag), halo=(lower, upper), fill=fillv)

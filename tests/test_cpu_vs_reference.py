@@ -267,8 +267,7 @@ def test_large_reorders(data, src_dt, dst_dt, seed):
     kind = data.draw(st.sampled_from(("tag", "tag", "halo", "strided")), label="kind")
     a = MemoryDesc(dims, src_dt, tag=data.draw(tags(4, max_blocked=1, allow_double=False)))
     if kind == "halo":
-        # no unit blocks with a halo: the known cpu bug of test_halo_unit_block
-        b = MemoryDesc(dims, dst_dt, tag=data.draw(tags(4, max_blocked=1, sizes=(2, 4, 16))),
+        b = MemoryDesc(dims, dst_dt, tag=data.draw(tags(4, max_blocked=1, sizes=(1, 2, 4, 16))),
                        halo=((0, 1, 2, 0), (0, 2, 0, 1)), fill=data.draw(st.sampled_from((0.0, -1.5))))
     elif kind == "strided":
         b = data.draw(strided_descs(dtype=dst_dt, dims=dims))
@@ -355,12 +354,9 @@ def test_odd_tags(dims, t1, t2, dt):
     both_reorder(fill("f16", b.span, 2), b, a)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cpu._dst_views sorts a dim's axes by div only: with a unit block (Ab1a) the outer and "
-    "the inner axis both have div 1, the tie keeps the outer first, and reversed() then pairs "
-    "the outer digit range with the inner stride, so the halo corner element is never "
-    "written (cpu.reorder returns whatever np.empty held there)"))
 def test_halo_unit_block():
+    """A unit block (1a) has an outer and an inner axis at div 1: halo fills
+    must pair each digit range with its own stride."""
     dst = MemoryDesc((1, 1), "f32", tag="Ab1a", halo=((0, 0), (1, 1)), fill=1)
     src = MemoryDesc((1, 1), "f32")
     x = np.array([5], np.float32)
@@ -370,11 +366,8 @@ def test_halo_unit_block():
     assert buf.tolist() == [5, 1, 1, 1]         # cpu: [5, 1, 1, 9]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "same root cause as test_halo_unit_block: cpu._dst_views pairs the outer digit of a "
-    "unit-blocked dim (1a) with the inner stride, so the zero tail of a submemory at the "
-    "right border lands on the wrong element and the tail keeps the buffer's old value"))
 def test_sub_unit_block():
+    """The zero tail of a unit-blocked submemory lands on its own element."""
     parent = MemoryDesc((2, 5, 2, 1), "f32", tag="ABcd2b1a")
     sub = parent.submemory((2, 1, 1, 1), (0, 4, 0, 0))     # padded C 2: one tail element
     src = MemoryDesc((2, 1, 1, 1), "f32")
