@@ -59,6 +59,20 @@ class OpenCLEngine:
         self.max_alloc = int(dev.max_mem_alloc_size)
         self.has_fp16 = "cl_khr_fp16" in dev.extensions
         self.is_cpu = bool(dev.type & cl.device_type.CPU)
+        self._stage: cl.Buffer | None = None
+
+    def staging_buffer(self, nbytes: int) -> cl.Buffer:
+        """A buffer for staged image access, kept and reused (a fresh one per
+        call costs an allocation and its page faults). Reuse is safe on an
+        in-order queue, where each conversion's commands follow the last's;
+        an out-of-order queue gets a new one each time."""
+        in_order = not (self.queue.properties
+                        & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        if not in_order:
+            return self.new_buffer(nbytes)
+        if self._stage is None or self._stage.size < nbytes:
+            self._stage = self.new_buffer(nbytes)
+        return self._stage
 
     def __repr__(self) -> str:
         return f"<clayout engine opencl: {self.device.name.strip()} ({self.device.platform.name})>"
@@ -131,7 +145,7 @@ class OpenCLEngine:
             return None
         if not self.staged(layout, dtype):
             return self._launch(kernels.plan_to_image(src, layout, dtype), src_buf, image)
-        stage = self.new_buffer(layout.desc(src.dims, dtype).size)
+        stage = self.staging_buffer(layout.desc(src.dims, dtype).size)
         event = self._launch(kernels.plan_to_image(src, layout, dtype, staged=True),
                              src_buf, stage)
         width, height = layout.image_shape(src.dims)
@@ -148,7 +162,7 @@ class OpenCLEngine:
                                                dst.span * dst.dtype.itemsize))
         if not self.staged(layout, dtype):
             return self._launch(kernels.plan_from_image(layout, dtype, dst), image, dst_buf, wait)
-        stage = self.new_buffer(layout.desc(dst.dims, dtype).size)
+        stage = self.staging_buffer(layout.desc(dst.dims, dtype).size)
         width, height = layout.image_shape(dst.dims)
         wait.append(cl.enqueue_copy(self.queue, stage, image, offset=0, origin=(0, 0),
                                     region=(width, height)))

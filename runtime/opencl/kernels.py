@@ -83,13 +83,17 @@ def _local(sizes, image: bool, gather: bool) -> tuple[int, int, int]:
     """Work-group size (PoCL runs a group as one loop; measured on PoCL 3.1,
     noisy): an image written from vector loads streams best as rows of 256;
     one gathered from scattered loads as 16 x 16 tiles; a buffer in groups of
-    256 with 32 along dimension 1, the axis walking the source's contiguous one."""
+    256 with 32 along dimension 1, the axis walking the source's contiguous
+    one, and dimension 2 making up the rest."""
     if image:
         l0 = min(256 if not gather else 16, _pow2_at_least(sizes[0]))
         return l0, min(max(1, 256 // l0), _pow2_at_least(sizes[1])), 1
     l1 = min(32, _pow2_at_least(sizes[1]))
     l0 = min(max(1, 256 // l1), _pow2_at_least(sizes[0]))
-    return l0, l1, 1
+    # when the vector absorbs dimension 0 and dimension 1 is short, fill the
+    # group along dimension 2: PoCL pays per group, groups of 4 were 5x slower
+    l2 = min(max(1, 256 // (l0 * l1)), _pow2_at_least(sizes[2]))
+    return l0, l1, l2
 
 
 def _pow2_at_least(n: int) -> int:
