@@ -267,18 +267,19 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, to_src,
 
 
 def _tile_axis(src: _Source, rest, to_src, nd):
-    """The destination axis that walks the source's contiguous axis (the
-    source's innermost, stride-1 axis), else the next axis out."""
+    """The destination axis that walks the source's most contiguous axis
+    among those at least 8 long (so a work group reads whole cache lines: a
+    tiled transpose without local memory), else the next axis out. A short
+    contiguous axis (W = 3 of a 3x3 filter) would leave the dimension idle."""
     if not rest:
         return None
     if src.layout is None:
-        inner = [a for a in src.desc.axes if a.size > 1 and a.stride == 1]
-        if inner:
-            names = to_src([f"i{d}" for d in range(nd)])
-            want = names[inner[0].dim]
-            for a in sorted(rest, key=lambda a: a.div):
-                if f"i{a.dim}" == want:
-                    return a
+        names = to_src([f"i{d}" for d in range(nd)])
+        for s_axis in sorted((a for a in src.desc.axes if a.size >= 8), key=lambda a: a.stride):
+            want = names[s_axis.dim]
+            match = [a for a in rest if f"i{a.dim}" == want and a.size >= 8]
+            if match:
+                return min(match, key=lambda a: abs(a.div - s_axis.div))
     return rest[-1]
 
 
