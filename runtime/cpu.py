@@ -31,7 +31,7 @@ from . import dtypes
 from .desc import MemoryDesc
 
 TILE_ELEMS = 1 << 16        # elements per tile: src + dst tiles stay in L2
-SMALL_ELEMS = 1 << 15       # below this, one copy without tiling or threads
+SMALL_ELEMS = 1 << 19       # up to this (2 MiB of f32), one copy: no tiles, no threads
 THREADS = max(1, min(8, os.cpu_count() or 1))
 
 

@@ -13,7 +13,10 @@ Settings: ``SETTINGS`` (derandomized when ``CI`` is set) and ``FEW`` for
 expensive properties; use them as decorators so that no global profile is
 needed (tests/conftest.py belongs to the OpenCL tests).
 """
+
 from __future__ import annotations
+
+import contextlib
 
 import math
 import os
@@ -23,7 +26,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from runtime import ClayoutError, MemoryDesc
+from runtime import ClayoutError, MemoryDesc, cpu
 from runtime.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
 from runtime.dtypes import IMAGE_NAMES as IMAGE_DTYPES
 from runtime.tags import LETTERS
@@ -286,3 +289,16 @@ def any_descs(draw, dtype=None, dims=None):
         return draw(halo_descs(dtype=dtype, dims=dims))
     return draw(tagged_descs(dtype=dtype, dims=dims))
 
+
+
+@contextlib.contextmanager
+def small_tiles(small: int = 1 << 10, tile: int = 1 << 9):
+    """Make the cpu fast path tile (and thread) small arrays: its tiled,
+    staged and peeled code then runs, with many tile borders, on data the
+    reference checks quickly."""
+    old = cpu.SMALL_ELEMS, cpu.TILE_ELEMS
+    cpu.SMALL_ELEMS, cpu.TILE_ELEMS = small, tile
+    try:
+        yield
+    finally:
+        cpu.SMALL_ELEMS, cpu.TILE_ELEMS = old

@@ -6,8 +6,15 @@ import pytest
 
 from runtime import cpu, reference
 from runtime.desc import MemoryDesc
+from strategies import small_tiles
 
-DIMS = (2, 20, 37, 61)  # > SMALL_ELEMS elements, odd H and W, C % 16 != 0
+DIMS = (2, 20, 37, 61)  # odd H and W, C % 16 != 0
+
+
+@pytest.fixture(autouse=True)
+def tiled():
+    with small_tiles(small=1 << 14, tile=1 << 12):  # DIMS then takes the tiled path
+        yield
 
 
 @pytest.mark.parametrize("src_tag, dst_tag", [

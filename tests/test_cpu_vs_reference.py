@@ -17,6 +17,7 @@ from runtime import MemoryDesc, cpu, engine, reference
 from runtime.image import NAMED
 
 from strategies import (FEW, SETTINGS, any_descs, assert_same_bits, dtype_names, fill,
+                        small_tiles,
                         fill_modes, halo_descs, image_dtype_names, seeds, small_dims,
                         strided_descs, submemory_descs, tagged_descs, tags)
 
@@ -166,13 +167,15 @@ def test_benchdnn_cases(dims, t1, t2, dts):
 
 
 def test_large_tiled_path():
-    """Big enough for the threaded, tiled copy (SMALL_ELEMS), with a C tail."""
+    """The threaded, tiled copy (above SMALL_ELEMS), with a C tail."""
     dims = (2, 17, 40, 41)
-    for t1, t2, dt in (("nchw", "nChw16c", "f32"), ("nhwc", "nchw", "f16"),
-                       ("aBcd16b", "acdb", "s8"), ("nchw", "nhwc", "bf16")):
-        src, dst = MemoryDesc(dims, dt, tag=t1), MemoryDesc(dims, "f32", tag=t2)
-        both_reorder(fill(dt, src.span, 5), src, dst)
-        both_reorder(fill(dt, src.span, 6), src, dst.with_dtype(dt))
+    with small_tiles(small=1 << 14, tile=1 << 12):
+        for t1, t2, dt in (("nchw", "nChw16c", "f32"), ("nhwc", "nchw", "f16"),
+                           ("aBcd16b", "acdb", "s8"), ("nchw", "nhwc", "bf16")):
+            src, dst = MemoryDesc(dims, dt, tag=t1), MemoryDesc(dims, "f32", tag=t2)
+            assert src.nelems > cpu.SMALL_ELEMS
+            both_reorder(fill(dt, src.span, 5), src, dst)
+            both_reorder(fill(dt, src.span, 6), src, dst.with_dtype(dt))
 
 
 # -- images -----------------------------------------------------------------------------
@@ -258,8 +261,8 @@ LARGE = settings(FEW, max_examples=25)
 @LARGE
 @given(data=st.data(), src_dt=dtype_names, dst_dt=dtype_names, seed=seeds)
 def test_large_reorders(data, src_dt, dst_dt, seed):
-    """Above cpu.SMALL_ELEMS elements, with tails: tiles, staging and lane
-    peeling must give the reference's bits."""
+    """Above cpu.SMALL_ELEMS elements (made small here), with tails: tiles,
+    staging and lane peeling must give the reference's bits."""
     c = data.draw(st.sampled_from((3, 5, 17, 64)), label="C")
     hw = data.draw(st.sampled_from(((33, 65), (64, 64), (41, 97), (128, 17))), label="HW")
     n = data.draw(st.sampled_from((1, 2)), label="N")
@@ -275,7 +278,8 @@ def test_large_reorders(data, src_dt, dst_dt, seed):
         b = MemoryDesc(dims, dst_dt, tag=data.draw(tags(4, max_blocked=2)))
     assume(max(a.span, b.span) < 1_500_000)
     x = fill(src_dt, a.span, seed)
-    both_reorder(x, a, b)
+    with small_tiles():
+        both_reorder(x, a, b)
 
 
 @LARGE
