@@ -27,8 +27,8 @@ def test_round_trip_stays_on_the_device(cl_engine, monkeypatch):
 
     def no_host(*a, **k):
         raise AssertionError("a Memory conversion went through the host")
-    monkeypatch.setattr(OpenCLEngine, "_upload", no_host)
-    monkeypatch.setattr(OpenCLEngine, "_download", no_host)
+    monkeypatch.setattr(OpenCLEngine, "_host_buffer", no_host)
+    monkeypatch.setattr(OpenCLEngine, "_read_back", no_host)
     blocked = runtime.reorder(src, None, MemoryDesc(DIMS, tag="nChw16c"))
     image = runtime.to_image(blocked, "in_out_channel", dtype="f16")
     back = runtime.from_image(image, "in_out_channel", DIMS, dst="nhwc", dtype="f32")
@@ -135,3 +135,24 @@ def test_engine_mismatch_is_refused(cl_engine):
     mem = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=cl_engine)
     with pytest.raises(ClayoutError, match="engine"):
         runtime.reorder(mem, None, MemoryDesc(DIMS, tag="nhwc"), engine="cpu")
+
+
+def test_host_arrays_read_only_and_memory_mapped(cl_engine, tmp_path):
+    """On a CPU device the kernels work on the caller's arrays in place
+    (USE_HOST_PTR): read-only and memory-mapped inputs must still work and
+    stay untouched."""
+    x = _x()
+    np.save(tmp_path / "x.npy", x)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    frozen = x.copy()
+    frozen.setflags(write=False)
+    src, dst = MemoryDesc(DIMS), MemoryDesc(DIMS, tag="nChw16c")
+    want = REF.reorder(x, src, dst)
+    for arr in (mapped, frozen):
+        assert np.array_equal(bits(cl_engine.reorder(arr.reshape(-1), src, dst)), bits(want))
+        img = cl_engine.to_image(arr.reshape(-1), runtime.image_layout("in_out_channel"), src,
+                                 "f32")
+        img.setflags(write=False)
+        back = cl_engine.from_image(img, runtime.image_layout("in_out_channel"), src)
+        assert np.array_equal(bits(back), bits(x.reshape(-1)))
+    assert np.array_equal(np.load(tmp_path / "x.npy"), x)

@@ -15,6 +15,7 @@ array([0., 2., 1., 3.], dtype=float32)
 """
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -170,43 +171,73 @@ class OpenCLEngine:
                             stage, dst_buf, wait)
 
     # -- the engine contract: host arrays ------------------------------------------------
-    def _upload(self, flat: np.ndarray) -> cl.Buffer:
-        flat = np.ascontiguousarray(flat)
-        return self.new_buffer(flat.nbytes, flat.view(np.uint8), mf.READ_ONLY)
+    # On a CPU device the kernels work on the host arrays themselves
+    # (USE_HOST_PTR, then a map for coherency): at 1x64x512x512 f32 a host
+    # call took 125 ms with an upload and a download copy, 55 ms without.
+    # Where the engine stages images anyway, a host image array is exactly the
+    # staging buffer's contents, so no image object is made at all.
+    def _host_buffer(self, arr: np.ndarray, flags) -> cl.Buffer:
+        arr = arr.reshape(-1)
+        if self.is_cpu and arr.flags.c_contiguous:
+            return cl.Buffer(self.context, flags | mf.USE_HOST_PTR, hostbuf=arr)
+        return self.new_buffer(arr.nbytes, np.ascontiguousarray(arr), flags)
 
-    def _download(self, buf, out: np.ndarray) -> np.ndarray:
+    def _read_back(self, buf: cl.Buffer, out: np.ndarray) -> np.ndarray:
+        if self.is_cpu:  # out is the buffer's memory: a map makes the kernel's writes visible
+            mapped, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ, 0,
+                                              out.shape, out.dtype)
+            mapped.base.release(self.queue)
+            self.queue.finish()
+            return out
         cl.enqueue_copy(self.queue, out, buf)
         return out
 
+    def _output(self, shape, dtype) -> tuple[np.ndarray, cl.Buffer]:
+        out = np.empty(shape, dtype=dtype)
+        return out, self._host_buffer(out, mf.WRITE_ONLY) if self.is_cpu else \
+            self.new_buffer(out.nbytes)
+
     def reorder(self, flat_src, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
-        out = np.zeros(dst.span, dtype=dst.dtype.np)
         if src.is_zero or dst.is_zero:
-            return out
-        dst_buf = self.new_buffer(out.nbytes)
-        self.enqueue_reorder(self._upload(flat_src), src, dst_buf, dst, zero_first=True)
-        return self._download(dst_buf, out)
+            return np.zeros(dst.span, dtype=dst.dtype.np)
+        out, dst_buf = self._output(dst.span, dst.dtype.np)
+        self.enqueue_reorder(self._host_buffer(flat_src, mf.READ_ONLY), src, dst_buf, dst,
+                             zero_first=True)
+        return self._read_back(dst_buf, out)
 
     def to_image(self, flat_src, layout: ImageLayout, src: MemoryDesc, image_dtype) -> np.ndarray:
         dt = dtypes.image_dtype(image_dtype)
-        out = np.zeros(layout.array_shape(src.dims), dtype=dt.np)
-        if out.size == 0 or src.is_zero:
-            return out
+        shape = layout.array_shape(src.dims)
+        if math.prod(shape) == 0 or src.is_zero:
+            return np.zeros(shape, dtype=dt.np)
+        src_buf = self._host_buffer(flat_src, mf.READ_ONLY)
+        if self.staged(layout, dt):
+            out, buf = self._output(shape, dt.np)
+            self._launch(kernels.plan_to_image(src, layout, dt, staged=True), src_buf, buf)
+            return self._read_back(buf, out)
+        out = np.empty(shape, dtype=dt.np)
         image = self.new_image(layout, src.dims, dt, flags=mf.WRITE_ONLY)
-        self.enqueue_to_image(self._upload(flat_src), src, image, layout, dt)
+        self.enqueue_to_image(src_buf, src, image, layout, dt)
         width, height = layout.image_shape(src.dims)
         cl.enqueue_copy(self.queue, out, image, origin=(0, 0), region=(width, height))
         return out
 
     def from_image(self, image_array, layout: ImageLayout, dst: MemoryDesc) -> np.ndarray:
-        out = np.zeros(dst.span, dtype=dst.dtype.np)
         if dst.is_zero:
-            return out
+            return np.zeros(dst.span, dtype=dst.dtype.np)
         arr = np.ascontiguousarray(image_array)
         dt = dtypes.image_dtype(dtypes.of_array(arr))
+        out, dst_buf = self._output(dst.span, dst.dtype.np)
+        if self.staged(layout, dt):
+            zero = not (dst.is_dense and dst.offset0 == 0)
+            wait = [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
+                                           dst.span * dst.dtype.itemsize)] if zero else None
+            self._launch(kernels.plan_from_image(layout, dt, dst, staged=True),
+                         self._host_buffer(arr, mf.READ_ONLY), dst_buf, wait)
+            return self._read_back(dst_buf, out)
         image = self.new_image(layout, dst.dims, dt, hostbuf=arr, flags=mf.READ_ONLY)
-        dst_buf = self.new_buffer(out.nbytes)
         self.enqueue_from_image(image, layout, dt, dst_buf, dst, zero_first=True)
-        return self._download(dst_buf, out)
+        return self._read_back(dst_buf, out)
 
 
 # -- device choice -----------------------------------------------------------------------
