@@ -65,12 +65,20 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
     """Reorder ``data`` (physical, in ``src_desc``) into ``dst_desc``; returns
     dst's 1-D physical array (dtype from ``dst_desc``).
 
+    With a ``runtime.Memory`` as ``data`` the conversion stays on its engine
+    and returns a Memory: ``dst_desc`` is a MemoryDesc (a new Memory) or a
+    Memory to write into, and ``src_desc`` may be None (the Memory's own desc
+    is used; a different one is refused).
+
     >>> src = MemoryDesc((1, 3, 2, 2), tag="nchw")
     >>> reorder(np.arange(12, dtype=np.float32), src, MemoryDesc((1, 3, 2, 2), tag="nhwc"))[:6]
     array([0., 4., 8., 1., 5., 9.], dtype=float32)
     """
     if _is_memory(data):
         from .memory import reorder_memory
+        if src_desc is not None and src_desc != data.desc:
+            raise ClayoutError(f"reorder of a Memory in {data.desc.describe()}: src_desc "
+                               f"{src_desc.describe()} does not describe it; pass None or its desc")
         return reorder_memory(data, dst_desc, engine)
     if not isinstance(src_desc, MemoryDesc) or not isinstance(dst_desc, MemoryDesc):
         raise ClayoutError("reorder takes MemoryDesc objects for src_desc and dst_desc")
@@ -81,19 +89,24 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
     return engines.get(engine).reorder(flat, src_desc, dst_desc)
 
 
-def to_image(array, layout, src=None, dtype=None, engine=None, dims=None):
+def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None):
     """Place a tensor onto an image; returns (height, width, 4), or
     (height, width) for one-channel layouts, of the image dtype.
 
     ``src`` is the tag of ``array`` (default nchw / oihw / mihw / x by the
     layout's kind); a plain-tagged array comes in its physical shape, a
     blocked one 1-D with ``dims``. ``dtype`` is the image's (default: the
-    array's). ``engine`` as in reorder.
+    array's). ``engine`` as in reorder. A buffer ``runtime.Memory`` as
+    ``array`` gives an image Memory on the same engine (``out``: an image
+    Memory to write into).
     """
     layout = image_layout(layout)
     if _is_memory(array):
         from .memory import to_image_memory
-        return to_image_memory(array, layout, dtype, engine)
+        return to_image_memory(array, layout, dtype, engine, out=out)
+    if out is not None:
+        raise ClayoutError("out= takes an image Memory and goes with a Memory input; "
+                           "a host array gives a new host image")
     arr = np.asarray(array)
     src_dt = dtypes.of_array(arr)
     img_dt = dtypes.image_dtype(dtype if dtype is not None else src_dt)

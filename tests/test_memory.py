@@ -156,3 +156,14 @@ def test_host_arrays_read_only_and_memory_mapped(cl_engine, tmp_path):
         back = cl_engine.from_image(img, runtime.image_layout("in_out_channel"), src)
         assert np.array_equal(bits(back), bits(x.reshape(-1)))
     assert np.array_equal(np.load(tmp_path / "x.npy"), x)
+
+
+def test_memory_reorder_checks_src_desc_and_writes_into_out(engine):
+    src = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=engine)
+    with pytest.raises(runtime.ClayoutError, match="does not describe it"):
+        runtime.reorder(src, MemoryDesc(DIMS, tag="nhwc"), MemoryDesc(DIMS, tag="nChw16c"))
+    out = Memory.image("in_out_channel", DIMS, "f32", engine)
+    got = runtime.to_image(src, "in_out_channel", out=out)
+    assert got is out
+    want = REF.to_image(_x(), runtime.image_layout("in_out_channel"), MemoryDesc(DIMS), "f32")
+    assert np.array_equal(bits(out.to_numpy()), bits(want))
