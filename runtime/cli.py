@@ -341,6 +341,22 @@ def cmd_bench(args) -> int:
     return int(bench.main(list(args.rest)) or 0)
 
 
+def cmd_kernel(args) -> int:
+    """Print the OpenCL C source clayout renders for one conversion."""
+    from .opencl.kernels import render_source
+    sides = (args.src is not None, args.layout is not None, args.dst is not None)
+    if sides not in ((True, False, True), (True, True, False), (False, True, True)):
+        raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "
+                           "--src and --layout (to an image), --layout and --dst (from an image)")
+    dtype = args.dtype or "f32"
+    src = MemoryDesc(args.dims, dtype, tag=args.src) if args.src else None
+    dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else None
+    image_dtype = args.image_dtype or (dtype if dtype != "bf16" else "f32")
+    print(render_source(src, dst, layout=args.layout, image_dtype=image_dtype,
+                        staged=args.staged) if args.layout else render_source(src, dst))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run
     return run(args)
@@ -405,6 +421,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
         if name == "show":
             p.add_argument("-o", "--output", required=True, metavar="PIC.png")
+
+    p = command("kernel", cmd_kernel, "print the OpenCL C kernel of one conversion: --src and "
+                "--dst (reorder), --src and --layout (to an image), --layout and --dst (from one)")
+    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+    p.add_argument("--src", metavar="TAG")
+    p.add_argument("--dst", metavar="TAG")
+    p.add_argument("--layout", metavar="NAME")
+    p.add_argument("--dtype", metavar="T", help="buffer dtype (f32)")
+    p.add_argument("--dst-dtype", metavar="T", help="destination buffer dtype (default --dtype)")
+    p.add_argument("--image-dtype", metavar="T", help="image dtype (default --dtype)")
+    p.add_argument("--staged", action="store_true",
+                   help="the buffer kernel CPU devices run instead of image reads/writes")
 
     command("devices", cmd_devices, "list OpenCL devices and their image limits")
     p = command("bench", cmd_bench, "run the benchmark (runtime.bench); arguments pass through",

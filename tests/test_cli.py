@@ -537,3 +537,24 @@ def test_demo_in_temporary_folder(capsys, monkeypatch):
     assert code == 0, err
     assert "11/11 images exact" in out
     assert "the file was written to a temporary folder and removed" in out
+
+
+@pytest.mark.parametrize("argv, has, lacks", [
+    (["--src", "nchw", "--dst", "nChw16c"], "vstore", "image2d_t"),
+    (["--src", "nhwc", "--layout", "in_out_channel"], "write_imagef", "read_image"),
+    (["--src", "nhwc", "--layout", "in_out_channel", "--staged"], "vstore4", "image2d_t"),
+    (["--layout", "conv2d_filter", "--dst", "oihw", "--image-dtype", "f16"], "read_imagef",
+     "write_image"),
+    (["--src", "nchw", "--dst", "nhwc", "--dtype", "f32", "--dst-dtype", "bf16"], "ushort",
+     "image2d_t"),
+])
+def test_kernel_prints_the_rendered_source(capsys, argv, has, lacks):
+    code, out, err = run(capsys, "kernel", "--dims", "2,5,3,3", *argv)
+    assert code == 0 and err == ""
+    assert "__kernel void clayout_convert" in out and has in out and lacks not in out
+
+
+def test_kernel_needs_two_sides(capsys):
+    code, out, err = run(capsys, "kernel", "--dims", "2,5,3,3", "--src", "nchw")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("clayout: error: give two of --src")

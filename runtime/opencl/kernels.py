@@ -381,18 +381,20 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
     return _cached("from_image", (layout, dt.name, _key(dst), staged), make)
 
 
-def render_source(src=None, dst=None, *, layout=None, image_dtype=None) -> str:
+def render_source(src=None, dst=None, *, layout=None, image_dtype=None,
+                  staged: bool = False) -> str:
     """The OpenCL C source of one conversion, for inspection:
     ``render_source(src_desc, dst_desc)`` (reorder),
     ``render_source(src_desc, layout=..., image_dtype=...)`` (to an image),
-    ``render_source(dst=dst_desc, layout=..., image_dtype=...)`` (from an image)."""
+    ``render_source(dst=dst_desc, layout=..., image_dtype=...)`` (from an image);
+    ``staged``: the buffer kernel a CPU device runs instead of the image access."""
     if layout is None:
         return plan_reorder(src, dst).source
     from ..image import image_layout
     layout = image_layout(layout)
     if src is not None:
-        return plan_to_image(src, layout, image_dtype or src.dtype).source
-    return plan_from_image(layout, image_dtype or dst.dtype, dst).source
+        return plan_to_image(src, layout, image_dtype or src.dtype, staged).source
+    return plan_from_image(layout, image_dtype or dst.dtype, dst, staged).source
 
 
 def clear_cache() -> None:
