@@ -13,8 +13,8 @@ from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
 from .image import ImageLayout, image_layout
+from .tags import parse_tag
 
-DEFAULT_TAG = {"activation": "nchw", "filter": "oihw", "depthwise": "mihw", "argument": "x"}
 
 
 def _is_memory(obj) -> bool:
@@ -42,23 +42,21 @@ def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
     return tuple(desc.dims[d] for d in desc.order)
 
 
-def _src_desc(arr: np.ndarray, tag, dims, dtype, kind_default: str) -> MemoryDesc:
-    """A desc for an input array: dims from the argument, else from the
-    physical shape of a plain tag."""
-    tag = tag or kind_default
-    if dims is None:
-        from .tags import parse_tag
-        parsed = parse_tag(tag)
-        if parsed.blocks:
-            raise ClayoutError(f"a {tag!r} array is 1-D; pass dims= (the logical dims)")
-        if arr.ndim != parsed.ndims:
-            raise ClayoutError(f"array of shape {arr.shape} does not match tag {tag!r} "
-                               f"({parsed.ndims} dims); pass dims= or a matching tag")
-        logical = [0] * parsed.ndims
-        for pos, d in enumerate(parsed.order):
-            logical[d] = arr.shape[pos]
-        dims = tuple(logical)
-    return MemoryDesc(dims, dtype, tag=tag)
+def dims_from_shape(shape, tag: str, hint: str = "dims=") -> tuple[int, ...]:
+    """Logical dims of an array given in the physical shape of plain ``tag``,
+    the inverse of physical_shape: an nhwc array of shape (1, 5, 7, 3) has dims
+    (1, 3, 5, 7). ``hint`` names the option that gives dims instead."""
+    parsed = parse_tag(tag)
+    if parsed.blocks:
+        raise ClayoutError(f"a {tag!r} array is 1-D (blocked layout); pass {hint} with the "
+                           "logical dims")
+    if len(shape) != parsed.ndims:
+        raise ClayoutError(f"array of shape {tuple(shape)} has {len(shape)} dims but tag "
+                           f"{tag!r} has {parsed.ndims}; pass {hint} or a matching tag")
+    logical = [0] * parsed.ndims
+    for pos, d in enumerate(parsed.order):
+        logical[d] = shape[pos]
+    return tuple(logical)
 
 
 def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
@@ -110,12 +108,9 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     arr = np.asarray(array)
     src_dt = dtypes.of_array(arr)
     img_dt = dtypes.image_dtype(dtype if dtype is not None else src_dt)
-    kind_tag = DEFAULT_TAG.get(layout.kind)
-    if kind_tag is None:
-        kind_tag = "abcdefghijkl"[:layout.ndims]
-    if kind_tag == "nchw" and src is None and arr.ndim == 2 and dims is None:
-        kind_tag = "nc"
-    desc = _src_desc(arr, src, dims, src_dt, kind_tag)
+    tag = src or layout.default_tag(arr.ndim if dims is None else len(dims))
+    desc = MemoryDesc(dims if dims is not None else dims_from_shape(arr.shape, tag), src_dt,
+                      tag=tag)
     layout.logical_dims(desc.dims)  # checks rank against the layout
     eng = engines.get(engine)
     limits = getattr(eng, "image_limits", None)
@@ -142,9 +137,6 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None):
         raise ClayoutError(f"image of shape {arr.shape} does not match layout {layout.name!r} "
                            f"for dims {dims}: expected {want} (height, width[, 4])")
     out_dt = dtypes.dtype(dtype if dtype is not None else img_dt)
-    default = DEFAULT_TAG.get(layout.kind) or "abcdefghijkl"[:layout.ndims]
-    if default == "nchw" and len(dims) == 2:
-        default = "nc"
-    desc = MemoryDesc(dims, out_dt, tag=dst or default)
+    desc = MemoryDesc(dims, out_dt, tag=dst or layout.default_tag(len(dims)))
     out = engines.get(engine).from_image(arr, layout, desc)
     return out.reshape(physical_shape(desc))

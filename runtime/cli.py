@@ -110,22 +110,12 @@ def save_npy(path: str, arr: np.ndarray) -> None:
     atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False))
 
 
-def input_desc(arr: np.ndarray, tag: str, dims, option: str = "--src") -> MemoryDesc:
+def input_desc(arr: np.ndarray, tag: str, dims) -> MemoryDesc:
     """The desc of an input array in ``tag``: dims from ``--dims``, else from the
     physical shape of a plain tag; the array's shape must match either way."""
-    parsed = parse_tag(tag)
     dt = dtypes.of_array(arr)
     if dims is None:
-        if parsed.blocks:
-            raise ClayoutError(f"a {tag!r} array is 1-D (blocked layout); pass --dims with the "
-                               "logical dims")
-        if arr.ndim != parsed.ndims:
-            raise ClayoutError(f"array of shape {arr.shape} has {arr.ndim} dims but {option} "
-                               f"{tag!r} has {parsed.ndims}; pass --dims or a matching {option}")
-        logical = [0] * parsed.ndims
-        for pos, d in enumerate(parsed.order):
-            logical[d] = arr.shape[pos]
-        dims = tuple(logical)
+        dims = api.dims_from_shape(arr.shape, tag, hint="--dims")
     desc = MemoryDesc(dims, dt, tag=tag)
     want = api.physical_shape(desc)
     if arr.ndim > 1 and arr.shape != want:
@@ -146,9 +136,7 @@ def _dims_text(dims) -> str:
 def cmd_to_image(args) -> int:
     layout = image_layout(args.layout)
     arr = load_npy(args.input)
-    tag = args.src or api.DEFAULT_TAG.get(layout.kind) or "abcdefghijkl"[:layout.ndims]
-    if args.src is None and tag == "nchw" and arr.ndim == 2 and args.dims is None:
-        tag = "nc"
+    tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
     desc = input_desc(arr, tag, args.dims)
     image = api.to_image(arr.reshape(-1), layout, src=tag, dtype=args.dtype,
                          engine=args.engine, dims=desc.dims)
@@ -214,10 +202,7 @@ def cmd_info(args) -> int:
     slots = width * height * layout.lanes
     count = int(np.prod(dims))
     print(f"layout    {layout.name} ({layout.kind}: {names})")
-    parsed = parse_tag(layout.tag)
-    blocked = {d for d, _ in parsed.blocks}
-    outer = ["abcdefghijkl"[d].upper() if d in blocked else "abcdefghijkl"[d] for d in parsed.order]
-    inner = [f"{size}{'abcdefghijkl'[d]}" for d, size in parsed.blocks]
+    outer, inner = parse_tag(layout.tag).tokens()
     lane = inner.pop() if layout.lanes == 4 else None
     y_axes = ",".join(outer[:layout.rows]) or "(none: one row)"
     x_axes = ",".join(outer[layout.rows:] + inner) or "(none: one column)"

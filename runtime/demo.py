@@ -44,16 +44,10 @@ def check(path: str, source_model, engine) -> list[tuple[str, bool, bool]]:
         original = originals[entry["name"]]
         same = back.shape == original.shape and np.array_equal(_bits(back), _bits(original))
         logical = model.logical_weight(original, model.weight_of(entry))
-        ref = to_image(np.ascontiguousarray(logical), entry["layout"],
-                       src=model.DEFAULT_TAG[_kind(entry["layout"])], dtype=entry["dtype"],
+        ref = to_image(np.ascontiguousarray(logical), entry["layout"], dtype=entry["dtype"],
                        engine="reference")
         results.append((entry["name"], same, np.array_equal(_bits(ref), _bits(image))))
     return results
-
-
-def _kind(layout: str) -> str:
-    from .image import image_layout
-    return image_layout(layout).kind
 
 
 def run(args) -> int:

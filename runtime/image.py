@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from . import dtypes
 from .desc import MemoryDesc
 from .errors import ClayoutError
-from .tags import parse_tag
+from .tags import LETTERS, parse_tag
 
+DEFAULT_TAGS = {"activation": "nchw", "filter": "oihw", "depthwise": "mihw", "argument": "x"}
 KINDS = {  # logical dims users pass, by kind of tensor
     "activation": "N,C,H,W (or N,C)",
     "filter": "O,I,H,W",
@@ -66,6 +67,14 @@ class ImageLayout:
             what = KINDS.get(self.kind, f"{self.ndims} dims")
             raise ClayoutError(f"layout {self.name!r} takes dims {what}; got {dims}")
         return dims
+
+    def default_tag(self, ndims: int | None = None) -> str:
+        """The plain tag of this layout's logical dims (nchw, oihw, mihw, x; 'nc'
+        for a 2-D activation), the default of to_image's src and from_image's dst."""
+        nd = self.ndims if ndims is None else ndims
+        if self.kind == "activation" and nd == 2:
+            return "nc"
+        return DEFAULT_TAGS.get(self.kind) or LETTERS[:nd]
 
     def image_dims(self, dims) -> tuple[int, ...]:
         dims = self.logical_dims(dims)

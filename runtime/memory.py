@@ -331,10 +331,7 @@ def from_image_memory(mem: Memory, layout, dims, dst=None, dtype=None, engine=No
     if isinstance(dst, (Memory, MemoryDesc)):
         target = dst
     else:
-        from .api import DEFAULT_TAG
-        tag = dst or DEFAULT_TAG.get(layout.kind) or "abcdefghijkl"[:layout.ndims]
-        if tag == "nchw" and len(tuple(dims)) == 2:
-            tag = "nc"
+        tag = dst or layout.default_tag(len(tuple(dims)))
         target = MemoryDesc(dims, dtype or mem.dtype.name, tag=tag)
     out, fresh = _target(target, mem)
     if mem.storage is None or out.storage is None:

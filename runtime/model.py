@@ -48,7 +48,6 @@ from .image import ImageLayout, image_layout
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
 MANIFEST_KEY = "clayout"
 FORMAT = "clayout-model/1"
-DEFAULT_TAG = {"activation": "nchw", "filter": "oihw", "depthwise": "mihw", "argument": "x"}
 
 
 def _need_onnx():
@@ -254,8 +253,7 @@ def convert_model(model, dtype="f32", max_image=MAX_IMAGE, engine=None, source="
         layout, fallback_from = _choose_layout(w, max_image)
         logical = np.ascontiguousarray(logical_weight(array, w))
         try:
-            image = to_image(logical, layout, src=DEFAULT_TAG[layout.kind], dtype=dt.name,
-                             engine=engine)
+            image = to_image(logical, layout, dtype=dt.name, engine=engine)
         except ClayoutError as exc:
             raise ClayoutError(f"tensor {w.name!r}: {exc}") from None
         width, height = layout.image_shape(w.dims)
@@ -323,6 +321,5 @@ def weight_of(entry: dict) -> Weight:
 
 def round_trip(image: np.ndarray, entry: dict, engine=None) -> np.ndarray:
     """The ONNX tensor read back from a stored image (in the image's dtype)."""
-    logical = from_image(image, entry["layout"], entry["dims"],
-                         dst=DEFAULT_TAG[image_layout(entry["layout"]).kind], engine=engine)
+    logical = from_image(image, entry["layout"], entry["dims"], engine=engine)
     return onnx_weight(np.asarray(logical), weight_of(entry))

@@ -27,10 +27,15 @@ class Tag:
     order: tuple[int, ...]
     blocks: tuple[tuple[int, int], ...]
 
-    def __str__(self) -> str:
+    def tokens(self) -> tuple[list[str], list[str]]:
+        """(outer letters, inner blocks) as written: aBcd16b -> (a B c d, 16b)."""
         blocked = {d for d, _ in self.blocks}
-        outer = "".join(LETTERS[d].upper() if d in blocked else LETTERS[d] for d in self.order)
-        return outer + "".join(f"{size}{LETTERS[d]}" for d, size in self.blocks)
+        outer = [LETTERS[d].upper() if d in blocked else LETTERS[d] for d in self.order]
+        return outer, [f"{size}{LETTERS[d]}" for d, size in self.blocks]
+
+    def __str__(self) -> str:
+        outer, inner = self.tokens()
+        return "".join(outer + inner)
 
 
 # Named tags of DESIGN §1.1 (oneDNN, MACE-style and clDNN names) -> letter tags.
