@@ -79,17 +79,26 @@ def _decode(g: str, axes, sizes) -> list[tuple[object, str]]:
     return out
 
 
-def _local(sizes, image: bool, gather: bool) -> tuple[int, int, int]:
+def _local(sizes, image: bool, gather: bool, far: bool = False) -> tuple[int, int, int]:
     """Work-group size (PoCL runs a group as one loop; measured on PoCL 3.1,
     noisy): an image written from vector loads streams best as rows of 256;
     one gathered from scattered loads as 16 x 16 tiles; a buffer in groups of
     256 with 32 along dimension 1, the axis walking the source's contiguous
-    one, and dimension 2 making up the rest."""
+    one, and dimension 2 making up the rest; a buffer vector gathered from
+    lanes >= 4 KiB apart (``far``) one vector per group, 64 along dimension 1."""
     if image:
         l0 = min(256 if not gather else 16, _pow2_at_least(sizes[0]))
         return l0, min(max(1, 256 // l0), _pow2_at_least(sizes[1])), 1
-    l1 = min(32, _pow2_at_least(sizes[1]))
-    l0 = min(max(1, 256 // l1), _pow2_at_least(sizes[0]))
+    if far:
+        # each work item reads its vector from `vector` far-apart source rows
+        # (NCHW planes 1 MiB apart): one vector per group keeps the rows read at
+        # once few enough for the cache ways (with huge pages they all share
+        # sets); 4 vectors per group measured 13-54 ms by placement, this 13-16
+        l1 = min(64, _pow2_at_least(sizes[1]))
+        l0 = 1
+    else:
+        l1 = min(32, _pow2_at_least(sizes[1]))
+        l0 = min(max(1, 256 // l1), _pow2_at_least(sizes[0]))
     # when the vector absorbs dimension 0 and dimension 1 is short, fill the
     # group along dimension 2: PoCL pays per group, groups of 4 were 5x slower
     l2 = min(max(1, 256 // (l0 * l1)), _pow2_at_least(sizes[2]))
@@ -262,8 +271,23 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, to_src,
     image_shape = (sizes[0], sizes[1]) if dst_layout is not None else (
         src.layout.image_shape(src.dims) if src.layout is not None else None)
     gather = run == 1 and vector > 1
-    return Kernel(source, sizes, _local(sizes, dst_layout is not None, gather), vector,
+    far = gather and dst_layout is None and _gather_stride(src, vec_axis, to_src, nd) >= 4096
+    return Kernel(source, sizes, _local(sizes, dst_layout is not None, gather, far), vector,
                   src.layout is not None, dst_layout is not None, image_shape)
+
+
+def _gather_stride(src: _Source, vec_axis, to_src, nd) -> int:
+    """Bytes between the source elements of consecutive vector lanes (0 when
+    unknown: an image source, or a dim the source does not have)."""
+    if src.layout is not None or vec_axis is None:
+        return 0
+    names = to_src([f"i{d}" for d in range(nd)])
+    want = f"i{vec_axis.dim}"
+    if want not in names:
+        return 0
+    sd = names.index(want)
+    inner = min((a for a in src.desc.axes if a.dim == sd), key=lambda a: a.div)
+    return inner.stride * src.desc.dtype.itemsize
 
 
 def _tile_axis(src: _Source, rest, to_src, nd):
