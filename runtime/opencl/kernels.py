@@ -166,7 +166,10 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, to_src,
             contrib[a.dim].append(_term(_p(digit), a.div))
             offset_terms.append(_term(_p(digit), a.stride))
     for d in range(nd):
-        prologue.append(f"const idx_t q{d} = {' + '.join(contrib[d]) or '0'};")
+        # a dim without digits is 0; not `const` then, or clang folds the
+        # guards on it and warns about constant operands of &&
+        prologue.append(f"const idx_t q{d} = {' + '.join(contrib[d])};" if contrib[d] else
+                        f"idx_t q{d} = 0;")
         lo = dst.halo_lower[d]
         prologue.append(f"const idx_t i{d} = q{d}" + (f" - {lo};" if lo else ";"))
     # -- validity of each destination element ----------------------------------
