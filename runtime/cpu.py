@@ -113,7 +113,6 @@ def _refine(src: MemoryDesc, dst: MemoryDesc, d: int):
 class Plan:
     pairs: tuple[tuple[View, View], ...]          # (src view, dst view) per box
     fills: tuple[tuple[View, str], ...]           # dst views to fill: "zero" | "halo"
-    fresh_zero: bool                              # a fresh dst must start zeroed (gaps)
 
 
 def _dst_views(dst: MemoryDesc, region):
@@ -135,11 +134,15 @@ def _dst_views(dst: MemoryDesc, region):
         yield View(offset, tuple(shape), tuple(strides))
 
 
-@functools.lru_cache(maxsize=256)
-def plan(src: MemoryDesc, dst: MemoryDesc, _key=None) -> Plan | None:
+def plan(src: MemoryDesc, dst: MemoryDesc) -> Plan | None:
     """The copy plan of src -> dst (same dims), or None when it needs an
-    intermediate. ``_key`` carries the exact fields so that descs equal under
-    oneDNN's rules but with other unit strides get their own plan."""
+    intermediate; cached by the exact fields of both sides (descs equal
+    under oneDNN's rules may differ in unit strides and order)."""
+    return _plan(src, dst, (src.strides, src.order, dst.strides, dst.order))
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(src: MemoryDesc, dst: MemoryDesc, _exact) -> Plan | None:
     refined = [_refine(src, dst, d) for d in range(src.ndims)]
     if any(r is None for r in refined):
         return None
@@ -179,11 +182,7 @@ def plan(src: MemoryDesc, dst: MemoryDesc, _key=None) -> Plan | None:
         if dst.extent[d] < dst.padded_dims[d]:
             region = full[:d] + [[(dst.extent[d], dst.padded_dims[d])]] + full[d + 1:]
             fills.extend((v, "zero") for v in _dst_views(dst, region) if math.prod(v.shape))
-    return Plan(tuple(pairs), tuple(fills), not dst.is_dense)
-
-
-def _exact_key(desc: MemoryDesc):
-    return (desc.strides, desc.order)
+    return Plan(tuple(pairs), tuple(fills))
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -356,7 +355,7 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
     is known to be all zero already (a fresh array)."""
     if src.is_zero or dst.is_zero:
         return
-    p = plan(src, dst, (_exact_key(src), _exact_key(dst)))
+    p = plan(src, dst)
     if p is None:  # via a plain logical intermediate
         plain = MemoryDesc(src.dims, dst.dtype)
         tmp = np.empty(plain.span, dtype=dst.dtype.np)
@@ -377,14 +376,15 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
 
 def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
     """A fresh 1-D physical array of dst holding ``data`` (src's physical elements)."""
-    fresh = plan(src, dst, (_exact_key(src), _exact_key(dst))) if not (
-        src.is_zero or dst.is_zero) else None
-    zero = (fresh.fresh_zero or any(w == "zero" for _, w in fresh.fills)) \
-        if fresh is not None else not dst.is_dense
-    out = (np.zeros if zero or dst.offset0 else np.empty)(dst.span, dtype=dst.dtype.np)
-    reorder_into(np.asarray(data).reshape(-1), src, out, dst, zeroed=zero or bool(dst.offset0))
+    p = None if src.is_zero or dst.is_zero else plan(src, dst)
+    # start from zeros (np.zeros maps zero pages lazily) where the copy leaves
+    # anything unwritten or only zero-filled: gaps, offset0, block tails
+    zero = (not dst.is_dense or bool(dst.offset0)
+            or (p is not None and any(what == "zero" for _, what in p.fills)))
+    out = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
+    reorder_into(np.asarray(data).reshape(-1), src, out, dst, zeroed=zero)
     return out
 
 
 def clear_cache() -> None:
-    plan.cache_clear()
+    _plan.cache_clear()
