@@ -121,19 +121,26 @@ class OpenCLEngine:
             raise ClayoutError(f"reorder needs equal dims, got {src.dims} and {dst.dims}")
         if src.is_zero or dst.is_zero:
             return None
-        wait = None
-        if zero_first and not (dst.is_dense and dst.offset0 == 0):
-            wait = [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
-                                           dst.span * dst.dtype.itemsize)]
+        wait = self._zero_rest(dst_buf, dst) if zero_first else []
         return self._launch(kernels.plan_reorder(src, dst, aliased=in_place), src_buf, dst_buf,
                             wait)
+
+    def _zero_rest(self, dst_buf, dst: MemoryDesc) -> list:
+        """For a fresh output: zero dst's whole span where the kernel will not
+        write all of it (gaps, offset0, a submemory's neighbours); the events
+        to wait for."""
+        if dst.is_dense and dst.offset0 == 0:
+            return []
+        return [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
+                                       dst.span * dst.dtype.itemsize)]
 
     def staged(self, layout: ImageLayout, dtype) -> bool:
         """Images the kernels reach through a dense staging buffer and a
         buffer<->image copy instead of write_imagef/read_imagef:
-        - ``image_access="staged"``, or ``"auto"`` on a CPU device (PoCL emulates image access in software: a buffer
-          kernel plus clEnqueueCopyBufferToImage, which runs at memcpy speed,
-          measured 1.2-2.3x faster than write_imagef there);
+        - ``image_access="staged"``, or ``"auto"`` on a CPU device (PoCL
+          emulates image access in software: a buffer kernel plus
+          clEnqueueCopyBufferToImage, which runs at memcpy speed, measured
+          1.2-2.3x faster than write_imagef there);
         - one-channel half images (PoCL 3.1 writes and reads CL_R +
           CL_HALF_FLOAT wrongly; a plain copy moves the exact bits everywhere)."""
         if dtypes.dtype(dtype).name == "f16" and layout.lanes == 1:
@@ -157,10 +164,7 @@ class OpenCLEngine:
                            zero_first: bool = False) -> cl.Event | None:
         if dst.is_zero:
             return None
-        wait = []
-        if zero_first and not (dst.is_dense and dst.offset0 == 0):
-            wait.append(cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
-                                               dst.span * dst.dtype.itemsize))
+        wait = self._zero_rest(dst_buf, dst) if zero_first else []
         if not self.staged(layout, dtype):
             return self._launch(kernels.plan_from_image(layout, dtype, dst), image, dst_buf, wait)
         stage = self.staging_buffer(layout.desc(dst.dims, dtype).size)
@@ -229,11 +233,9 @@ class OpenCLEngine:
         dt = dtypes.image_dtype(dtypes.of_array(arr))
         out, dst_buf = self._output(dst.span, dst.dtype.np)
         if self.staged(layout, dt):
-            zero = not (dst.is_dense and dst.offset0 == 0)
-            wait = [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
-                                           dst.span * dst.dtype.itemsize)] if zero else None
             self._launch(kernels.plan_from_image(layout, dt, dst, staged=True),
-                         self._host_buffer(arr, mf.READ_ONLY), dst_buf, wait)
+                         self._host_buffer(arr, mf.READ_ONLY), dst_buf,
+                         self._zero_rest(dst_buf, dst))
             return self._read_back(dst_buf, out)
         image = self.new_image(layout, dst.dims, dt, hostbuf=arr, flags=mf.READ_ONLY)
         self.enqueue_from_image(image, layout, dt, dst_buf, dst, zero_first=True)
