@@ -284,13 +284,22 @@ def _gather_stride(src: _Source, vec_axis, to_src, nd) -> int:
     unknown: an image source, or a dim the source does not have)."""
     if src.layout is not None or vec_axis is None:
         return 0
-    names = to_src([f"i{d}" for d in range(nd)])
-    want = f"i{vec_axis.dim}"
-    if want not in names:
+    sd = _source_dim(to_src, nd, vec_axis.dim)
+    if sd is None:
         return 0
-    sd = names.index(want)
-    inner = min((a for a in src.desc.axes if a.dim == sd), key=lambda a: a.div)
-    return inner.stride * src.desc.dtype.itemsize
+    return _element_axis(src.desc, sd).stride * src.desc.dtype.itemsize
+
+
+def _source_dim(to_src, nd, d) -> int | None:
+    """The source dim that destination dim d's index feeds unchanged, or None."""
+    names = to_src([f"i{k}" for k in range(nd)])
+    return names.index(f"i{d}") if f"i{d}" in names else None
+
+
+def _element_axis(desc: MemoryDesc, d: int):
+    """The axis of dim d that one step of its index moves (div 1: the
+    innermost block, or the outer part of an unblocked dim)."""
+    return next(a for a in desc.axes if a.dim == d and a.div == 1)
 
 
 def _tile_axis(src: _Source, rest, to_src, nd):
@@ -318,12 +327,12 @@ def _run_length(src: _Source, dst: MemoryDesc, vec_axis, vector, to_src, nd) -> 
     innermost axis of its dim), so element j is logical index i + j."""
     if vec_axis is None or vector == 1:
         return 1
-    names = to_src([f"i{d}" for d in range(nd)])
     d = vec_axis.dim
-    if f"i{d}" not in names:
+    sd = _source_dim(to_src, nd, d)
+    if sd is None:
         return 1
-    sd = names.index(f"i{d}")
     if src.layout is not None:
+        names = to_src([f"i{k}" for k in range(nd)])
         want, image = 4, src.layout
         img_names = c_reshape_index(image.logical_dims(src.dims), src.desc.dims,
                                     list(names) + ["0"] * (len(image.logical_dims(src.dims))
@@ -334,11 +343,9 @@ def _run_length(src: _Source, dst: MemoryDesc, vec_axis, vector, to_src, nd) -> 
         lane = src.desc.axes[-1]
         ok = lane.dim == sd and lane.div == 1 and dst.halo_lower[d] % 4 == 0
         return want if ok else 1
-    delta = src.desc.halo_lower[sd] - dst.halo_lower[d]
-    base = [a for a in src.desc.axes if a.dim == sd and a.div == 1]
-    if not base or delta % vector:
+    if (src.desc.halo_lower[sd] - dst.halo_lower[d]) % vector:
         return 1
-    a = base[0]
+    a = _element_axis(src.desc, sd)
     ok = a.stride == 1 and (a.outer or a.size % vector == 0)
     return vector if ok else 1
 
