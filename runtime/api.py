@@ -29,8 +29,8 @@ def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
     if got != desc.dtype:
         raise ClayoutError(f"{what} has dtype {got.name} but its desc says {desc.dtype.name}")
     if arr.size != desc.span and not (desc.is_zero and arr.size == 0):
-        raise ClayoutError(f"{what} has {arr.size} elements but {desc.describe()} needs {desc.span} "
-                           "(its physical size, padding included)")
+        raise ClayoutError(f"{what} has {arr.size} elements but {desc.describe()} needs "
+                           f"{desc.span} (its physical size, padding included)")
     return arr.reshape(-1)
 
 
@@ -81,7 +81,8 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
     if not isinstance(src_desc, MemoryDesc) or not isinstance(dst_desc, MemoryDesc):
         raise ClayoutError("reorder takes MemoryDesc objects for src_desc and dst_desc")
     if src_desc.dims != dst_desc.dims:
-        raise ClayoutError(f"reorder from {src_desc.describe()} to {dst_desc.describe()}: dims differ; use "
+        raise ClayoutError(f"reorder from {src_desc.describe()} to {dst_desc.describe()}: "
+                           "dims differ; use "
                            "desc.reshape() for a logical reshape")
     flat = physical_input(data, src_desc)
     return engines.get(engine).reorder(flat, src_desc, dst_desc)

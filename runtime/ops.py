@@ -20,22 +20,23 @@ def _no_halo(desc: MemoryDesc, what: str) -> None:
 def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
     dims, offsets = _ints(dims, "submemory dims"), _ints(offsets, "submemory offsets")
     _no_halo(desc, "submemory")
+    where = f"submemory of {desc.describe()}"
     if len(dims) != desc.ndims or len(offsets) != desc.ndims:
-        raise ClayoutError(f"submemory of {desc.describe()}: dims {dims} and offsets {offsets} need "
+        raise ClayoutError(f"{where}: dims {dims} and offsets {offsets} need "
                            f"{desc.ndims} entries each")
     padded = list(desc.padded_dims)
     offset0 = desc.offset0
     for d, (n, off, parent) in enumerate(zip(dims, offsets, desc.dims)):
         blk = desc.blocks_of(d)
         if off < 0 or n < 0 or off + n > parent:
-            raise ClayoutError(f"submemory of {desc.describe()}: dim {d} range [{off}, {off + n}) is outside "
+            raise ClayoutError(f"{where}: dim {d} range [{off}, {off + n}) is outside "
                                f"[0, {parent})")
         if off % blk:
-            raise ClayoutError(f"submemory of {desc.describe()}: offset {off} of dim {d} is not a multiple "
+            raise ClayoutError(f"{where}: offset {off} of dim {d} is not a multiple "
                                f"of its block {blk}")
         at_border = off + n == parent
         if not at_border and n % blk and n >= blk:
-            raise ClayoutError(f"submemory of {desc.describe()}: dim {d} size {n} is neither a multiple of "
+            raise ClayoutError(f"{where}: dim {d} size {n} is neither a multiple of "
                                f"its block {blk} nor smaller than it, and does not reach the "
                                "right border")
         padded[d] = desc.padded_dims[d] - off if at_border else n
@@ -67,8 +68,9 @@ def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
 
 def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
     new_dims = _ints(new_dims, "reshape dims")
+    where = f"reshape of {desc.describe()} to {new_dims}"
     if math.prod(new_dims) != desc.nelems or min(new_dims, default=0) < 0:
-        raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: the volumes differ "
+        raise ClayoutError(f"{where}: the volumes differ "
                            f"({desc.nelems} vs {math.prod(new_dims)})")
     if new_dims == desc.dims:
         return desc
@@ -91,7 +93,7 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
             j -= 1
         elif i >= 0 and old[i] == 1:
             if not plain(i):
-                raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: unit dim {i} is blocked "
+                raise ClayoutError(f"{where}: unit dim {i} is blocked "
                                    "or padded and cannot be removed")
             i -= 1
         elif i >= 0 and j >= 0:
@@ -108,15 +110,15 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
                 else:
                     break
             if vi != vj:
-                raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dims cannot be grouped "
+                raise ClayoutError(f"{where}: dims cannot be grouped "
                                    "into joins and splits")
             for d in gi:
                 if not plain(d):
-                    raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dim {d} is blocked or "
+                    raise ClayoutError(f"{where}: dim {d} is blocked or "
                                        "padded; only dense, unblocked, unpadded dims join or split")
             for a, b in zip(gi, gi[1:]):  # gi runs inner to outer
                 if desc.strides[b] != desc.strides[a] * old[a]:
-                    raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dims {b} and {a} are "
+                    raise ClayoutError(f"{where}: dims {b} and {a} are "
                                        "not dense in memory, so they cannot be joined")
             stride = desc.strides[gi[0]]
             for jj in gj:
@@ -124,7 +126,7 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
                 stride *= new_dims[jj]
             i, j = gi[-1] - 1, gj[-1] - 1
         else:
-            raise ClayoutError(f"reshape of {desc.describe()} to {new_dims}: dims cannot be matched")
+            raise ClayoutError(f"{where}: dims cannot be matched")
 
     nd = len(new_dims)
     padded, strides, lower, upper = [0] * nd, [0] * nd, [0] * nd, [0] * nd
