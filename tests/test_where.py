@@ -4,13 +4,17 @@ index is checked two ways: against pixel (index(pixel(i)) == i for every
 element), and against the reference engine, which places arange(1, n+1) by
 the table formulas, so a lane holding 0 is padding and any other value v
 holds the element with flat index v - 1."""
+import doctest
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import runtime
 from runtime import ClayoutError, cli, engine, image_layout
 from runtime.image import NAMED
 from runtime.where import explain
@@ -172,3 +176,25 @@ def test_where_custom_layout_has_the_tag_derivation_only(capsys):
 def test_where_errors(capsys, argv, code, message):
     got, _, err = run(capsys, "where", "in_out_channel", "--dims", "1,17,5,7", *argv)
     assert got == code and message in err
+
+
+# -- docs/placement.md stays true ---------------------------------------------------------
+DOC = Path(__file__).resolve().parents[1] / "docs" / "placement.md"
+
+
+def test_placement_doc_python_examples_run():
+    parser = doctest.DocTestParser()
+    for i, block in enumerate(re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)):
+        test = parser.get_doctest(block, {"np": np, "runtime": runtime}, f"block {i}", "doc", 0)
+        runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+        runner.run(test)
+        assert runner.summarize().failed == 0, f"docs/placement.md python block {i}"
+
+
+def test_placement_doc_where_output_is_what_clayout_prints(capsys):
+    text = DOC.read_text()
+    runs = re.findall(r"^\$ clayout (where .*)\n((?:[a-z].*\n)+)", text, re.M)
+    assert len(runs) == 2
+    for argv, printed in runs:
+        code, out, _ = run(capsys, *argv.split())
+        assert code == 0 and out == printed, argv
