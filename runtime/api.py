@@ -104,6 +104,8 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     """
     layout = image_layout(layout)
     if _is_memory(array):
+        if max_image is not None:
+            raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
         from .memory import to_image_memory
         return to_image_memory(array, layout, dtype, engine, out=out)
     if out is not None:

@@ -35,6 +35,7 @@ from . import dtypes
 from . import engine as engines
 from .errors import ClayoutError
 from .image import NAMED, ImageLayout
+from .tiles import image_limit
 
 ROLES: dict[str, tuple[tuple[str, ...], ...]] = {
     "activation": (("in_out_channel",), ("texture_2d",), ("in_out_height",), ("in_out_width",)),
@@ -114,14 +115,7 @@ def resolve_limits(limits=None, engine=None) -> tuple[int, int] | None:
     """``limits`` as (width, height), else the engine's device limits, else None."""
     if limits is None:
         return getattr(engines.get(engine), "image_limits", None)
-    try:
-        width, height = (int(v) for v in limits)
-    except (TypeError, ValueError):
-        raise ClayoutError(f"image limits {limits!r}: expected (max width, max height) in "
-                           "pixels, e.g. (16384, 16384)") from None
-    if width < 1 or height < 1:
-        raise ClayoutError(f"image limits {limits!r}: width and height must be at least 1")
-    return width, height
+    return image_limit(limits, "image limits")
 
 
 def candidates(role: str) -> tuple[str, ...]:

@@ -109,14 +109,15 @@ class TilePlan:
                                    f"{dtypes.of_array(arr).name} but tile 0 has {first.name}")
 
 
-def _limit(max_image) -> tuple[int, int]:
+def image_limit(value, what: str = "max_image") -> tuple[int, int]:
+    """``value`` as a (max width, max height) pair of positive pixel counts."""
     try:
-        width, height = (int(v) for v in max_image)
+        width, height = (int(v) for v in value)
     except (TypeError, ValueError):
-        raise ClayoutError(f"max_image {max_image!r}: expected (width, height) in pixels, "
+        raise ClayoutError(f"{what} {value!r}: expected (max width, max height) in pixels, "
                            "e.g. (16384, 16384)") from None
     if width < 1 or height < 1:
-        raise ClayoutError(f"max_image {max_image!r}: width and height must be at least 1")
+        raise ClayoutError(f"{what} {value!r}: width and height must be at least 1")
     return width, height
 
 
@@ -126,7 +127,7 @@ def tile_plan(layout, dims, max_image) -> TilePlan:
     limit (an empty one included) is one tile covering it all."""
     layout = image_layout(layout)
     dims = layout.logical_dims(dims)
-    max_w, max_h = _limit(max_image)
+    limit = max_w, max_h = image_limit(max_image)
     width, height = layout.image_shape(dims)
     if (width <= max_w and height <= max_h) or width * height == 0:
         rows = cols = 1
@@ -136,7 +137,7 @@ def tile_plan(layout, dims, max_image) -> TilePlan:
     tiles = tuple(Tile(r * cols + c, r, c, c * max_w, r * max_h,
                        min(max_w, width - c * max_w), min(max_h, height - r * max_h))
                   for r in range(rows) for c in range(cols))
-    return TilePlan(layout, dims, (width, height), _limit(max_image), rows, cols, tiles)
+    return TilePlan(layout, dims, (width, height), limit, rows, cols, tiles)
 
 
 def plan_of(layout, dims, tiles) -> TilePlan:

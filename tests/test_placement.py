@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import runtime
-from runtime import ClayoutError, MemoryDesc, choose_layout, cli, engine, layout_choice, tile_plan
+from runtime import ClayoutError, choose_layout, cli, layout_choice, tile_plan
 from runtime.image import NAMED
 
 from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims
