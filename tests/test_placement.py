@@ -260,7 +260,7 @@ def test_from_image_refuses_bad_tiles(change, message):
 
 
 @pytest.mark.parametrize("max_image, message", [
-    ((0, 4), "at least 1"), ((4,), "expected \\(width, height\\)"), ("big", "expected")])
+    ((0, 4), "at least 1"), ((4,), "expected \\(max width, max height\\)"), ("big", "expected")])
 def test_to_image_refuses_bad_max_image(max_image, message):
     with pytest.raises(ClayoutError, match=message):
         runtime.to_image(np.zeros((1, 4, 2, 2), np.float32), "in_out_channel",
