@@ -352,3 +352,11 @@ def test_cli_info_lists_tiles(capsys):
                        "--max-image", "16,4")
     assert code == 0
     assert "tiles     16x4: 6 tiles, 2 row(s) x 3 column(s): (0,0) x [0, 16) y [0, 4)" in out
+
+
+def test_max_image_with_a_memory_is_refused():
+    mem = runtime.Memory(runtime.MemoryDesc((1, 4, 2, 2)), engine="cpu")
+    with pytest.raises(ClayoutError, match="max_image= goes with a host array"):
+        runtime.to_image(mem, "in_out_channel", max_image=(1, 1))
+    with pytest.raises(ClayoutError, match="tile 0 is a Memory; tiles are numpy arrays"):
+        runtime.from_image((mem,), "in_out_channel", (1, 4, 2, 2))
