@@ -15,11 +15,13 @@ from .dtypes import convert
 from .errors import ClayoutError
 from .image import NAMED as IMAGE_LAYOUTS
 from .image import ImageLayout, image_layout
+from .placement import LayoutChoice, choose_layout, layout_choice
 from .tags import parse_tag
+from .tiles import TilePlan, tile_plan
 
 __all__ = ["MemoryDesc", "Axis", "ImageLayout", "image_layout", "IMAGE_LAYOUTS", "reorder",
            "to_image", "from_image", "physical_shape", "convert", "parse_tag", "ClayoutError",
-           "Memory"]
+           "Memory", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan"]
 
 
 def __getattr__(name):

@@ -88,9 +88,12 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
     return engines.get(engine).reorder(flat, src_desc, dst_desc)
 
 
-def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None):
+def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
+             max_image=None):
     """Place a tensor onto an image; returns (height, width, 4), or
     (height, width) for one-channel layouts, of the image dtype.
+    With ``max_image=(W, H)`` an image over that limit comes as a tuple of
+    tiles instead (the rule: runtime.tiles), which from_image accepts.
 
     ``src`` is the tag of ``array`` (default nchw / oihw / mihw / x by the
     layout's kind); a plain-tagged array comes in its physical shape, a
@@ -101,6 +104,8 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     """
     layout = image_layout(layout)
     if _is_memory(array):
+        if max_image is not None:
+            raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
         from .memory import to_image_memory
         return to_image_memory(array, layout, dtype, engine, out=out)
     if out is not None:
@@ -114,6 +119,9 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
                       tag=tag)
     layout.logical_dims(desc.dims)  # checks rank against the layout
     eng = engines.get(engine)
+    if max_image is not None:
+        from .tiles import to_image_tiles
+        return to_image_tiles(eng, physical_input(arr, desc), layout, desc, img_dt, max_image)
     limits = getattr(eng, "image_limits", None)
     if limits is not None:
         layout.check_fits(desc.dims, *limits)
@@ -124,11 +132,15 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None):
     """Read a tensor back from an image array (height, width, 4) (or
     (height, width)); returns the buffer in tag ``dst`` (default nchw /
     oihw / ...), in its physical shape when plain, else 1-D; ``dtype`` is the
-    buffer's (default: the image's)."""
+    buffer's (default: the image's). A tuple of tiles from
+    ``to_image(..., max_image=...)`` is accepted in place of the image."""
     layout = image_layout(layout)
     if _is_memory(image):
         from .memory import from_image_memory
         return from_image_memory(image, layout, dims, dst, dtype, engine)
+    if isinstance(image, tuple):
+        from .tiles import from_image_tiles
+        return from_image_tiles(engines.get(engine), image, layout, dims, dst, dtype)
     arr = np.asarray(image)
     img_dt = dtypes.image_dtype(dtypes.of_array(arr))
     dims = tuple(int(d) for d in dims)

@@ -12,6 +12,8 @@ Example::
 
     clayout to-image x.npy -o img.npy --layout in_out_channel --src nhwc
     clayout info conv2d_filter --dims 64,3,3,3
+    clayout info any --role fc_weight --dims 4096,1000,1,1 --max-image 2048,2048
+    clayout where in_out_channel --dims 1,17,5,7 --pixel 30,2,1
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import sys
 
 import numpy as np
 
-from . import api, dtypes, model
+from . import api, dtypes, model, placement, tiles
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
@@ -133,13 +135,69 @@ def _dims_text(dims) -> str:
 
 
 # -- conversion commands ------------------------------------------------------------
+def layout_arg(args):
+    """--layout, where 'any' stands for the role's first candidate until
+    ``choose`` has the dims; --role goes with 'any' only."""
+    role = getattr(args, "role", None)
+    if args.layout != "any":
+        if role is not None:
+            raise ClayoutError(f"--role {role} goes with --layout any (let clayout choose); "
+                               f"got the layout {args.layout!r}")
+        return image_layout(args.layout)
+    if role is None:
+        raise ClayoutError(f"layout 'any' needs --role R to choose for: "
+                           f"{', '.join(placement.ROLES)}")
+    return NAMED[placement.candidates(role)[0]]
+
+
+def choose(args, dims, dtype, engine=None):
+    """The layout 'any' picks for ``dims``, its reason printed on stderr; and
+    the tile limit: --max-image, or the limits nothing fitted (tiles then)."""
+    choice = placement.layout_choice(args.role, dims, dtype, args.max_image, engine)
+    verdict = "chose" if choice.fits else "will split"
+    print(f"{PROG}: layout any {verdict} {choice.layout.name}: {choice.reason}", file=sys.stderr)
+    return choice.layout, args.max_image or (None if choice.fits else choice.limits)
+
+
+def tile_path(path: str, tile) -> str:
+    """OUT.npy -> OUT.tile-R-C.npy: the file of the tile at row R, column C."""
+    stem = path[:-4] if path.endswith(".npy") else path
+    return f"{stem}.tile-{tile.row}-{tile.col}.npy"
+
+
+def save_tiles(path: str, arrays, plan) -> list[str]:
+    """One .npy per tile beside ``path``; on a failure the ones written are removed."""
+    written = []
+    try:
+        for tile, arr in zip(plan.tiles, arrays):
+            save_npy(tile_path(path, tile), arr)
+            written.append(tile_path(path, tile))
+    except BaseException:
+        for done in written:
+            os.unlink(done)
+        raise
+    return written
+
+
 def cmd_to_image(args) -> int:
-    layout = image_layout(args.layout)
+    layout = layout_arg(args)
     arr = load_npy(args.input)
     tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
     desc = input_desc(arr, tag, args.dims)
+    max_image = args.max_image
+    if args.layout == "any":
+        layout, max_image = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
     image = api.to_image(arr.reshape(-1), layout, src=tag, dtype=args.dtype,
-                         engine=args.engine, dims=desc.dims)
+                         engine=args.engine, dims=desc.dims, max_image=max_image)
+    if isinstance(image, tuple):
+        plan = tiles.tile_plan(layout, desc.dims, max_image)
+        paths = save_tiles(args.output, image, plan)
+        print(f"wrote {len(paths)} tiles of the {layout.name} image {plan.image[0]}x"
+              f"{plan.image[1]} ({plan.rows} row(s) x {plan.cols} column(s), at most "
+              f"{plan.max_image[0]}x{plan.max_image[1]} each; row-major):")
+        for tile, path in zip(plan.tiles, paths):
+            print(f"  {path}: {tile.region}")
+        return 0
     save_npy(args.output, image)
     width, height = layout.image_shape(desc.dims)
     print(f"wrote {args.output}: {layout.name} image {width}x{height} "
@@ -150,13 +208,30 @@ def cmd_to_image(args) -> int:
 
 def cmd_from_image(args) -> int:
     layout = image_layout(args.layout)
-    image = load_npy(args.input)
+    image = load_npy(args.input) if args.max_image is None else load_tiles(args, layout)
     out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
                          engine=args.engine)
     save_npy(args.output, out)
     print(f"wrote {args.output}: {args.dst or 'default tag'} {_dims_text(args.dims)} "
           f"{dtypes.of_array(out).name}, array {out.shape} (from {layout.name} image)")
     return 0
+
+
+def load_tiles(args, layout):
+    """The image or the tuple of tiles to-image --max-image wrote for IN.npy."""
+    plan = tiles.tile_plan(layout, args.dims, args.max_image)
+    if not plan.split:
+        return load_npy(args.input)
+    paths = [tile_path(args.input, t) for t in plan.tiles]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise ClayoutError(f"the {layout.name} image {plan.image[0]}x{plan.image[1]} over "
+                           f"--max-image {plan.max_image[0]},{plan.max_image[1]} comes as "
+                           f"{len(paths)} tiles {paths[0]} .. {paths[-1]}; missing: "
+                           + ", ".join(missing))
+    arrays = tuple(load_npy(p) for p in paths)
+    plan.check(arrays)
+    return arrays
 
 
 def cmd_reorder(args) -> int:
@@ -194,7 +269,9 @@ def cmd_model(args) -> int:
 
 # -- layouts ---------------------------------------------------------------------------
 def cmd_info(args) -> int:
-    layout = image_layout(args.layout)
+    layout = layout_arg(args)
+    if args.layout == "any":
+        layout, _ = choose(args, args.dims, "f32")
     dims = layout.logical_dims(args.dims)
     width, height = layout.image_shape(dims)
     names = KINDS.get(layout.kind, ",".join("abcdefghijkl"[:layout.ndims]))
@@ -224,6 +301,21 @@ def cmd_info(args) -> int:
             verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
                                    "; no named layout of this kind fits")
         print(f"limit     {max_w}x{max_h}: {verdict}")
+    if args.max_image is not None:
+        plan = tiles.tile_plan(layout, dims, args.max_image)
+        limit = f"{plan.max_image[0]}x{plan.max_image[1]}"
+        print(f"tiles     {limit}: " + ("fits, one image" if not plan.split else
+              f"{len(plan.tiles)} tiles, {plan.rows} row(s) x {plan.cols} column(s): "
+              + ", ".join(f"({t.row},{t.col}) {t.region}" for t in plan.tiles)))
+    return 0
+
+
+def cmd_where(args) -> int:
+    from .where import explain
+    layout = image_layout(args.layout)
+    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
+    for line in explain(layout, args.dims, pixel=args.pixel, index=args.index, formula=formula):
+        print(line)
     return 0
 
 
@@ -370,6 +462,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dims", type=parse_dims, metavar="D", help="logical dims (needed when blocked)")
     p.add_argument("--dtype", metavar="T", help="image dtype: f32, f16, s32, s8, u8")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+    p.add_argument("--role", choices=tuple(placement.ROLES),
+                   help="with --layout any: the tensor's role; the choice and why go to stderr")
+    p.add_argument("--max-image", type=parse_size, metavar="W,H", help="largest image; one "
+                   "over it is written as tiles OUT.tile-R-C.npy (row R, column C)")
 
     p = command("from-image", cmd_from_image, "read a tensor back from an image .npy")
     p.add_argument("input", metavar="IN.npy")
@@ -379,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dst", metavar="TAG", help="tag of the output (default nchw/oihw/mihw/x)")
     p.add_argument("--dtype", metavar="T", help=dtype_help)
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+    p.add_argument("--max-image", type=parse_size, metavar="W,H", help="the limit to-image "
+                   "split by: read its tiles IN.tile-R-C.npy (or IN.npy when it fit)")
 
     p = command("reorder", cmd_reorder, "reorder a .npy tensor between two tags")
     p.add_argument("input", metavar="IN.npy")
@@ -406,6 +504,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
         if name == "show":
             p.add_argument("-o", "--output", required=True, metavar="PIC.png")
+        else:
+            p.add_argument("--role", choices=tuple(placement.ROLES),
+                           help="with the layout 'any': choose for this role (reason on stderr)")
+            p.add_argument("--max-image", type=parse_size, metavar="W,H",
+                           help="limit for 'any' (default: the engine's device, else none); "
+                           "also prints the tiles of an image over it")
+
+    p = command("where", cmd_where, "which logical index a pixel lane holds (--pixel), or "
+                "where an index lives (--index), with the formulas")
+    p.add_argument("layout", metavar="NAME")
+    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--pixel", type=parse_dims, metavar="X,Y[,LANE]")
+    group.add_argument("--index", type=parse_dims, metavar="I,J,K,L")
 
     p = command("kernel", cmd_kernel, "print the OpenCL C kernel of one conversion: --src and "
                 "--dst (reorder), --src and --layout (to an image), --layout and --dst (from one)")

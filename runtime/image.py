@@ -117,6 +117,42 @@ class ImageLayout:
         width, _ = self.image_shape(dims)
         return (off // self.lanes) % width, off // (self.lanes * width), off % self.lanes
 
+    def index(self, dims, x, y, lane=0) -> tuple[int, ...] | None:
+        """The logical index stored at pixel (x, y), lane ``lane``, or None when
+        that lane is padding; the inverse of ``pixel``. The image is the dense
+        buffer of ``desc(dims)``, so the lane's offset (y*width + x)*lanes + lane
+        splits into one digit per physical axis; a dim's digits rebuild its
+        index, and an index past the dim's size is the zero tail.
+
+        >>> image_layout("in_out_channel").index((1, 17, 5, 7), x=30, y=2, lane=0)
+        (0, 16, 2, 2)
+        >>> image_layout("in_out_channel").index((1, 17, 5, 7), x=30, y=2, lane=1) is None
+        True
+        """
+        dims = self.logical_dims(dims)
+        width, height = self.image_shape(dims)
+        for name, value, size in (("x", x, width), ("y", y, height), ("lane", lane, self.lanes)):
+            if not 0 <= int(value) < size:
+                raise ClayoutError(f"layout {self.name!r} with dims {dims}: {name} {value} is "
+                                   f"outside the {width}x{height} image with {self.lanes} "
+                                   f"lane(s) (allowed 0..{size - 1})")
+        desc = self.desc(dims)
+        off = (int(y) * width + int(x)) * self.lanes + int(lane)
+        image_idx = [0] * desc.ndims
+        for a in desc.axes:
+            image_idx[a.dim] += (off // a.stride) % a.size * a.div
+        image_dims = self.image_dims(dims)
+        if any(i >= d for i, d in zip(image_idx, image_dims)):
+            return None
+        flat = 0   # image dims -> logical dims: both are row-major views of one order
+        for i, d in zip(image_idx, image_dims):
+            flat = flat * d + i
+        out = []
+        for d in reversed(dims):
+            out.append(flat % d)
+            flat //= d
+        return tuple(reversed(out))
+
     def c_pixel(self, dims, names) -> tuple[str, str, str]:
         """(x, y, lane) of the logical index ``names`` (one OpenCL C expression
         per dim of ``dims``) as C expressions with constants baked in; mirrors

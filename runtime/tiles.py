@@ -1,0 +1,248 @@
+"""Tensors larger than one image: the image cut into tiles of at most W x H pixels.
+
+The rule, for an image of ``width x height`` pixels and a limit ``(W, H)``:
+when ``width <= W`` and ``height <= H`` there is one image and no tiles.
+Otherwise the image is cut into ``rows = ceil(height / H)`` bands of rows
+and each band into ``cols = ceil(width / W)`` pieces; tile ``(r, c)``
+covers image rows ``[r*H, min((r+1)*H, height))`` and columns
+``[c*W, min((c+1)*W, width))``, and the tiles are listed row-major (tile
+``(r, c)`` is number ``r*cols + c``). So only the last band and the last
+column may be smaller; with only the height over, the tiles concatenate
+along y (axis 0), with only the width over along x (axis 1), and with both
+each band's tiles concatenate along x and the bands along y.
+
+>>> plan = tile_plan("in_out_channel", (1, 17, 5, 7), (16, 4))  # image 35 x 5
+>>> plan.rows, plan.cols, [t.region for t in plan.tiles][:2]
+(2, 3, ['x [0, 16) y [0, 4)', 'x [16, 32) y [0, 4)'])
+
+Engines: the host engines (cpu, reference) build the unlimited image and
+cut it. On OpenCL the image's dense buffer is written on the device by one
+reorder kernel, and each tile is a rectangular copy out of it
+(``clEnqueueReadBufferRect``), so the unlimited image never exists as an
+image object and may exceed the device's limits; ``_device_tiles`` and
+``_device_join`` are the place to switch to kernels that write each tile
+directly once they take a tile offset.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import dtypes
+from .desc import MemoryDesc
+from .engine import _as_dims, plain
+from .errors import ClayoutError
+from .image import ImageLayout, image_layout
+
+
+@dataclass(frozen=True)
+class Tile:
+    """Tile number ``index`` at (row, col) of the grid: pixels x in [x0, x0 +
+    width), y in [y0, y0 + height) of the unlimited image."""
+    index: int
+    row: int
+    col: int
+    x0: int
+    y0: int
+    width: int
+    height: int
+
+    @property
+    def region(self) -> str:
+        return f"x [{self.x0}, {self.x0 + self.width}) y [{self.y0}, {self.y0 + self.height})"
+
+    def cut(self, image: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(image[self.y0:self.y0 + self.height,
+                                          self.x0:self.x0 + self.width])
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """How ``layout``'s image for ``dims`` is cut for the limit ``max_image``."""
+    layout: ImageLayout
+    dims: tuple[int, ...]
+    image: tuple[int, int]        # (width, height) of the unlimited image
+    max_image: tuple[int, int]
+    rows: int
+    cols: int
+    tiles: tuple[Tile, ...]
+
+    @property
+    def split(self) -> bool:
+        """True when the image is over the limit and comes as tiles."""
+        return len(self.tiles) > 1
+
+    def shape(self, tile: Tile) -> tuple[int, ...]:
+        """The host array shape of ``tile``: (height, width, 4) or (height, width)."""
+        return (tile.height, tile.width) + ((4,) if self.layout.lanes == 4 else ())
+
+    def cut(self, image: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The tiles of an unlimited image array, row-major."""
+        return tuple(t.cut(image) for t in self.tiles)
+
+    def join(self, tiles) -> np.ndarray:
+        """The unlimited image from its tiles (checked with ``check``)."""
+        self.check(tiles)
+        bands = [np.concatenate(tiles[r * self.cols:(r + 1) * self.cols], axis=1)
+                 for r in range(self.rows)]
+        return np.ascontiguousarray(np.concatenate(bands, axis=0))
+
+    def check(self, tiles) -> None:
+        """Refuse tiles whose count, shapes or dtypes do not follow this plan."""
+        where = (f"tiles of layout {self.layout.name!r} for dims {self.dims} (image "
+                 f"{self.image[0]}x{self.image[1]}, {self.rows} row(s) x {self.cols} column(s) "
+                 f"of at most {self.max_image[0]}x{self.max_image[1]} pixels)")
+        if len(tiles) != len(self.tiles):
+            raise ClayoutError(f"{where}: expected {len(self.tiles)} tiles in row-major order, "
+                               f"got {len(tiles)}")
+        first = dtypes.of_array(np.asarray(tiles[0]))
+        for tile, arr in zip(self.tiles, tiles):
+            arr = np.asarray(arr)
+            if arr.shape != self.shape(tile):
+                raise ClayoutError(f"{where}: tile {tile.index} (row {tile.row}, column "
+                                   f"{tile.col}, {tile.region}) has shape {arr.shape}, "
+                                   f"expected {self.shape(tile)}")
+            if dtypes.of_array(arr) != first:
+                raise ClayoutError(f"{where}: tile {tile.index} has dtype "
+                                   f"{dtypes.of_array(arr).name} but tile 0 has {first.name}")
+
+
+def image_limit(value, what: str = "max_image") -> tuple[int, int]:
+    """``value`` as a (max width, max height) pair of positive pixel counts."""
+    try:
+        width, height = (int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ClayoutError(f"{what} {value!r}: expected (max width, max height) in pixels, "
+                           "e.g. (16384, 16384)") from None
+    if width < 1 or height < 1:
+        raise ClayoutError(f"{what} {value!r}: width and height must be at least 1")
+    return width, height
+
+
+def tile_plan(layout, dims, max_image) -> TilePlan:
+    """The tiles of ``layout``'s image for ``dims`` under ``max_image`` =
+    (W, H), by the rule in this module's docstring. An image within the
+    limit (an empty one included) is one tile covering it all."""
+    layout = image_layout(layout)
+    dims = layout.logical_dims(dims)
+    limit = max_w, max_h = image_limit(max_image)
+    width, height = layout.image_shape(dims)
+    if (width <= max_w and height <= max_h) or width * height == 0:
+        rows = cols = 1
+        max_w, max_h = max(max_w, width), max(max_h, height)
+    else:
+        rows, cols = math.ceil(height / max_h), math.ceil(width / max_w)
+    tiles = tuple(Tile(r * cols + c, r, c, c * max_w, r * max_h,
+                       min(max_w, width - c * max_w), min(max_h, height - r * max_h))
+                  for r in range(rows) for c in range(cols))
+    return TilePlan(layout, dims, (width, height), limit, rows, cols, tiles)
+
+
+def plan_of(layout, dims, tiles) -> TilePlan:
+    """The plan a tuple of tiles was cut by: tile 0 has the limit's full size
+    along each axis that was split (and the whole image along one that was
+    not), so its shape gives (W, H); the whole tuple is then checked."""
+    layout = image_layout(layout)
+    if not tiles:
+        raise ClayoutError(f"an empty tuple of tiles for layout {layout.name!r}; give the "
+                           "image array, or its tiles in row-major order")
+    for i, arr in enumerate(tiles):
+        if not isinstance(arr, np.ndarray):
+            raise ClayoutError(f"tile {i} is a {type(arr).__name__}; tiles are numpy arrays "
+                               "(height, width[, 4]) as to_image(..., max_image=...) returns")
+    first = tiles[0]
+    if first.ndim != (3 if layout.lanes == 4 else 2):
+        raise ClayoutError(f"tile 0 has shape {first.shape}; layout {layout.name!r} tiles are "
+                           f"(height, width{', 4' if layout.lanes == 4 else ''}) arrays")
+    plan = tile_plan(layout, dims, (max(1, first.shape[1]), max(1, first.shape[0])))
+    plan.check(tiles)
+    return plan
+
+
+# -- engines ------------------------------------------------------------------------
+def _on_device(engine) -> bool:
+    return hasattr(engine, "enqueue_reorder")
+
+
+def _check_device_limit(engine, plan: TilePlan) -> None:
+    limits = getattr(engine, "image_limits", None)
+    if limits is not None and (plan.max_image[0] > limits[0] or plan.max_image[1] > limits[1]):
+        raise ClayoutError(f"max_image {plan.max_image[0]}x{plan.max_image[1]} is over the "
+                           f"device's image limit {limits[0]}x{limits[1]}; give at most that")
+
+
+def to_image_tiles(engine, flat, layout: ImageLayout, src: MemoryDesc, image_dtype, max_image):
+    """to_image with a limit: one image array when it fits, else the tuple of tiles."""
+    plan = tile_plan(layout, src.dims, max_image)
+    _check_device_limit(engine, plan)
+    if not plan.split:
+        return engine.to_image(flat, layout, src, image_dtype)
+    if _on_device(engine):
+        return _device_tiles(engine, flat, plan, src, dtypes.image_dtype(image_dtype))
+    return plan.cut(engine.to_image(flat, layout, src, image_dtype))
+
+
+def from_image_tiles(engine, tiles, layout: ImageLayout, dims, dst=None, dtype=None):
+    """from_image of a tuple of tiles, checked against the plan they imply
+    (count, shapes, dtypes); returns the buffer as from_image does."""
+    from .api import from_image, physical_shape
+    plan = plan_of(layout, dims, tiles)
+    if not plan.split:
+        return from_image(tiles[0], layout, dims, dst, dtype, engine)
+    img_dt = dtypes.image_dtype(dtypes.of_array(tiles[0]))
+    dims = tuple(int(d) for d in dims)
+    desc = MemoryDesc(dims, dtype if dtype is not None else img_dt,
+                      tag=dst or layout.default_tag(len(dims)))
+    if _on_device(engine):
+        flat = _device_join(engine, tiles, plan, desc)
+    else:
+        flat = engine.from_image(plan.join(tiles), layout, desc)
+    return flat.reshape(physical_shape(desc))
+
+
+def _rect(plan: TilePlan, tile: Tile, itemsize: int) -> dict:
+    """enqueue_copy arguments of one tile's rectangle inside the image's dense buffer."""
+    pixel = plan.layout.lanes * itemsize
+    return dict(buffer_origin=(tile.x0 * pixel, tile.y0, 0), host_origin=(0, 0, 0),
+                region=(tile.width * pixel, tile.height, 1),
+                buffer_pitches=(plan.image[0] * pixel, 0), host_pitches=(tile.width * pixel, 0))
+
+
+def _device_tiles(engine, flat, plan: TilePlan, src: MemoryDesc, dt) -> tuple[np.ndarray, ...]:
+    import pyopencl as cl
+    image = plan.layout.desc(src.dims, dt)
+    data, src = _as_dims(flat, src, image.dims, engine)
+    data = np.ascontiguousarray(data)
+    src_buf = engine.new_buffer(data.nbytes, data, cl.mem_flags.READ_ONLY)
+    image_buf = engine.new_buffer(image.size)
+    engine.enqueue_reorder(src_buf, src, image_buf, image, zero_first=True)
+    out = []
+    for tile in plan.tiles:
+        arr = np.empty(plan.shape(tile), dtype=dt.np)
+        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(plan, tile, dt.itemsize))
+        out.append(arr)
+    return tuple(out)
+
+
+def _device_join(engine, tiles, plan: TilePlan, dst: MemoryDesc) -> np.ndarray:
+    import pyopencl as cl
+    dt = dtypes.image_dtype(dtypes.of_array(tiles[0]))
+    image = plan.layout.desc(dst.dims, dt)
+    image_buf = engine.new_buffer(image.size)
+    for tile, arr in zip(plan.tiles, tiles):
+        cl.enqueue_copy(engine.queue, image_buf, np.ascontiguousarray(arr),
+                        **_rect(plan, tile, dt.itemsize))
+    out = np.empty(dst.span, dtype=dst.dtype.np)
+    dst_buf = engine.new_buffer(out.nbytes)
+    if dst.dims == image.dims:
+        engine.enqueue_reorder(image_buf, image, dst_buf, dst, zero_first=True)
+    else:  # grouped or 2-D: through a plain buffer, reshaped for free
+        mid = plain(image.dims, dst.dtype)
+        mid_buf = engine.new_buffer(mid.size)
+        engine.enqueue_reorder(image_buf, image, mid_buf, mid)
+        engine.enqueue_reorder(mid_buf, plain(dst.dims, dst.dtype), dst_buf, dst,
+                               zero_first=True)
+    cl.enqueue_copy(engine.queue, out, dst_buf)
+    return out

@@ -1,0 +1,160 @@
+"""``clayout where``: which logical element a pixel lane holds, and where an
+element lives, each with the formulas that gave it, numbers substituted.
+
+Two derivations are printed. The table formula (the layout's published
+pixel formula, e.g. in_out_channel's ``c=4(x/W)+k``) with every name replaced
+by its value; and the tag derivation every layout shares: the lane's offset
+``(y*width + x)*lanes + lane`` in the image's dense buffer, split into one
+digit per axis of the layout's tag.
+
+>>> print("\\n".join(explain(image_layout("in_out_channel"), (1, 17, 5, 7),
+...                           pixel=(30, 2, 1), formula="c=4(x/W)+k")))
+layout    in_out_channel, dims 1,17,5,7: image 35x5, 4 lanes
+pixel     x=30 y=2 lane=1
+index     padding: c=17 is in the tail of C=17 (padded to 20)
+formula   c = 4(x/W)+k = 4(30/7)+1 = 17
+tag       acBd4b: offset (y*35 + x)*4 + lane = (2*35 + 30)*4 + 1 = 401 = a 0, c 2, B 4, d 2, 4b 1
+"""
+from __future__ import annotations
+
+import re
+
+from .errors import ClayoutError
+from .image import KINDS, ImageLayout, image_layout
+from .tags import LETTERS
+
+_TOKEN = re.compile(r"ceil|[A-Z]+|[a-z]|\d+|\S")
+
+
+def dim_names(layout: ImageLayout) -> list[str]:
+    """Lower-case names of the logical dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,..."""
+    names = KINDS.get(layout.kind, "").split(" ")[0].lower().split(",")
+    return names if len(names) == layout.ndims else list(LETTERS[:layout.ndims])
+
+
+def _image_names(layout: ImageLayout) -> list[tuple[str, str]]:
+    """(index name, size name) of each image dim: a merged group is f over I*H*W."""
+    names = dim_names(layout)
+    if not layout.groups:
+        return [(n, n.upper()) for n in names]
+    return [(names[g[0]], names[g[0]].upper()) if len(g) == 1
+            else ("f", "*".join(names[d].upper() for d in g)) for g in layout.groups]
+
+
+def _digits(layout: ImageLayout, dims, offset: int):
+    """[(axis label, digit)] of a lane offset over the tag's axes, and the
+    index over the image dims those digits make (past a dim's size: padding)."""
+    desc = layout.desc(dims)
+    idx = [0] * desc.ndims
+    labels = []
+    for a in desc.axes:
+        digit = (offset // a.stride) % a.size
+        idx[a.dim] += digit * a.div
+        letter = LETTERS[a.dim]
+        label = (letter.upper() if desc.blocks_of(a.dim) > 1 else letter) if a.outer \
+            else f"{a.size}{letter}"
+        labels.append((label, digit))
+    return labels, idx
+
+
+def _substitute(formula: str, env: dict[str, int]) -> list[str]:
+    """Each clause ``lhs=rhs`` of a table formula as 'lhs = rhs = numbers =
+    value' where every name in rhs is known; a clause naming an unknown value
+    stays as written. Names: one lower-case letter (an index or x, y, k), a
+    run of capitals a product of dims (HW = H*W); ``a/b`` divides down."""
+    formula = re.sub(r"\s*\([a-z ]+\)$", "", formula)   # "(one channel)"
+    out = []
+    for clause in re.split(r",\s*|\s+with\s+", formula):
+        lhs, _, rhs = clause.partition("=")
+        shown, code, prev = [], [], ""
+        try:
+            for tok in _TOKEN.findall(rhs):
+                if tok.isalpha() and tok != "ceil":
+                    value = 1
+                    for name in tok:
+                        value *= env[name]
+                    text = str(value)
+                else:
+                    text = tok
+                if (prev and prev != "ceil" and (prev[-1].isalnum() or prev == ")")
+                        and (text[0].isalnum() or text in ("(",))):
+                    code.append("*")  # 4(x/W) and 4x are products
+                    if text[0].isdigit():
+                        shown.append("*")  # 4x with x=10 reads 4*10, not 410
+                shown.append(text)
+                code.append("//" if tok == "/" else text)
+                prev = text
+            expr = re.sub(r"ceil\(([^()]+)//([^()]+)\)", r"(-(-(\1)//(\2)))", "".join(code))
+            value = eval(expr, {"__builtins__": {}})  # digits and operators only
+        except (KeyError, NameError, SyntaxError, ZeroDivisionError):
+            out.append(clause.strip())
+            continue
+        env.setdefault(lhs.strip(), value)
+        steps = [lhs.strip(), rhs.strip()] + ([] if len(shown) == 1 else ["".join(shown)])
+        out.append(" = ".join(steps + [str(value)]))
+    return out
+
+
+def _ints(values, what: str, count: int) -> tuple[int, ...]:
+    values = tuple(int(v) for v in values)
+    if len(values) != count:
+        raise ClayoutError(f"{what} takes {count} numbers, got {len(values)}")
+    return values
+
+
+def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
+    """Lines for ``clayout where``: give ``pixel`` (x, y[, lane]) to find the
+    logical index there, or ``index`` to find its (x, y, lane). ``formula``
+    is the layout's table formula, substituted when given."""
+    layout = image_layout(layout)
+    user_dims = tuple(int(d) for d in dims)
+    dims = layout.logical_dims(user_dims)
+    width, height = layout.image_shape(dims)
+    names = dim_names(layout)
+    lines = [f"layout    {layout.name}, dims {','.join(map(str, user_dims))}: image "
+             f"{width}x{height}, {layout.lanes} lane{'s' if layout.lanes > 1 else ''}"]
+    if (pixel is None) == (index is None):
+        raise ClayoutError("give either a pixel (x, y[, lane]) or a logical index")
+    if pixel is not None:
+        pixel = tuple(int(v) for v in pixel)
+        if len(pixel) not in (2, 3):
+            raise ClayoutError(f"a pixel is X,Y or X,Y,LANE; got {len(pixel)} numbers")
+        x, y, lane = pixel + (0,) * (3 - len(pixel))
+        found = layout.index(dims, x, y, lane)
+    else:
+        found = tuple(int(v) for v in index)
+        if len(found) == len(user_dims) < len(dims):     # (N, C) of a 2-D activation
+            found += (0,) * (len(dims) - len(found))
+        found = _ints(found, f"an index of layout {layout.name!r}", len(dims))
+        if any(not 0 <= i < d for i, d in zip(found, dims)):
+            raise ClayoutError(f"index {found} is outside dims {dims} ({','.join(names)}); "
+                               "each entry must be 0 <= i < its dim")
+        x, y, lane = layout.pixel(dims, found)
+    offset = (y * width + x) * layout.lanes + lane
+    digits, image_idx = _digits(layout, dims, offset)
+    lines.append(f"pixel     x={x} y={y} lane={lane}")
+    if found is None:
+        image_dims = layout.image_dims(dims)
+        tails = [f"{n}={i} is in the tail of {size}={d} (padded to "
+                 f"{layout.desc(dims).padded_dims[pos]})"
+                 for pos, ((n, size), i, d) in enumerate(zip(_image_names(layout), image_idx,
+                                                             image_dims)) if i >= d]
+        lines.append("index     padding: " + "; ".join(tails))
+    else:
+        lines.append("index     " + " ".join(f"{n}={i}" for n, i in zip(names, found))
+                     + f"  ({','.join(map(str, found))})")
+    if formula:
+        env = {"x": x, "y": y, "k": lane}
+        env.update({n.upper(): d for n, d in zip(names, dims)})
+        if found is not None:
+            env.update(zip(names, found))
+        else:  # the padded index the digits make, e.g. c=7 past C=5
+            env.update((n, i) for (n, _), i in zip(_image_names(layout), image_idx))
+        lines.append("formula   " + ", ".join(_substitute(formula, env)))
+    if layout.lanes > 1:
+        how = f"(y*{width} + x)*{layout.lanes} + lane = ({y}*{width} + {x})*{layout.lanes} + {lane}"
+    else:
+        how = f"y*{width} + x = {y}*{width} + {x}"
+    lines.append(f"tag       {layout.tag}: offset {how} = {offset} = "
+                 + ", ".join(f"{label} {digit}" for label, digit in digits))
+    return lines
