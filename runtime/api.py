@@ -139,6 +139,9 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     layout = image_layout(layout)
     if _is_memory(array):
         from .memory import to_image_memory
+        if out is not None and not _is_memory(out):
+            raise ClayoutError(f"to_image of a Memory: out= takes an image Memory, got "
+                               f"{type(out).__name__}; a numpy out= goes with a host array input")
         return to_image_memory(array, layout, dtype, engine, out=out)
     if _is_memory(out):
         raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "

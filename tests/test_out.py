@@ -145,3 +145,5 @@ def test_out_with_memory_arguments_points_to_the_memory_way():
     assert "pass it as dst" in _error(from_image, img, "in_out_channel", DIMS, out=out)
     assert "numpy array as out=" in _error(to_image, np.zeros(DIMS, np.float32),
                                            "in_out_channel", out=img)
+    assert "takes an image Memory, got ndarray" in _error(
+        to_image, src, "in_out_channel", out=np.zeros(img.to_numpy().shape, np.float32))
