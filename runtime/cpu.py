@@ -384,22 +384,19 @@ def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.
     """A 1-D physical array of dst holding ``data`` (src's physical elements),
     as if fresh: everything outside dst's footprint zero. ``out``: the array to
     write (dst.span elements, contiguous), whatever it held; else a new one."""
-    data = np.asarray(data).reshape(-1)
+    # gaps and offset0 lie outside the footprint reorder_into writes
+    zero = src.is_zero or dst.is_zero or not dst.is_dense or bool(dst.offset0)
     if out is not None:
         flat = out.reshape(-1)
-        # gaps and offset0 are outside the footprint reorder_into writes
-        zero = src.is_zero or dst.is_zero or not dst.is_dense or bool(dst.offset0)
         if zero:
             flat[...] = 0
-        reorder_into(data, src, flat, dst, zeroed=zero)
-        return out
-    p = None if src.is_zero or dst.is_zero else plan(src, dst)
-    # start from zeros (np.zeros maps zero pages lazily) where the copy leaves
-    # anything unwritten or only zero-filled: gaps, offset0, block tails
-    zero = (not dst.is_dense or bool(dst.offset0)
-            or (p is not None and any(what == "zero" for _, what in p.fills)))
-    out = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
-    reorder_into(data, src, out, dst, zeroed=zero)
+    else:
+        # a new array starts from zeros (np.zeros maps zero pages lazily) where
+        # the copy also leaves block tails only zero-filled
+        p = None if zero else plan(src, dst)
+        zero = zero or (p is not None and any(what == "zero" for _, what in p.fills))
+        out = flat = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
+    reorder_into(np.asarray(data).reshape(-1), src, flat, dst, zeroed=zero)
     return out
 
 
