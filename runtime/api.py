@@ -34,6 +34,33 @@ def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
     return arr.reshape(-1)
 
 
+def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> np.ndarray:
+    """``out`` when a result of ``shape`` and ``dtype`` can be written into it
+    in place: a writable, C-contiguous numpy array of exactly that shape and
+    dtype, not overlapping ``source`` (the engines read the input while they
+    write the output). ``what`` names the call in the message."""
+    want = (f"a writable, C-contiguous {dtype.name} ({dtype.np}) numpy array of shape "
+            f"{tuple(shape)}")
+    if not isinstance(out, np.ndarray):
+        raise ClayoutError(f"{what}: out= must be {want}; got {type(out).__name__}")
+    wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
+    wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
+    wrong += [] if out.flags.c_contiguous else ["not C-contiguous"]
+    wrong += [] if out.flags.writeable else ["read-only"]
+    if wrong:
+        raise ClayoutError(f"{what}: out= must be {want}; got one with {', '.join(wrong)}")
+    if np.may_share_memory(out, source):
+        raise ClayoutError(f"{what}: out= overlaps the input; a conversion does not run in "
+                           "place (pass a separate array)")
+    return out
+
+
+def _no_host_out(out, what: str, where: str) -> None:
+    if out is not None:
+        raise ClayoutError(f"{what} of a Memory: out= takes a numpy array and goes with a host "
+                           f"array input; to write into a Memory pass it as {where}")
+
+
 def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
     """Shape an array in ``desc`` is given as: its physical shape for a dense,
     unpadded plain layout (nhwc -> N,H,W,C), else 1-D."""
@@ -59,9 +86,12 @@ def dims_from_shape(shape, tag: str, hint: str = "dims=") -> tuple[int, ...]:
     return tuple(logical)
 
 
-def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
+def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None):
     """Reorder ``data`` (physical, in ``src_desc``) into ``dst_desc``; returns
-    dst's 1-D physical array (dtype from ``dst_desc``).
+    dst's 1-D physical array (dtype from ``dst_desc``). ``out``: a writable,
+    C-contiguous array of that shape and dtype to write it into (its old
+    contents do not matter: padding and gaps come out zero as in a new array);
+    it is returned.
 
     With a ``runtime.Memory`` as ``data`` the conversion stays on its engine
     and returns a Memory: ``dst_desc`` is a MemoryDesc (a new Memory) or a
@@ -71,8 +101,13 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
     >>> src = MemoryDesc((1, 3, 2, 2), tag="nchw")
     >>> reorder(np.arange(12, dtype=np.float32), src, MemoryDesc((1, 3, 2, 2), tag="nhwc"))[:6]
     array([0., 4., 8., 1., 5., 9.], dtype=float32)
+    >>> frame = np.empty(12, np.float32)     # reused call after call: no new array
+    >>> reorder(np.arange(12, dtype=np.float32), src, MemoryDesc((1, 3, 2, 2), tag="nhwc"),
+    ...         out=frame) is frame
+    True
     """
     if _is_memory(data):
+        _no_host_out(out, "reorder", "dst_desc")
         from .memory import reorder_memory
         if src_desc is not None and src_desc != data.desc:
             raise ClayoutError(f"reorder of a Memory in {data.desc.describe()}: src_desc "
@@ -85,7 +120,9 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None):
                            "dims differ; use "
                            "desc.reshape() for a logical reshape")
     flat = physical_input(data, src_desc)
-    return engines.get(engine).reorder(flat, src_desc, dst_desc)
+    if out is not None:
+        host_out(out, (dst_desc.span,), dst_desc.dtype, flat, "reorder")
+    return engines.get(engine).reorder(flat, src_desc, dst_desc, out=out)
 
 
 def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
@@ -98,19 +135,22 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     ``src`` is the tag of ``array`` (default nchw / oihw / mihw / x by the
     layout's kind); a plain-tagged array comes in its physical shape, a
     blocked one 1-D with ``dims``. ``dtype`` is the image's (default: the
-    array's). ``engine`` as in reorder. A buffer ``runtime.Memory`` as
-    ``array`` gives an image Memory on the same engine (``out``: an image
-    Memory to write into).
+    array's). ``engine`` as in reorder; ``out`` as in reorder (the image's
+    shape and dtype). A buffer ``runtime.Memory`` as ``array`` gives an image
+    Memory on the same engine (``out``: an image Memory to write into).
     """
     layout = image_layout(layout)
     if _is_memory(array):
         if max_image is not None:
             raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
         from .memory import to_image_memory
+        if out is not None and not _is_memory(out):
+            raise ClayoutError(f"to_image of a Memory: out= takes an image Memory, got "
+                               f"{type(out).__name__}; a numpy out= goes with a host array input")
         return to_image_memory(array, layout, dtype, engine, out=out)
-    if out is not None:
-        raise ClayoutError("out= takes an image Memory and goes with a Memory input; "
-                           "a host array gives a new host image")
+    if _is_memory(out):
+        raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
+                           "a host array input takes a numpy array as out=")
     arr = np.asarray(array)
     src_dt = dtypes.of_array(arr)
     img_dt = dtypes.image_dtype(dtype if dtype is not None else src_dt)
@@ -120,25 +160,35 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     layout.logical_dims(desc.dims)  # checks rank against the layout
     eng = engines.get(engine)
     if max_image is not None:
+        if out is not None:
+            raise ClayoutError("to_image: out= and max_image= do not go together (tiles are "
+                               "new arrays); pass one of them")
         from .tiles import to_image_tiles
         return to_image_tiles(eng, physical_input(arr, desc), layout, desc, img_dt, max_image)
     limits = getattr(eng, "image_limits", None)
     if limits is not None:
         layout.check_fits(desc.dims, *limits)
-    return eng.to_image(physical_input(arr, desc), layout, desc, img_dt)
+    flat = physical_input(arr, desc)
+    if out is not None:
+        host_out(out, layout.array_shape(desc.dims), img_dt, flat, "to_image")
+    return eng.to_image(flat, layout, desc, img_dt, out=out)
 
 
-def from_image(image, layout, dims, dst=None, dtype=None, engine=None):
+def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None):
     """Read a tensor back from an image array (height, width, 4) (or
     (height, width)); returns the buffer in tag ``dst`` (default nchw /
     oihw / ...), in its physical shape when plain, else 1-D; ``dtype`` is the
-    buffer's (default: the image's). A tuple of tiles from
-    ``to_image(..., max_image=...)`` is accepted in place of the image."""
+    buffer's (default: the image's); ``out`` as in reorder (the returned
+    shape and dtype). A tuple of tiles from ``to_image(..., max_image=...)``
+    is accepted in place of the image."""
     layout = image_layout(layout)
     if _is_memory(image):
+        _no_host_out(out, "from_image", "dst")
         from .memory import from_image_memory
         return from_image_memory(image, layout, dims, dst, dtype, engine)
     if isinstance(image, tuple):
+        if out is not None:
+            raise ClayoutError("from_image: out= goes with one image array, not a tuple of tiles")
         from .tiles import from_image_tiles
         return from_image_tiles(engines.get(engine), image, layout, dims, dst, dtype)
     arr = np.asarray(image)
@@ -151,5 +201,8 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None):
                            f"for dims {dims}: expected {want} (height, width[, 4])")
     out_dt = dtypes.dtype(dtype if dtype is not None else img_dt)
     desc = MemoryDesc(dims, out_dt, tag=dst or layout.default_tag(len(dims)))
-    out = engines.get(engine).from_image(arr, layout, desc)
-    return out.reshape(physical_shape(desc))
+    if out is not None:
+        host_out(out, physical_shape(desc), desc.dtype, arr, "from_image")
+        engines.get(engine).from_image(arr, layout, desc, out=out.reshape(-1))
+        return out
+    return engines.get(engine).from_image(arr, layout, desc).reshape(physical_shape(desc))

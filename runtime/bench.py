@@ -1,8 +1,9 @@
 """Benchmark (DESIGN §6): conversions as ratios against the copy limit, in one run.
 
 CPU part: each conversion of the numpy fast path (the ``cpu`` engine, into a
-preallocated destination) against ``np.copyto`` of the destination's bytes
-(memcpy), beside peers measured in the same run: naive numpy (one big
+preallocated destination: ``cpu.reorder_into``, and the public call with
+``out=``) against ``np.copyto`` of the destination's bytes (memcpy), beside
+peers measured in the same run: naive numpy (one big
 ``ascontiguousarray`` of a pad + reshape + transpose view) and, where torch is
 installed, ``copy_`` into a channels_last tensor. The OpenCL part is added by
 ``runtime.opencl.bench`` when an OpenCL device exists.
@@ -19,7 +20,7 @@ import time
 
 import numpy as np
 
-from . import cpu
+from . import api, cpu
 from .desc import MemoryDesc
 from .image import image_layout
 
@@ -76,6 +77,20 @@ def naive(src: MemoryDesc, dst: MemoryDesc):
     return run
 
 
+def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
+    """A call of runtime.reorder (``target`` a MemoryDesc) or runtime.to_image
+    (``target`` an ImageLayout) on host array ``x`` (src's physical elements)
+    writing into one reused ``out=`` array."""
+    if isinstance(target, MemoryDesc):
+        out = np.empty(target.span, target.dtype.np)
+        return lambda: api.reorder(x, src, target, engine=engine, out=out)
+    layout = target
+    tag = next(t for t in ("nchw", "nhwc", "oihw") if MemoryDesc(src.dims, tag=t) == src)
+    arr = x.reshape(api.physical_shape(src))
+    out = np.empty(layout.array_shape(src.dims), src.dtype.np)
+    return lambda: api.to_image(arr, layout, src=tag, engine=engine, out=out)
+
+
 def torch_channels_last():
     try:
         import torch
@@ -98,11 +113,15 @@ def cpu_rows(sizes, repeat: int, inner: int):
             ref = np.resize(x, dstd.span)
             copy_ms = timeit(lambda: np.copyto(same, ref), repeat, inner)
             fast_ms = timeit(lambda: cpu.reorder_into(x, src, out, dstd), repeat, inner)
+            target = image_layout(dst[6:]) if dst.startswith("image:") else dstd
+            call = public_call(x, src, target, "cpu")
+            out_ms = timeit(call, repeat, inner)
+            assert np.array_equal(call().reshape(-1), out), f"out= disagrees on {name}"
             naive_fn = naive(src, dstd)
             assert np.array_equal(naive_fn(x), out), f"naive numpy disagrees on {name}"
             naive_ms = timeit(lambda: naive_fn(x), repeat, max(1, inner // 2))
             row = {"size": size, "case": name, "bytes": dstd.size, "memcpy": copy_ms,
-                   "cpu": fast_ms, "numpy": naive_ms}
+                   "cpu": fast_ms, "out=": out_ms, "numpy": naive_ms}
             if torch is not None and name == "NCHW->NHWC":
                 t_src = torch.from_numpy(x.reshape(dims))
                 t_dst = torch.empty(dims).contiguous(memory_format=torch.channels_last)
@@ -149,10 +168,11 @@ def main(argv=None) -> int:
           f"(higher is better; 100% = copy speed); {cpu.THREADS} threads")
     rows = cpu_rows(sizes, repeat, inner=4)
     print("\nCPU (numpy): memcpy = np.copyto of the destination's bytes")
-    print_table(rows, ["memcpy", "cpu", "numpy", "torch"], "memcpy")
+    print_table(rows, ["memcpy", "cpu", "out=", "numpy", "torch"], "memcpy")
     for s in sizes:
         print(f"geomean {s}: cpu fast path {geomean_pct(rows, 'cpu', 'memcpy', s):.0f}% of "
-              f"memcpy, naive numpy {geomean_pct(rows, 'numpy', 'memcpy', s):.0f}%")
+              f"memcpy, public call with out= {geomean_pct(rows, 'out=', 'memcpy', s):.0f}%, "
+              f"naive numpy {geomean_pct(rows, 'numpy', 'memcpy', s):.0f}%")
     if not args.no_opencl:
         from .engine import opencl_available
         if not opencl_available():

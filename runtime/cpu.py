@@ -14,6 +14,9 @@ Padding of the destination (block tails: zero; halo: the fill value) is
 written the same way, box by box, so nothing outside the desc's footprint is
 touched. A pair whose blocks do not form a chain, or whose dims differ by a
 logical reshape, goes through a plain logical intermediate (two copies).
+
+Threads: plans are frozen and their cache is thread-safe; the worker pool is
+made once and shared, so any number of callers may convert at once.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ import functools
 import itertools
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -186,13 +190,15 @@ def _plan(src: MemoryDesc, dst: MemoryDesc, _exact) -> Plan | None:
 
 
 _POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()  # first calls from many threads share one pool
 
 
 def _pool() -> ThreadPoolExecutor:
     global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix="clayout-cpu")
-    return _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix="clayout-cpu")
+        return _POOL
 
 
 def _tiles(shape, src_strides, dst_strides):
@@ -374,15 +380,23 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
         _copy_box(d_arr, s_arr, dst.dtype, threads)
 
 
-def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
-    """A fresh 1-D physical array of dst holding ``data`` (src's physical elements)."""
-    p = None if src.is_zero or dst.is_zero else plan(src, dst)
-    # start from zeros (np.zeros maps zero pages lazily) where the copy leaves
-    # anything unwritten or only zero-filled: gaps, offset0, block tails
-    zero = (not dst.is_dense or bool(dst.offset0)
-            or (p is not None and any(what == "zero" for _, what in p.fills)))
-    out = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
-    reorder_into(np.asarray(data).reshape(-1), src, out, dst, zeroed=zero)
+def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
+    """A 1-D physical array of dst holding ``data`` (src's physical elements),
+    as if fresh: everything outside dst's footprint zero. ``out``: the array to
+    write (dst.span elements, contiguous), whatever it held; else a new one."""
+    # gaps and offset0 lie outside the footprint reorder_into writes
+    zero = src.is_zero or dst.is_zero or not dst.is_dense or bool(dst.offset0)
+    if out is not None:
+        flat = out.reshape(-1)
+        if zero:
+            flat[...] = 0
+    else:
+        # a new array starts from zeros (np.zeros maps zero pages lazily) where
+        # the copy also leaves block tails only zero-filled
+        p = None if zero else plan(src, dst)
+        zero = zero or (p is not None and any(what == "zero" for _, what in p.fills))
+        out = flat = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
+    reorder_into(np.asarray(data).reshape(-1), src, flat, dst, zeroed=zero)
     return out
 
 

@@ -12,6 +12,11 @@ operations; every engine gives the same bits.
 The default engine of the Python API is ``cpu`` unless ``CLAYOUT_ENGINE``
 names another: a host array in, a host array out is what the numpy path does
 best; Memory objects keep their own engine.
+
+Threads: every engine object, the process-wide defaults included, may be
+used from any number of threads at once, and each call returns exactly the
+bits a single-threaded run returns (runtime/opencl/engine.py says what the
+opencl engine serializes, and what a user's out-of-order queue means).
 """
 from __future__ import annotations
 
@@ -47,43 +52,62 @@ def _as_dims(data: np.ndarray, desc: MemoryDesc, dims, engine) -> tuple[np.ndarr
 
 class HostEngine:
     """An engine made of one reorder function over host arrays; images are
-    dense buffers of their layout's desc."""
+    dense buffers of their layout's desc. ``reorder_fn(data, src, dst, out)``
+    writes into ``out`` (dst.span elements, contiguous) when it is given.
+
+    Every method takes ``out``: the result's array, written whatever it held
+    (runtime.api checks it), else a new one. Stateless, so any number of
+    threads may share it."""
 
     def __init__(self, name: str, reorder_fn):
         self.name = name
         self._reorder = reorder_fn
 
-    def reorder(self, data, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
-        return self._reorder(data, src, dst)
+    def reorder(self, data, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
+        return self._reorder(data, src, dst, out)
 
-    def to_image(self, data, layout: ImageLayout, src: MemoryDesc, dtype) -> np.ndarray:
+    def to_image(self, data, layout: ImageLayout, src: MemoryDesc, dtype,
+                 out=None) -> np.ndarray:
         image = layout.desc(src.dims, dtype)
         shape = layout.array_shape(src.dims)
         data, src = _as_dims(data, src, image.dims, self)
-        return self._reorder(data, src, image).reshape(shape)
+        flat = self._reorder(data, src, image, None if out is None else out.reshape(-1))
+        return flat.reshape(shape) if out is None else out
 
-    def from_image(self, image_array, layout: ImageLayout, dst: MemoryDesc) -> np.ndarray:
+    def from_image(self, image_array, layout: ImageLayout, dst: MemoryDesc,
+                   out=None) -> np.ndarray:
         image = layout.desc(dst.dims, image_array.dtype)
         if dst.dims == image.dims:
-            return self._reorder(image_array.reshape(-1), image, dst)
-        flat = self._reorder(image_array.reshape(-1), image, plain(image.dims, dst.dtype))
-        return self._reorder(flat, plain(dst.dims, dst.dtype), dst)
+            return self._reorder(image_array.reshape(-1), image, dst, out)
+        flat = self._reorder(image_array.reshape(-1), image, plain(image.dims, dst.dtype), None)
+        return self._reorder(flat, plain(dst.dims, dst.dtype), dst, out)
 
     def __repr__(self) -> str:
         return f"<clayout engine {self.name}>"
+
+
+def _copied(result: np.ndarray, out) -> np.ndarray:
+    """``result`` written into ``out`` when one is given: the reference builds
+    its arrays from index tables, so it only copies into ``out`` at the end."""
+    if out is None:
+        return result
+    out.reshape(-1)[...] = result.reshape(-1)
+    return out
 
 
 class ReferenceEngine(HostEngine):
     """The reference evaluates §2's pixel formulas for named image layouts."""
 
     def __init__(self):
-        super().__init__("reference", reference.reorder)
+        super().__init__("reference",
+                         lambda data, src, dst, out: _copied(reference.reorder(data, src, dst),
+                                                             out))
 
-    def to_image(self, data, layout, src, dtype):
-        return reference.to_image(data, layout, src, dtype)
+    def to_image(self, data, layout, src, dtype, out=None):
+        return _copied(reference.to_image(data, layout, src, dtype), out)
 
-    def from_image(self, image_array, layout, dst):
-        return reference.from_image(image_array, layout, dst)
+    def from_image(self, image_array, layout, dst, out=None):
+        return _copied(reference.from_image(image_array, layout, dst), out)
 
 
 _ENGINES = {"cpu": HostEngine("cpu", cpu.reorder), "reference": ReferenceEngine()}

@@ -6,7 +6,7 @@ from runtime import bench
 def test_cpu_rows_tiny():
     rows = bench.cpu_rows(["tiny"], repeat=1, inner=1)  # asserts naive numpy == fast path
     assert {r["case"] for r in rows} == {name for name, _, _ in bench.CASES}
-    assert all(r["cpu"] > 0 and r["memcpy"] > 0 for r in rows)
+    assert all(r["cpu"] > 0 and r["memcpy"] > 0 and r["out="] > 0 for r in rows)
 
 
 def test_opencl_rows_tiny(cl_engine):
@@ -14,4 +14,4 @@ def test_opencl_rows_tiny(cl_engine):
     lines = []
     rows = cl_bench.run([bench.SIZES["tiny"]], lines.append, engine=cl_engine, repeats=1)
     assert len(rows) == 6 and lines[0].startswith("OpenCL device:")
-    assert all(r["ms"] > 0 and r["limit_ms"] > 0 for r in rows)
+    assert all(r["ms"] > 0 and r["limit_ms"] > 0 and r["host_out_ms"] > 0 for r in rows)

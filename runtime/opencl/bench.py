@@ -9,11 +9,13 @@ run-time index arguments (dims and strides as kernel arguments, one work item
 per element or pixel, in the style of MACE's buffer_to_image kernels; written
 here) runs the same case, to show what baking the constants buys. Each row
 also gives the first call's cost (render + build + launch, wall clock, with
-PoCL's disk cache as found) and a cached call's cost (host API, wall clock).
+PoCL's disk cache as found), a cached call's cost (host API, wall clock),
+and the public call on host arrays writing into a reused ``out=`` array
+(wall clock, against the same copy limit).
 
 ``report`` is called with each output line (a markdown table). Rows are
 returned as dicts: case, size, bytes, ms, limit_ms, pct_of_limit, generic_ms,
-speedup_vs_generic, first_call_ms, cached_call_ms.
+speedup_vs_generic, first_call_ms, cached_call_ms, host_out_ms, host_out_pct.
 
 Called by runtime/bench.py (``python tools/bench.py``, ``clayout bench``).
 """
@@ -151,6 +153,13 @@ class _Bench:
             times.append((time.perf_counter() - t0) * 1e3)
         return first, statistics.median(times)
 
+    def host_out_ms(self, src: MemoryDesc, target) -> float:
+        """Median wall-clock ms of the public call on a host array into a
+        reused out= array (runtime.bench.public_call)."""
+        from ..bench import public_call
+        call = public_call(np.ones(src.span, np.float32), src, target, self.eng)
+        return _median_event_ms(self.q, call, self.repeats)
+
     def reorder(self, src: MemoryDesc, dst: MemoryDesc):
         sbuf, dbuf = self._buffer(src.size), self._buffer(dst.size)
         ours = _median_event_ms(self.q, lambda: self.eng.enqueue_reorder(sbuf, src, dbuf, dst),
@@ -192,8 +201,8 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
     b = _Bench(engine, repeats)
     report(f"OpenCL device: {b.eng.device.name.strip()} ({b.eng.device.platform.name})")
     report("| case | size | MB | ours ms | limit ms | % of limit | generic ms | "
-           "x vs generic | first call ms | cached call ms |")
-    report("|---|---|---|---|---|---|---|---|---|---|")
+           "x vs generic | first call ms | cached call ms | host out= ms | % of limit |")
+    report("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for dims in sizes:
         n, c, h, w = dims
@@ -223,12 +232,15 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                     limits[key] = b.copy_to_image_ms(layout, src.dims)
                 wd, ht = layout.image_shape(src.dims)
                 limit, nbytes, shown = limits[key], wd * ht * 16, "x".join(map(str, src.dims))
+            host_out = b.host_out_ms(src, dst if kind == "buffer" else image_layout(dst))
             row = dict(case=name, size=shown, bytes=nbytes, ms=ours, limit_ms=limit,
                        pct_of_limit=100 * limit / ours, generic_ms=generic,
                        speedup_vs_generic=generic / ours, first_call_ms=first,
-                       cached_call_ms=cached)
+                       cached_call_ms=cached, host_out_ms=host_out,
+                       host_out_pct=100 * limit / host_out)
             rows.append(row)
             report(f"| {name} | {shown} | {nbytes / 1e6:.1f} | {ours:.2f} | {limit:.2f} | "
                    f"{row['pct_of_limit']:.0f}% | {generic:.2f} | "
-                   f"{row['speedup_vs_generic']:.2f} | {first:.0f} | {cached:.1f} |")
+                   f"{row['speedup_vs_generic']:.2f} | {first:.0f} | {cached:.1f} | "
+                   f"{host_out:.2f} | {row['host_out_pct']:.0f}% |")
     return rows

@@ -12,11 +12,32 @@ runtime/engine.py (``reorder``, ``to_image``, ``from_image`` on host arrays,
 >>> eng.reorder(np.arange(4, dtype=np.float32), MemoryDesc((2, 2)),
 ...             MemoryDesc((2, 2), tag="ba"))         # doctest: +SKIP
 array([0., 2., 1., 3.], dtype=float32)
+
+Threads: one engine may serve any number of threads at once, each getting
+the bits a single-threaded run gives. Two things are serialized, each only
+while commands are enqueued, never while they run: a cached kernel's
+``set_args`` with its enqueue (a ``cl.Kernel`` holds its arguments, and the
+program cache shares it between engines on one context), and the two
+commands of a staged image access (kernel + buffer<->image copy), so that no
+other conversion's commands fall between them in the engine's staging
+buffer. On an in-order queue the device runs commands one after another
+anyway, so neither lock costs device parallelism. Host-array calls wait for
+their own commands only.
+
+A user's out-of-order queue: each conversion gets a staging buffer of its
+own and chains its own commands by events, and a host-array call waits for
+its own commands before it returns. Conversions of Memory objects are
+enqueued without waiting, and on such a queue nothing orders them with one
+another, with ``Memory.to_numpy`` / ``map`` or with the user's own commands:
+put ``cl.enqueue_barrier(queue)`` (or ``queue.finish()``) between dependent
+steps, as for any command on an out-of-order queue.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import threading
 
 import numpy as np
 import pyopencl as cl
@@ -30,6 +51,9 @@ from . import kernels, programs
 CHANNEL_TYPES = {"f32": "FLOAT", "f16": "HALF_FLOAT", "s32": "SIGNED_INT32",
                  "s8": "SIGNED_INT8", "u8": "UNSIGNED_INT8"}
 mf = cl.mem_flags
+# a cl.Kernel holds its arguments and the program cache shares it between engines:
+# set_args + enqueue must not interleave across threads
+_LAUNCH_LOCK = threading.Lock()
 
 
 class OpenCLEngine:
@@ -60,20 +84,25 @@ class OpenCLEngine:
         self.max_alloc = int(dev.max_mem_alloc_size)
         self.has_fp16 = "cl_khr_fp16" in dev.extensions
         self.is_cpu = bool(dev.type & cl.device_type.CPU)
+        self.in_order = not (self.queue.properties
+                             & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         self._stage: cl.Buffer | None = None
+        self._stage_lock = threading.Lock()
 
-    def staging_buffer(self, nbytes: int) -> cl.Buffer:
-        """A buffer for staged image access, kept and reused (a fresh one per
-        call costs an allocation and its page faults). Reuse is safe on an
-        in-order queue, where each conversion's commands follow the last's;
-        an out-of-order queue gets a new one each time."""
-        in_order = not (self.queue.properties
-                        & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
-        if not in_order:
-            return self.new_buffer(nbytes)
-        if self._stage is None or self._stage.size < nbytes:
-            self._stage = self.new_buffer(nbytes)
-        return self._stage
+    @contextlib.contextmanager
+    def staging(self, nbytes: int):
+        """A dense buffer for one staged image access, held while its two
+        commands are enqueued. On an in-order queue one buffer is kept and
+        reused (a fresh one per call costs an allocation and its page faults)
+        under a lock, so that the next conversion's commands queue after both
+        of this one's; an out-of-order queue gets a new buffer each time."""
+        if not self.in_order:
+            yield self.new_buffer(nbytes)
+            return
+        with self._stage_lock:
+            if self._stage is None or self._stage.size < nbytes:
+                self._stage = self.new_buffer(nbytes)
+            yield self._stage
 
     def __repr__(self) -> str:
         return f"<clayout engine opencl: {self.device.name.strip()} ({self.device.platform.name})>"
@@ -108,9 +137,10 @@ class OpenCLEngine:
     # -- device-side conversions (nothing crosses to the host) -----------------------
     def _launch(self, plan: kernels.Kernel, src, dst, wait_for=None) -> cl.Event:
         knl = programs.kernel(self.context, plan.source)
-        knl.set_args(src, dst)
-        return cl.enqueue_nd_range_kernel(self.queue, knl, plan.launch, plan.local,
-                                          wait_for=wait_for or None)
+        with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
+            knl.set_args(src, dst)
+            return cl.enqueue_nd_range_kernel(self.queue, knl, plan.launch, plan.local,
+                                              wait_for=wait_for or None)
 
     def enqueue_reorder(self, src_buf, src: MemoryDesc, dst_buf, dst: MemoryDesc,
                         zero_first: bool = False, in_place: bool = False) -> cl.Event | None:
@@ -153,12 +183,12 @@ class OpenCLEngine:
             return None
         if not self.staged(layout, dtype):
             return self._launch(kernels.plan_to_image(src, layout, dtype), src_buf, image)
-        stage = self.staging_buffer(layout.desc(src.dims, dtype).size)
-        event = self._launch(kernels.plan_to_image(src, layout, dtype, staged=True),
-                             src_buf, stage)
         width, height = layout.image_shape(src.dims)
-        return cl.enqueue_copy(self.queue, image, stage, offset=0, origin=(0, 0),
-                               region=(width, height), wait_for=[event])
+        with self.staging(layout.desc(src.dims, dtype).size) as stage:
+            event = self._launch(kernels.plan_to_image(src, layout, dtype, staged=True),
+                                 src_buf, stage)
+            return cl.enqueue_copy(self.queue, image, stage, offset=0, origin=(0, 0),
+                                   region=(width, height), wait_for=[event])
 
     def enqueue_from_image(self, image, layout: ImageLayout, dtype, dst_buf, dst: MemoryDesc,
                            zero_first: bool = False) -> cl.Event | None:
@@ -167,79 +197,95 @@ class OpenCLEngine:
         wait = self._zero_rest(dst_buf, dst) if zero_first else []
         if not self.staged(layout, dtype):
             return self._launch(kernels.plan_from_image(layout, dtype, dst), image, dst_buf, wait)
-        stage = self.staging_buffer(layout.desc(dst.dims, dtype).size)
         width, height = layout.image_shape(dst.dims)
-        wait.append(cl.enqueue_copy(self.queue, stage, image, offset=0, origin=(0, 0),
-                                    region=(width, height)))
-        return self._launch(kernels.plan_from_image(layout, dtype, dst, staged=True),
-                            stage, dst_buf, wait)
+        with self.staging(layout.desc(dst.dims, dtype).size) as stage:
+            wait.append(cl.enqueue_copy(self.queue, stage, image, offset=0, origin=(0, 0),
+                                        region=(width, height)))
+            return self._launch(kernels.plan_from_image(layout, dtype, dst, staged=True),
+                                stage, dst_buf, wait)
 
     # -- the engine contract: host arrays ------------------------------------------------
     # On a CPU device the kernels work on the host arrays themselves
     # (USE_HOST_PTR, then a map for coherency): at 1x64x512x512 f32 a host
     # call took 125 ms with an upload and a download copy, 55 ms without.
     # Where the engine stages images anyway, a host image array is exactly the
-    # staging buffer's contents, so no image object is made at all.
+    # staging buffer's contents, so no image object is made at all. ``out``
+    # (checked by runtime.api: C-contiguous, writable, the result's shape and
+    # dtype) is then the kernel's destination itself.
     def _host_buffer(self, arr: np.ndarray, flags) -> cl.Buffer:
         arr = arr.reshape(-1)
         if self.is_cpu and arr.flags.c_contiguous:
             return cl.Buffer(self.context, flags | mf.USE_HOST_PTR, hostbuf=arr)
         return self.new_buffer(arr.nbytes, np.ascontiguousarray(arr), flags)
 
-    def _read_back(self, buf: cl.Buffer, out: np.ndarray) -> np.ndarray:
+    def _read_back(self, buf: cl.Buffer, out: np.ndarray, event) -> np.ndarray:
+        """``out`` holding ``buf`` once ``event`` (the last command writing it) is done."""
+        wait = [event] if event is not None else None
         if self.is_cpu:  # out is the buffer's memory: a map makes the kernel's writes visible
             mapped, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ, 0,
-                                              out.shape, out.dtype)
-            mapped.base.release(self.queue)
-            self.queue.finish()
+                                              out.shape, out.dtype, wait_for=wait)
+            mapped.base.release(self.queue).wait()
             return out
-        cl.enqueue_copy(self.queue, out, buf)
+        cl.enqueue_copy(self.queue, out, buf, wait_for=wait)
         return out
 
-    def _output(self, shape, dtype) -> tuple[np.ndarray, cl.Buffer]:
-        out = np.empty(shape, dtype=dtype)
+    def _output(self, out, shape, dtype) -> tuple[np.ndarray, cl.Buffer]:
+        """The result array (``out``, or a new one) and the buffer kernels write it through."""
+        if out is None:
+            out = np.empty(shape, dtype=dtype)
         return out, self._host_buffer(out, mf.WRITE_ONLY) if self.is_cpu else \
             self.new_buffer(out.nbytes)
 
-    def reorder(self, flat_src, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
+    def reorder(self, flat_src, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
         if src.is_zero or dst.is_zero:
-            return np.zeros(dst.span, dtype=dst.dtype.np)
-        out, dst_buf = self._output(dst.span, dst.dtype.np)
-        self.enqueue_reorder(self._host_buffer(flat_src, mf.READ_ONLY), src, dst_buf, dst,
-                             zero_first=True)
-        return self._read_back(dst_buf, out)
+            return _zeros(out, dst.span, dst.dtype.np)
+        out, dst_buf = self._output(out, dst.span, dst.dtype.np)
+        event = self.enqueue_reorder(self._host_buffer(flat_src, mf.READ_ONLY), src, dst_buf,
+                                     dst, zero_first=True)
+        return self._read_back(dst_buf, out, event)
 
-    def to_image(self, flat_src, layout: ImageLayout, src: MemoryDesc, image_dtype) -> np.ndarray:
+    def to_image(self, flat_src, layout: ImageLayout, src: MemoryDesc, image_dtype,
+                 out=None) -> np.ndarray:
         dt = dtypes.image_dtype(image_dtype)
         shape = layout.array_shape(src.dims)
         if math.prod(shape) == 0 or src.is_zero:
-            return np.zeros(shape, dtype=dt.np)
+            return _zeros(out, shape, dt.np)
         src_buf = self._host_buffer(flat_src, mf.READ_ONLY)
         if self.staged(layout, dt):
-            out, buf = self._output(shape, dt.np)
-            self._launch(kernels.plan_to_image(src, layout, dt, staged=True), src_buf, buf)
-            return self._read_back(buf, out)
-        out = np.empty(shape, dtype=dt.np)
+            out, buf = self._output(out, shape, dt.np)
+            event = self._launch(kernels.plan_to_image(src, layout, dt, staged=True), src_buf, buf)
+            return self._read_back(buf, out, event)
+        out = np.empty(shape, dtype=dt.np) if out is None else out
         image = self.new_image(layout, src.dims, dt, flags=mf.WRITE_ONLY)
-        self.enqueue_to_image(src_buf, src, image, layout, dt)
+        event = self.enqueue_to_image(src_buf, src, image, layout, dt)
         width, height = layout.image_shape(src.dims)
-        cl.enqueue_copy(self.queue, out, image, origin=(0, 0), region=(width, height))
+        cl.enqueue_copy(self.queue, out, image, origin=(0, 0), region=(width, height),
+                        wait_for=[event])
         return out
 
-    def from_image(self, image_array, layout: ImageLayout, dst: MemoryDesc) -> np.ndarray:
+    def from_image(self, image_array, layout: ImageLayout, dst: MemoryDesc,
+                   out=None) -> np.ndarray:
         if dst.is_zero:
-            return np.zeros(dst.span, dtype=dst.dtype.np)
+            return _zeros(out, dst.span, dst.dtype.np)
         arr = np.ascontiguousarray(image_array)
         dt = dtypes.image_dtype(dtypes.of_array(arr))
-        out, dst_buf = self._output(dst.span, dst.dtype.np)
+        out, dst_buf = self._output(out, dst.span, dst.dtype.np)
         if self.staged(layout, dt):
-            self._launch(kernels.plan_from_image(layout, dt, dst, staged=True),
-                         self._host_buffer(arr, mf.READ_ONLY), dst_buf,
-                         self._zero_rest(dst_buf, dst))
-            return self._read_back(dst_buf, out)
+            event = self._launch(kernels.plan_from_image(layout, dt, dst, staged=True),
+                                 self._host_buffer(arr, mf.READ_ONLY), dst_buf,
+                                 self._zero_rest(dst_buf, dst))
+            return self._read_back(dst_buf, out, event)
         image = self.new_image(layout, dst.dims, dt, hostbuf=arr, flags=mf.READ_ONLY)
-        self.enqueue_from_image(image, layout, dt, dst_buf, dst, zero_first=True)
-        return self._read_back(dst_buf, out)
+        event = self.enqueue_from_image(image, layout, dt, dst_buf, dst, zero_first=True)
+        return self._read_back(dst_buf, out, event)
+
+
+def _zeros(out, shape, dtype) -> np.ndarray:
+    """The result of a conversion with nothing to convert: all zero."""
+    if out is None:
+        return np.zeros(shape, dtype=dtype)
+    out[...] = 0
+    return out
 
 
 # -- device choice -----------------------------------------------------------------------
@@ -267,23 +313,26 @@ def _pick_context() -> cl.Context:
 
 _DEFAULT: OpenCLEngine | None = None
 _AVAILABLE: bool | None = None
+_DEFAULT_LOCK = threading.RLock()  # first calls from many threads make one engine
 
 
 def available() -> bool:
     """True when an OpenCL device with image support can be used (checked once)."""
     global _AVAILABLE
-    if _AVAILABLE is None:
-        try:
-            _AVAILABLE = default().image_support
-        except (cl.Error, ClayoutError, RuntimeError, OSError):
-            _AVAILABLE = False
-    return _AVAILABLE
+    with _DEFAULT_LOCK:
+        if _AVAILABLE is None:
+            try:
+                _AVAILABLE = default().image_support
+            except (cl.Error, ClayoutError, RuntimeError, OSError):
+                _AVAILABLE = False
+        return _AVAILABLE
 
 
 def default() -> OpenCLEngine:
     """The process-wide engine: PYOPENCL_CTX's device, else the first device
     with image support (GPUs first)."""
     global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = OpenCLEngine()
-    return _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = OpenCLEngine()
+        return _DEFAULT
