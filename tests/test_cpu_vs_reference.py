@@ -271,6 +271,7 @@ def test_large_reorders(data, src_dt, dst_dt, seed):
         both_reorder(x, a, b)
 
 
+@pytest.mark.slow
 @LARGE
 @given(name=st.sampled_from(sorted(NAMED)), dt=image_dtype_names, src_dt=dtype_names,
        seed=seeds, data=st.data())
