@@ -8,7 +8,19 @@ import pytest
 import runtime
 from runtime import cli, figure, reference
 
-pytest.importorskip("matplotlib")   # the plot extra; `make test` installs it
+from conftest import require
+
+try:
+    import matplotlib  # noqa: F401  (the plot extra; `make test` installs it)
+    HAVE_MATPLOTLIB = True
+except ImportError:
+    HAVE_MATPLOTLIB = False
+
+
+@pytest.fixture
+def plot():
+    """Skip without matplotlib outside CI; fail in CI, where the plot extra is installed."""
+    require("matplotlib (pip install 'clayout[plot]')", HAVE_MATPLOTLIB)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -35,7 +47,7 @@ def texts(fig) -> list[str]:
     return found
 
 
-def test_show_writes_a_png(tmp_path, capsys):
+def test_show_writes_a_png(tmp_path, capsys, plot):
     out_path = tmp_path / "p.png"
     code, out, err = run(capsys, "show", "in_out_channel", "--dims", "1,6,3,5", "-o", out_path)
     assert code == 0, err
@@ -45,7 +57,7 @@ def test_show_writes_a_png(tmp_path, capsys):
     assert [p.name for p in tmp_path.iterdir()] == ["p.png"]   # no temporary file left
 
 
-def test_show_one_channel(tmp_path, capsys):
+def test_show_one_channel(tmp_path, capsys, plot):
     code, out, err = run(capsys, "show", "image_2d_weights_c1_b_fyx", "--dims", "3,2,2,2",
                          "-o", tmp_path / "p.png")
     assert code == 0, err
@@ -53,7 +65,7 @@ def test_show_one_channel(tmp_path, capsys):
     assert "3x8 image_2d_weights_c1_b_fyx image" in out
 
 
-def test_labels_activation():
+def test_labels_activation(plot):
     fig = figure.figure("in_out_channel", (1, 6, 3, 5), formula=cli.PIXEL_FORMULA["in_out_channel"])
     found = texts(fig)
     assert "c5 h0 w2" in found and "c0 h2 w4" in found
@@ -72,7 +84,7 @@ def test_labels_activation():
     assert sorted(set(ticks), key=int) == [str(x) for x in range(10)]
 
 
-def test_labels_filter_follow_the_formula():
+def test_labels_filter_follow_the_formula(plot):
     """Every lane label is the element the reference's pixel formula puts there."""
     dims = (6, 3, 2, 2)
     fig = figure.figure("conv2d_filter", dims)
@@ -88,7 +100,7 @@ def test_labels_filter_follow_the_formula():
                 assert labels[(2 * x + k % 2, 2 * y + k // 2)] == want
 
 
-def test_large_image_has_no_lane_labels():
+def test_large_image_has_no_lane_labels(plot):
     fig = figure.figure("in_out_channel", (1, 32, 8, 8))
     assert len(fig.axes[0].texts) == 0
     assert "custom layout" in fig._suptitle.get_text()   # no formula given
@@ -124,7 +136,7 @@ def test_without_matplotlib(tmp_path, capsys, monkeypatch):
     ("1,0,2,2", "nothing to draw"),
     ("1,2,3", "takes dims N,C,H,W"),
 ])
-def test_show_refuses(tmp_path, capsys, dims, message):
+def test_show_refuses(tmp_path, capsys, plot, dims, message):
     code, _, err = run(capsys, "show", "in_out_channel", "--dims", dims, "-o", tmp_path / "p.png")
     assert code == 1 and message in err and err.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
