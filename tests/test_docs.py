@@ -98,6 +98,7 @@ def test_console_examples(name, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CLAYOUT_ENGINE", raising=False)
     monkeypatch.delenv("CLAYOUT_DEBUG", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")   # argparse wraps its usage lines to the terminal
     for line, body in blocks(name, "console"):
         for command, want, status in console_commands(body):
             got, code = run_console(command, capsys)
