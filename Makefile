@@ -1,9 +1,10 @@
 # clayout: set-up, demo, tests, benchmark.
 #   make demo    .venv + package (+ Debian PoCL when root with apt), then the demo
 #   make test    same set-up plus oclgrind, then the test suite
+#   make test-fast  the suite without the tests marked slow (for local work)
 #   make bench   tools/bench.py
 # A second run is quick: apt runs only for missing packages and pip only when
-# pyproject.toml or setup.py is newer than .venv/.stamp.
+# pyproject.toml is newer than .venv/.stamp.
 
 PYTHON ?= python3
 VENV := .venv
@@ -38,7 +39,7 @@ define debs
 	fi
 endef
 
-.PHONY: setup setup-test deps deps-test venv demo test bench clean distclean
+.PHONY: setup setup-test deps deps-test venv demo test test-fast bench clean distclean
 
 setup: deps venv
 setup-test: deps-test venv
@@ -51,9 +52,9 @@ deps-test:
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py
+$(STAMP): pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,model]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,model,plot]'
 	@touch $@
 
 demo: setup
@@ -61,6 +62,9 @@ demo: setup
 
 test: setup-test
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+test-fast: setup-test
+	$(PY) -m pytest -q tests -m "not slow" $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) tools/bench.py

@@ -320,22 +320,18 @@ def cmd_where(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from .png import encode_png, picture
+    """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
+    from . import figure
+    figure.require_matplotlib()   # before any work: without it, one line and nothing written
     layout = image_layout(args.layout)
-    rgb, info = picture(layout, args.dims)
-    data = encode_png(rgb)
-    atomic_write(args.output, lambda f: f.write(data))
     dims = layout.logical_dims(args.dims)
-    dim_names = KINDS.get(layout.kind, "").split(" ")[0].split(",")
-    if len(dim_names) != len(dims):
-        dim_names = list("abcdefghijkl"[:len(dims)])
-    channel = dim_names[info["channel_dim"]]
-    rest = ", ".join(n for i, n in enumerate(dim_names) if i != info["channel_dim"])
-    cell = "2x2 lane squares (R G / B A)" if info["lanes"] == 4 else "one square (CL_R)"
-    print(f"wrote {args.output}: {info['picture'][0]}x{info['picture'][1]} PNG of the "
-          f"{info['width']}x{info['height']} {layout.name} image; each pixel drawn as {cell} "
-          f"of {info['scale']} px; hue = {channel}, brightness = position in ({rest}); "
-          "black = padding lane")
+    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
+    fig = figure.figure(layout, dims, formula=formula)
+    atomic_write(args.output, lambda f: figure.save_png(fig, f))
+    width, height = layout.image_shape(dims)
+    px_w, px_h = (round(v) for v in fig.get_size_inches() * fig.dpi)
+    print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {width}x{height} {layout.name} image "
+          f"(dims {','.join(map(str, dims))})")
     return 0
 
 
@@ -498,7 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
 
     for name, func, text in (("info", cmd_info, "describe an image layout for some dims"),
-                             ("show", cmd_show, "draw an image layout as a PNG")):
+                             ("show", cmd_show, "draw an image layout as a labelled PNG "
+                              "(needs matplotlib: pip install 'clayout[plot]')")):
         p = command(name, func, text)
         p.add_argument("layout", metavar="NAME")
         p.add_argument("--dims", type=parse_dims, required=True, metavar="D")

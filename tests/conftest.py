@@ -1,5 +1,6 @@
-"""Shared fixtures of the OpenCL tests: the engine, and the rule that an
-OpenCL test never skips in CI (CI=true has PoCL: no device there is a failure)."""
+"""Shared test helpers: ``bits()`` (the one raw-bits view every test compares
+with), and the OpenCL fixtures: the engine, and the rule that an OpenCL test
+never skips in CI (CI=true has PoCL: no device there is a failure)."""
 import os
 
 import numpy as np

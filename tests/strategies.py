@@ -31,6 +31,8 @@ from runtime.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
 from runtime.dtypes import IMAGE_NAMES as IMAGE_DTYPES
 from runtime.tags import LETTERS
 
+from conftest import BITS, bits
+
 _CI = bool(os.environ.get("CI"))
 SETTINGS = settings(max_examples=120, deadline=None, derandomize=_CI,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -41,7 +43,6 @@ NP = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
       "bf16": np.dtype(ml_dtypes.bfloat16), "s32": np.dtype(np.int32),
       "s8": np.dtype(np.int8), "u8": np.dtype(np.uint8)}
 FLOATS = ("f32", "f16", "bf16")
-BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 TAIL_SIZES = (0, 1, 2, 3, 4, 5, 17)
 BLOCK_SIZES = (1, 2, 3, 4, 4, 8, 16, 16)
 
@@ -55,12 +56,6 @@ SPECIAL_FLOATS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 16.0, 64.0, -0.0, 2.5, -2.5, 12
                   -0.5, -1.5, 3.5, 1e10, -1e10)
 SPECIAL_INTS = (0, 1, -1, 2, 127, 128, -128, -129, 255, 256, 65504, 65519, 65520, 16777216,
                 16777217, 16842753, 2147483647, -2147483648, 2147483520, -2147483647)
-
-
-def bits(a: np.ndarray) -> np.ndarray:
-    """The array's raw bits as unsigned ints of the same width (NaN == NaN)."""
-    a = np.ascontiguousarray(a)
-    return a.view(BITS[a.dtype.itemsize])
 
 
 def assert_same_bits(got, want, what=""):

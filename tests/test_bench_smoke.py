@@ -1,5 +1,7 @@
 """The benchmark runs and its peers agree with the fast path (tiny sizes:
 speed is measured by tools/bench.py, never by a test)."""
+import pytest
+
 from runtime import bench
 
 
@@ -9,6 +11,7 @@ def test_cpu_rows_tiny():
     assert all(r["cpu"] > 0 and r["memcpy"] > 0 and r["out="] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_opencl_rows_tiny(cl_engine):
     from runtime.opencl import bench as cl_bench
     lines = []

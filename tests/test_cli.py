@@ -1,4 +1,4 @@
-"""The clayout command line and offline model conversion (runtime.cli, runtime.model, runtime.png).
+"""The clayout command line and offline model conversion (runtime.cli, runtime.model).
 
 Every happy path is compared with the reference engine bit for bit; every
 failure must exit 1 (2 for usage errors) with one `clayout: error:` line, no
@@ -6,11 +6,9 @@ traceback, and no output or temporary file left behind.
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 import types
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,8 @@ import pytest
 import runtime
 from runtime import cli, dtypes, model, reference
 from runtime.desc import MemoryDesc
+
+from conftest import bits
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -41,11 +41,6 @@ def run_sub(*argv, cwd=None):
     env.pop("CLAYOUT_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "runtime", *map(str, argv)], capture_output=True,
                           text=True, cwd=cwd, env=env, timeout=60)
-
-
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.dtype(f"u{a.dtype.itemsize}"))
 
 
 def same_bits(a, b):
@@ -207,8 +202,6 @@ FAILURES = [  # argv (x.npy etc. relative to tmp_path), exit code, words the mes
     (["model", "bad.onnx", "-o", "o.safetensors", "--max-image", "10"], 2, "WIDTH,HEIGHT"),
     (["info", "in_out_channel", "--dims", "1,2,3"], 1, "takes dims N,C,H,W"),
     (["info", "acBd4b:2:3", "--dims", "1,2,3,4"], 1, "lanes must be 4"),
-    (["show", "in_out_channel", "--dims", "1,64,224,224", "-o", "o.png"], 1, "up to 2048"),
-    (["show", "in_out_channel", "--dims", "1,0,2,2", "-o", "o.png"], 1, "nothing to draw"),
     (["frobnicate"], 2, "invalid choice"),
     ([], 2, "required"),
 ]
@@ -424,7 +417,7 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-# -- info, show, devices, bench, demo --------------------------------------------------------
+# -- info, devices, bench, demo (show: test_show.py) --------------------------------------------------------
 def test_info(capsys):
     code, out, _ = run(capsys, "info", "in_out_channel", "--dims", "1,17,5,7")
     assert code == 0
@@ -437,55 +430,6 @@ def test_info(capsys):
     assert "16384x16384: fits" in out
     code, out, _ = run(capsys, "info", "acBd4b:2", "--dims", "1,5,2,2")
     assert code == 0 and "custom layout" in out and "image     4 x 2 pixels" in out
-
-
-def read_png(path):
-    data = Path(path).read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, []
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length:pos + 12 + length])
-        assert crc == zlib.crc32(kind + body) & 0xFFFFFFFF, kind
-        chunks.append((kind, body))
-        pos += 12 + length
-    assert [k for k, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"]
-    width, height, depth, colour, _, _, _ = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, colour) == (8, 2)
-    raw = np.frombuffer(zlib.decompress(chunks[1][1]), np.uint8).reshape(height, 1 + 3 * width)
-    assert (raw[:, 0] == 0).all()
-    return raw[:, 1:].reshape(height, width, 3)
-
-
-def test_show_png(tmp_path, capsys):
-    code, out, err = run(capsys, "show", "in_out_channel", "--dims", "1,6,2,3",
-                         "-o", tmp_path / "p.png")
-    assert code == 0, err
-    rgb = read_png(tmp_path / "p.png")
-    assert f"{rgb.shape[1]}x{rgb.shape[0]} PNG of the 6x2 in_out_channel image" in out
-    colours = {tuple(c) for c in rgb.reshape(-1, 3)}
-    colours -= {(0, 0, 0), (64, 64, 64)}          # padding lanes, grid
-    assert len(colours) == 1 * 6 * 2 * 3          # one colour per logical element
-    assert (rgb == 0).all(axis=2).any()           # C = 6: lanes of c = 6, 7 are padding
-    assert min(rgb.shape[:2]) >= 64               # small images are scaled up
-
-
-def test_element_map_is_the_table():
-    from runtime.png import element_map
-    dims = (2, 6, 3, 5)
-    emap = element_map(runtime.image_layout("in_out_channel"), dims)
-    y, x, k = np.indices(emap.shape)
-    n, c, h, w = reference._in_out_channel(x, y, k, dims)
-    want = np.where(c < 6, np.ravel_multi_index((n, np.minimum(c, 5), h, w), dims), -1)
-    assert np.array_equal(emap, want)
-
-
-def test_show_one_channel(tmp_path, capsys):
-    code, _, err = run(capsys, "show", "image_2d_weights_c1_b_fyx", "--dims", "3,2,2,2",
-                       "-o", tmp_path / "p.png")
-    assert code == 0, err
-    read_png(tmp_path / "p.png")
 
 
 def test_devices(capsys):

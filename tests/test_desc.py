@@ -145,6 +145,22 @@ def test_nhwc_physical_shape_is_transpose():
 
 
 # -- worked values and size ------------------------------------------------------------
+@pytest.mark.parametrize("tag, dims, padded, strides", [
+    ("nChw16c", (2, 17, 3, 4), (2, 32, 3, 4), (384, 192, 64, 16)),
+    ("nChw8c", (2, 17, 3, 4), (2, 24, 3, 4), (288, 96, 32, 8)),
+    ("OIhw16i16o", (20, 30, 3, 3), (32, 32, 3, 3), (4608, 2304, 768, 256)),
+])
+def test_padded_dims_and_strides(tag, dims, padded, strides):
+    desc = MemoryDesc(dims, tag=tag)
+    assert desc.padded_dims == padded
+    assert desc.strides == strides
+
+
+def test_offset_walk_worked_value():
+    """Inner block first (16 % 16 = 0), then the outer parts: 1*384 + 1*192 + 2*64 + 3*16."""
+    assert MemoryDesc((2, 17, 3, 4), tag="nChw16c").offset((1, 16, 2, 3)) == 752
+
+
 @pytest.mark.parametrize("dims, tag, dtype, size", [
     ((32, 64, 3, 3), "NChw16n16c", "f32", 73728),
     ((2, 17, 3, 4), "nChw16c", "f32", 2 * 32 * 12 * 4),

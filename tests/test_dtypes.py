@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from runtime import ClayoutError, convert
 from runtime.dtypes import CANONICAL_NAN, NAMES, dtype, image_dtype
 
-from strategies import NP, SETTINGS, assert_same_bits, bits, fill
+from conftest import bits
+from strategies import NP, SETTINGS, assert_same_bits, fill
 
 FORMAT = {"f32": (24, -126, 127), "f16": (11, -14, 15), "bf16": (8, -126, 127)}
 FLOATS = tuple(FORMAT)

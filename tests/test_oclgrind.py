@@ -84,6 +84,7 @@ def child() -> int:
     return 1 if bad else 0
 
 
+@pytest.mark.slow
 def test_every_template_family_under_oclgrind(tmp_path):
     require("oclgrind", ICD.exists() and shutil.which("oclgrind") is not None,
             "apt-get install oclgrind")

@@ -99,6 +99,7 @@ def _case(name, i):
     return layout, dims, tags[i % len(tags)], BUF_DTYPES[i % len(BUF_DTYPES)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, image_dtype, i", CASES)
 def test_named_layouts_both_directions(cl_image_engine, name, image_dtype, i):
     layout, dims, tag, buf_dt = _case(name, i)
@@ -145,6 +146,7 @@ def _desc(kind, dims, dt):
     return MemoryDesc(dims, dt, tag=kind)
 
 
+@pytest.mark.slow
 @FEW
 @given(st.sampled_from(DIMS4), st.sampled_from(TAGS4), st.sampled_from(TAGS4),
        st.sampled_from(PAIRS))

@@ -1,0 +1,195 @@
+"""Labelled pictures of image layouts (``clayout show``), drawn with matplotlib.
+
+matplotlib is an optional extra (``pip install 'clayout[plot]'``); nothing
+else in clayout needs it. The figure shows the image as a grid of pixels with
+x (column) and y (row) on the axes; each pixel is split into its lanes
+(R G / B A for RGBA layouts, one square for one-channel layouts). A lane that
+holds logical element ``idx`` is coloured by it: the hue follows the layout's
+channel dim (C of activations, O of filters, I of depthwise filters, W of
+arguments), the brightness the element's position in the other dims (dark
+first). Padding lanes (block tails, always zero) are light grey and hatched.
+Small images get every lane labelled with its logical index (``c5 h0 w2``).
+
+Example::
+
+    fig = figure("in_out_channel", (1, 6, 3, 5), formula="n=y/H, ...")
+    save_png(fig, "pic.png")    # a 10 x 3 image: channels 0..3 left, 4, 5 + padding right
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .api import to_image
+from .errors import ClayoutError
+from .image import KINDS, ImageLayout, image_layout
+
+INSTALL_HINT = "clayout show needs matplotlib: pip install 'clayout[plot]'"
+CHANNEL_DIM = {"activation": 1, "filter": 0, "depthwise": 1, "argument": 0}
+MAX_IMAGE_SIDE = 2048      # image pixels per side that ``show`` will draw
+MAX_LABELLED_LANES = 256   # above this, lanes are coloured but not labelled
+PAD_RGB = (0.86, 0.86, 0.86)
+
+
+def require_matplotlib():
+    """The matplotlib Figure class and the Agg canvas, or a one-line ClayoutError
+    saying how to install them. Agg is used directly: no display, no pyplot state."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ClayoutError(INSTALL_HINT) from None
+    return Figure, FigureCanvasAgg
+
+
+def dim_names(layout: ImageLayout, ndims: int) -> list[str]:
+    """Lower-case names of the logical dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,c..."""
+    names = KINDS.get(layout.kind, "").split(" ")[0].lower().split(",")
+    return names if len(names) == ndims else list("abcdefghijkl"[:ndims])
+
+
+def element_map(layout: ImageLayout, dims) -> np.ndarray:
+    """For every image lane, (height, width, lanes): the flat logical index it
+    holds, or -1 for a padding lane. Computed by placing 1..n on the image."""
+    dims = layout.logical_dims(dims)
+    count = math.prod(dims)
+    if count >= 2**31 - 1:
+        raise ClayoutError(f"dims {dims} have {count} elements, too many to draw")
+    ids = np.arange(1, count + 1, dtype=np.int32).reshape(dims)
+    image = to_image(ids, layout, src="abcdefghijkl"[:len(dims)], dtype="s32", engine="cpu")
+    image = image.astype(np.int64) - 1
+    return image if image.ndim == 3 else image[:, :, None]
+
+
+def _hsv_to_rgb(h: np.ndarray, s: float, v: np.ndarray) -> np.ndarray:
+    """Vectorized colorsys.hsv_to_rgb: arrays of hue and value in [0, 1] -> (..., 3)."""
+    i = np.floor(h * 6).astype(int) % 6
+    f = h * 6 - np.floor(h * 6)
+    p, q, t = v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))
+    table = [(v, t, p), (q, v, p), (p, v, t), (p, q, v), (t, p, v), (v, p, q)]
+    out = np.zeros(np.shape(h) + (3,))
+    for sector, (r, g, b) in enumerate(table):
+        mask = i == sector
+        out[mask] = np.stack([r[mask], g[mask], b[mask]], axis=-1)
+    return out
+
+
+def colours(layout: ImageLayout, dims, flat: np.ndarray) -> np.ndarray:
+    """RGB in [0, 1] of each flat logical index in ``flat`` (-1: padding grey)."""
+    dims = layout.logical_dims(dims)
+    cdim = CHANNEL_DIM.get(layout.kind, 1 if len(dims) > 1 else 0)
+    coords = np.unravel_index(np.maximum(flat, 0), dims)
+    rest = np.zeros_like(flat)
+    for i, d in enumerate(dims):
+        if i != cdim:
+            rest = rest * d + coords[i]
+    rest_count = math.prod(d for i, d in enumerate(dims) if i != cdim)
+    hue = coords[cdim] / max(dims[cdim], 1) * 0.85       # stop short of wrapping to red again
+    value = 0.35 + 0.65 * rest / (rest_count - 1) if rest_count > 1 else np.full(flat.shape, 0.7)
+    rgb = _hsv_to_rgb(hue, 0.75, value)
+    rgb[flat < 0] = PAD_RGB
+    return rgb
+
+
+def lane_label(names: list[str], dims, flat: int) -> str:
+    """'c5 h0 w2': the logical index of one lane, unit dims (N = 1) left out."""
+    coords = np.unravel_index(flat, dims)
+    parts = [f"{n}{int(i)}" for n, i, d in zip(names, coords, dims) if d > 1]
+    return " ".join(parts) or f"{names[0]}0"
+
+
+def figure(layout, dims, formula: str | None = None):
+    """The labelled matplotlib Figure of ``layout`` for logical ``dims``."""
+    Figure, FigureCanvasAgg = require_matplotlib()
+    from matplotlib.patches import Patch, Rectangle
+    layout = image_layout(layout)
+    dims = layout.logical_dims(dims)
+    width, height = layout.image_shape(dims)
+    if width == 0 or height == 0:
+        raise ClayoutError(f"layout {layout.name!r} with dims {dims} is an empty "
+                           f"{width}x{height} image; nothing to draw")
+    if max(width, height) > MAX_IMAGE_SIDE:
+        raise ClayoutError(f"layout {layout.name!r} with dims {dims} is a {width}x{height} image; "
+                           f"show draws images up to {MAX_IMAGE_SIDE} pixels a side: pass smaller dims")
+    names = dim_names(layout, len(dims))
+    cdim = CHANNEL_DIM.get(layout.kind, 1 if len(dims) > 1 else 0)
+    cells = element_map(layout, dims)                         # (height, width, lanes)
+    lx, ly = (2, 2) if layout.lanes == 4 else (1, 1)
+    # lane k of pixel (x, y) sits at sub-cell (k % 2, k // 2) of its cell
+    grid = cells.reshape(height, width, ly, lx).transpose(0, 2, 1, 3).reshape(height * ly, width * lx)
+    labelled = grid.size <= MAX_LABELLED_LANES
+
+    lane_w, lane_h = (0.72, 0.36) if labelled else (0.12, 0.12)
+    fig_w = min(max(width * lx * lane_w + 1.4, 8.0), 24)   # the title needs about 8 inches
+    fig_h = min(max(height * ly * lane_h + 2.9, 4.0), 18)
+    fig = Figure(figsize=(fig_w, fig_h), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    rgb = colours(layout, dims, grid)
+    ax.imshow(rgb, extent=(0, width, height, 0), aspect="auto",
+              interpolation="nearest")
+    pads = np.argwhere(grid < 0)
+    if len(pads) <= 4096:   # hatch padding lanes so they read as "empty" in grey print too
+        for gy, gx in pads:
+            ax.add_patch(Rectangle((gx / lx, gy / ly), 1 / lx, 1 / ly, fill=False,
+                                   hatch="///", edgecolor="0.55", linewidth=0))
+    if labelled:
+        size = 7 if lx == 2 else 8
+        for gy in range(grid.shape[0]):
+            for gx in range(grid.shape[1]):
+                flat = int(grid[gy, gx])
+                text = "pad" if flat < 0 else lane_label(names, dims, flat)
+                dark = flat >= 0 and rgb[gy, gx] @ (0.3, 0.59, 0.11) < 0.45
+                ax.text((gx + 0.5) / lx, (gy + 0.5) / ly, text, ha="center", va="center",
+                        fontsize=size, color="0.35" if flat < 0 else "white" if dark else "black")
+    if max(width, height) <= 128:   # pixel borders thick, lane borders thin
+        for x in range(width + 1):
+            ax.axvline(x, color="black", linewidth=1.2)
+        for y in range(height + 1):
+            ax.axhline(y, color="black", linewidth=1.2)
+        if lx == 2 and labelled:
+            for x in range(width):
+                ax.axvline(x + 0.5, color="white", linewidth=0.5)
+            for y in range(height):
+                ax.axhline(y + 0.5, color="white", linewidth=0.5)
+    step_x = max(1, math.ceil(width / 24))
+    step_y = max(1, math.ceil(height / 24))
+    ax.set_xticks(np.arange(0, width, step_x) + 0.5, [str(x) for x in range(0, width, step_x)])
+    ax.set_yticks(np.arange(0, height, step_y) + 0.5, [str(y) for y in range(0, height, step_y)])
+    ax.set_xlim(0, width)
+    ax.set_ylim(height, 0)
+    ax.tick_params(top=True, labeltop=True, right=True, labelright=True, labelsize=8)
+    ax.set_xlabel("x (image column, pixels)")
+    ax.set_ylabel("y (image row, pixels)")
+
+    dims_text = ", ".join(f"{n.upper()}={d}" for n, d in zip(names, dims))
+    lanes_text = "RGBA: each pixel's lanes R G / B A" if layout.lanes == 4 else "one channel (CL_R)"
+    title = (f"{layout.name}   tag {layout.tag}, rows {layout.rows}   {dims_text}\n"
+             f"image {width} x {height} pixels, {lanes_text}\n"
+             f"pixel (x, y), lane k -> {formula or 'custom layout: from the tag'}")
+    fig.suptitle(title, fontsize=9)
+
+    others = ", ".join(n for i, n in enumerate(names) if i != cdim)
+    channel = names[cdim]
+    handles = []
+    shown = range(dims[cdim]) if dims[cdim] <= 8 else \
+        sorted({0, dims[cdim] // 2, dims[cdim] - 1})
+    for ci in shown:
+        idx = [0] * len(dims)
+        idx[cdim] = ci
+        rgb = colours(layout, dims, np.array([int(np.ravel_multi_index(idx, dims))]))[0]
+        handles.append(Patch(facecolor=rgb, edgecolor="black", label=f"hue: {channel}={ci}"))
+    if others:
+        handles.append(Patch(facecolor="white", edgecolor="white",
+                             label=f"shade: position in ({others}),\ndark = first, bright = last"))
+    handles.append(Patch(facecolor=PAD_RGB, edgecolor="0.55", hatch="///",
+                         label="padding lane\n(block tail, always 0)"))
+    fig.legend(handles=handles, loc="outside lower center", fontsize=8, ncols=4,
+               title="colour of a lane", title_fontsize=8, frameon=True)
+    return fig
+
+
+def save_png(fig, file) -> None:
+    """Write ``fig`` as PNG to an open binary file (or a path)."""
+    fig.savefig(file, format="png", dpi=100)
