@@ -1,5 +1,6 @@
 # clayout: set-up, demo, tests, benchmark.
 #   make demo    .venv + package (+ Debian PoCL when root with apt), then the demo
+#                (the bundled sample, plus PP-OCRv4 det from PyPI when reachable)
 #   make test    same set-up plus oclgrind, then the test suite
 #   make bench   tools/bench.py
 # A second run is quick: apt runs only for missing packages and pip only when
@@ -56,8 +57,13 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,model]'
 	@touch $@
 
+# The demo also converts a real export (PP-OCRv4 det, from PyPI's rapidocr-onnxruntime
+# wheel) when PyPI is reachable, cached here; offline it says so and the bundled sample
+# stays the demo.
+CLAYOUT_CACHE ?= $(HOME)/.cache/clayout
+
 demo: setup
-	$(PY) -m runtime demo
+	CLAYOUT_CACHE='$(CLAYOUT_CACHE)' $(PY) -m runtime demo --ppocr
 
 test: setup-test
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
