@@ -66,6 +66,7 @@ from .onnx_graph import load, printable  # noqa: F401  (load is part of this mod
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
 MANIFEST_KEY = mf.MANIFEST_KEY
 COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+ELEMENTWISE_OPS = ("Add", "Sub", "Mul", "Div", "PRelu")
 FLOAT_DTYPES = ("float32", "float16", "float64", "bfloat16")
 ARGUMENT_INPUTS = {"Conv": (2,), "ConvTranspose": (2,), "Gemm": (2,),
                    "BatchNormalization": (1, 2, 3, 4), "PRelu": (1,),
@@ -157,12 +158,13 @@ def _role(w: Weight, op: str, index: int, node) -> None:
         w.reason = f"{op} input {index} has no image role"
         return
     big = [d for d in shape if d != 1]
-    if not big:
+    if not big and op in ELEMENTWISE_OPS:   # broadcast to every element, not one per channel
         w.reason = "scalar constant: pass it as a kernel argument"
     elif len(big) > 1:
         w.reason = f"{op} input {index} of shape {shape} is not a per-channel vector"
-    else:
-        w.role, w.dims, w.steps = "argument", (big[0],), (("reshape", (big[0],)),)
+    else:                                   # a bias of one output channel is still a vector
+        length = big[0] if big else 1
+        w.role, w.dims, w.steps = "argument", (length,), (("reshape", (length,)),)
         w.mapping = "as stored" if len(shape) == 1 else f"ONNX {shape} flattened"
 
 
@@ -243,7 +245,7 @@ def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout | None, str]:
 
 
 def _unplaced_error(unplaced) -> ClayoutError:
-    shown = "; ".join(f"{printable(w.name)!r} {w.onnx_shape} ({w.consumer}): {why}"
+    shown = "; ".join(f"{printable(w.name)!r} {w.onnx_shape} ({printable(w.consumer)}): {why}"
                       for w, why in unplaced[:4])
     more = f"; and {len(unplaced) - 4} more" if len(unplaced) > 4 else ""
     return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {shown}{more}; raise "

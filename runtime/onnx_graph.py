@@ -210,7 +210,8 @@ class _Reader:
             first = self.found.get(local.get(name, qualified))
             raise ClayoutError(
                 f"{self.where}: tensor name {printable(qualified)!r} is defined twice "
-                f"({first.origin if first else 'a node output'} and {origin}); ONNX names must "
+                f"({printable(first.origin) if first else 'a node output'} and "
+                f"{printable(origin)}); ONNX names must "
                 "be unique, so clayout cannot tell which one a node reads")
         local[name] = qualified
         self.found[qualified] = Constant(qualified, array, dtype, tuple(shape), origin)
