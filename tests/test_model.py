@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import runtime
+import runtime.demo
 from runtime import cli, dtypes, model
+from runtime.errors import ClayoutError
 from runtime.progress import Progress
 
 onnx = pytest.importorskip("onnx")
@@ -177,6 +179,24 @@ def test_if_branch_weights(tmp_path, capsys):
     e = expect(images, manifest, "outer", "conv2d_filter", outer)   # read from inside the branch
     assert e["consumer"].startswith("Conv gate/") and "_branch/" in e["consumer"]
     assert "gate/then_branch/bw" in out
+
+
+def test_loop_body_weight(tmp_path, capsys):
+    w = values(6, 5)
+    body = helper.make_graph(
+        [const("lw", w, node_name="lw"), helper.make_node("MatMul", ["v", "lw"], ["v2"]),
+         helper.make_node("Identity", ["c"], ["c2"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v2", TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body)]
+    path = build(tmp_path, nodes, [numpy_helper.from_array(np.array(2, np.int64), "n")])
+    images, manifest, _ = convert(tmp_path, capsys, path)
+    e = expect(images, manifest, "Loop#0/body/lw", "weight_width", w.T[:, :, None, None].copy())
+    assert e["consumer"] == "MatMul Loop#0/body/MatMul#1 input 1"
+    assert [s["name"] for s in manifest["skipped"]] == ["n"]
 
 
 def test_external_data(tmp_path, capsys):
@@ -428,3 +448,16 @@ def test_no_progress_when_stderr_is_not_a_terminal(tmp_path, capsys):
     path = build(tmp_path, [conv()], [numpy_helper.from_array(W, "w")])
     code, out, err = run(capsys, "model", path, "-o", tmp_path / "o.safetensors")
     assert code == 0 and err == "" and "1 images, 0 buffers" in out
+
+
+def test_demo_offline(capsys, monkeypatch):
+
+    def offline(cache, timeout=60):
+        raise ClayoutError("pip download rapidocr-onnxruntime==1.4.4 failed (exit 1): "
+                           "No matching distribution found")
+    monkeypatch.setattr(runtime.demo, "fetch_ppocr", offline)
+    code = cli.main(["demo", "--engine", "cpu", "--ppocr"])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    assert "11/11 images exact" in out and "PyPI not reachable" in out
+    assert "the bundled sample above is the offline demo" in out
