@@ -281,6 +281,10 @@ def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=Non
             unplaced.append((w, w.reason))
     if unplaced and not keep_buffers:
         raise _unplaced_error(unplaced)
+    for w, *_ in placed + unplaced:
+        if w.name == "__metadata__":   # safetensors' header key: the file would not load
+            raise ClayoutError(f"{path}: a weight is named '__metadata__', the key safetensors "
+                               "reserves for its metadata; rename it in the model")
     stored, entries, originals, done_bytes = {}, [], {}, 0
     total = len(placed) + len(unplaced)
     for w, layout, fallback_from in placed:

@@ -331,6 +331,12 @@ def test_duplicate_names_are_refused(tmp_path, capsys):
           "defined twice (initializer and Constant node c_w)")
 
 
+def test_safetensors_reserved_name_is_refused(tmp_path, capsys):
+    path = build(tmp_path, [conv("__metadata__")], [numpy_helper.from_array(W, "__metadata__")])
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors"],
+          "named '__metadata__', the key safetensors reserves")
+
+
 def test_control_characters_are_escaped(tmp_path, capsys):
     evil = "w\x1b[2J\r\nbias\u202e"
     nodes = [helper.make_node("Conv", ["x", evil, "sc\x07"], ["y"], name="n\x1b]0;x\x07")]
