@@ -125,7 +125,8 @@ def run(args) -> int:
     print("clayout demo: the weights of ONNX CNNs placed on OpenCL image layouts\n")
     print(f"engine  {why}")
     print(f"model   {path} ({os.path.getsize(path)} bytes; {len(source.graph.node)} nodes: {ops}; "
-          f"{len(source.graph.initializer)} initializers)")
+          f"{len(source.graph.initializer)} initializers, "
+          f"{sum(n.op_type == 'Constant' for n in source.graph.node)} Constant nodes)")
     with tempfile.TemporaryDirectory(prefix="clayout-demo-") as tmp:
         out = args.output or os.path.join(tmp, "sample_cnn.safetensors")
         ok = _convert_and_check(path, out, engine, None)

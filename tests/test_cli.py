@@ -307,7 +307,12 @@ def test_sample_model(tmp_path, capsys):
         "fc.weight": ("weight_width", "weight_width", (10, 16, 1, 1)),
         "fc.bias": ("argument", "argument", (10,)),
     }
-    assert [s["name"] for s in manifest["skipped"]] == ["flatten.shape"]
+    assert [s["name"] for s in manifest["skipped"]] == ["flatten.shape", "fc.weight_io"]
+    assert manifest["skipped"][1]["folded_into"] == ["fc.weight"]
+    origins = {e["name"]: e["origin"] for e in manifest["tensors"]}
+    assert origins["pw3.weight"] == "Constant node pw3.weight"
+    assert origins["fc.weight"] == "Constant node fc.weight_io -> Transpose fc.transpose"
+    assert origins["conv1.weight"] == "initializer"
     assert manifest["skipped"][0]["role"] == "skipped" and "int64" in manifest["skipped"][0]["reason"]
     assert manifest["max_image"] == [8192, 8192] and manifest["source"] == "sample_cnn.onnx"
     assert "conv1.weight  conv2d_filter" in out and "skipped flatten.shape" in out
