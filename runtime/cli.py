@@ -395,7 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("f32", "f16"), default="f32", help="image dtype (f32)")
     p.add_argument("--max-image", type=parse_size, default=model.MAX_IMAGE, metavar="W,H",
                    help="largest image allowed (default 8192,8192, the OpenCL minimum); a weight "
-                   "over it goes to the first named layout of its kind that fits")
+                   "over it goes to the first named layout of its kind that fits, else the "
+                   "command fails unless --keep-buffers")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
     p.add_argument("--keep-buffers", action="store_true",
                    help="store a weight that fits no image as a plain buffer (role 'buffer') "
