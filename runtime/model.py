@@ -1,325 +1,376 @@
 """Offline conversion of an ONNX model's weights into image layouts (``clayout model``).
 
-Plan, then apply: :func:`plan` reads the graph and gives every initializer a
-role from the op that consumes it; :func:`convert_model` places each weight on
-its image with :func:`runtime.to_image` and writes one safetensors file (one
-tensor per image, named after the ONNX tensor) with a JSON manifest in the
-file's metadata under the key ``clayout``.
+Read, plan, apply: :func:`runtime.onnx_graph.read_constants` finds every constant
+tensor (initializers, ``Constant`` nodes, folded chains, subgraphs, external data);
+:func:`plan` gives each one a role from the op that reads it; :func:`convert_model`
+places each weight on its image with :func:`runtime.to_image`; :func:`convert_file`
+writes one safetensors file (one tensor per image, named after the ONNX tensor) with
+the JSON manifest of :mod:`runtime.manifest` in its metadata under ``clayout``.
 
-Roles (the logical dims are clayout's canonical ones, DESIGN §2):
+Roles (logical dims are clayout's canonical ones; "steps" turn the ONNX tensor into
+the logical one and are stored, so every image reads back to the ONNX weight):
 
-=====================  ==================================  =========================================
-consumer (input)       role / layout                       logical dims from the ONNX tensor
-=====================  ==================================  =========================================
-Conv (W), group 1      conv2d_filter                       (O, I, kH, kW) as stored
-Conv (W), grouped      conv2d_filter                       (O, I/group, kH, kW) as stored
-Conv (W), depthwise    dw_conv2d_filter                    ONNX (C*M, 1, kH, kW) -> (M, C, kH, kW),
-  group == C_in                                            element [m, c] = onnx[c*M + m]
-ConvTranspose (W)      conv2d_filter                       ONNX (I, O, kH, kW) -> (O, I, kH, kW)
-                                                           (group 1 only)
-Gemm (B)               weight_width                        (O, I, 1, 1): B.T if transB=0, else B
-MatMul (2-D B)         weight_width                        (O, I, 1, 1) = B.T  (B is (I, O))
-Conv/ConvTranspose/    argument                            (W,) ; a Gemm C of shape (1, W) or an
-Gemm bias, BatchNorm                                       Add/Mul constant of shape (1, W, 1, 1)
-params, Add/Mul consts                                     is flattened (one non-unit dim)
-=====================  ==================================  =========================================
+=======================  ==================  ==============================================
+consumer (input)         role / layout       logical dims from the ONNX tensor
+=======================  ==================  ==============================================
+Conv W, group 1          conv2d_filter       (O, I, kH, kW) as stored
+Conv W, grouped          conv2d_filter       (O, I/group, kH, kW) as stored
+Conv W, depthwise        dw_conv2d_filter    ONNX (C*M, 1, kH, kW) -> (M, C, kH, kW),
+  (group = C, dim 1 = 1)                     [m, c] = onnx[c*M + m]
+ConvTranspose W, group 1 conv2d_filter       ONNX (I, O, kH, kW) -> (O, I, kH, kW)
+ConvTranspose W, grouped conv2d_filter       ONNX (I, O/g, kH, kW) -> (O, I/g, kH, kW),
+                                             [gi*O/g + o, i] = onnx[gi*I/g + i, o]
+ConvTranspose W,         dw_conv2d_filter    ONNX (C, M, kH, kW) -> (M, C, kH, kW),
+  depthwise (I = group)                      [m, c] = onnx[c, m]
+Gemm B                   weight_width        (O, I, 1, 1): B if transB=1, else B.T
+MatMul B, 2-D (K, N)     weight_width        (N, K, 1, 1) = B.T
+MatMul B, 3-D (G, K, N)  weight_width        (G*N, K, 1, 1), [g*N + n, k] = B[g, k, n]
+biases of Conv,          argument            (W,): a tensor with one non-unit dim,
+ConvTranspose, Gemm;                         flattened ((1, W), (W, 1, 1), (1, W, 1, 1))
+BatchNormalization scale,
+B, mean, var; PRelu slope;
+Instance/LayerNormalization
+scale, B; per-channel
+Add/Sub/Mul/Div constants
+=======================  ==================  ==============================================
 
-Anything else is skipped and listed in the manifest's ``skipped`` list with a
-reason: integer tensors (shapes, indices), scalars, tensors of other ops, and
-ranks the image layouts do not take. When an image is larger than the
-``max_image`` limit, the first named layout of the same kind that fits is
-used instead and recorded (``fallback_from``); if none fits, nothing is
-written and the error names the tensor.
+A weight reaches a role through the first op reading it that gives one. Other
+tensors are listed in the manifest's ``skipped`` list with the op that reads
+them and the reason (integer tensors, scalars, other ops, steps of a folded
+chain). A tensor whose image would exceed ``max_image`` goes to the first named
+layout of its kind that fits (``fallback_from``). A tensor that ends on no image
+although it has a role, or feeds a Conv, ConvTranspose, Gemm or MatMul, makes
+the conversion fail with the list of them, unless ``keep_buffers``: then it is
+stored as a plain buffer (role ``buffer``, with its tag and dims).
+
+Example::
+
+    >>> manifest, verified = convert_file("model.onnx", "w.safetensors", verify_all=True)
+    ...                                                             # doctest: +SKIP
+    >>> manifest["tensors"][0]["layout"], verified                  # doctest: +SKIP
+    ('conv2d_filter', 11)
 """
 from __future__ import annotations
 
-import json
-import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, manifest as mf, onnx_graph
 from .api import from_image, to_image
 from .errors import ClayoutError
 from .image import ImageLayout, image_layout
+from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
-MANIFEST_KEY = "clayout"
-FORMAT = "clayout-model/1"
-
-
-def _need_onnx():
-    try:
-        import onnx
-        import onnx.numpy_helper
-    except ImportError:
-        raise ClayoutError("clayout model needs the onnx and safetensors packages: "
-                           "pip install 'clayout[model]'") from None
-    return onnx
+MANIFEST_KEY = mf.MANIFEST_KEY
+COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+ELEMENTWISE_OPS = ("Add", "Sub", "Mul", "Div", "PRelu")
+FLOAT_DTYPES = ("float32", "float16", "float64", "bfloat16")
+ARGUMENT_INPUTS = {"Conv": (2,), "ConvTranspose": (2,), "Gemm": (2,),
+                   "BatchNormalization": (1, 2, 3, 4), "PRelu": (1,),
+                   "InstanceNormalization": (1, 2), "LayerNormalization": (1, 2),
+                   "Add": (0, 1), "Sub": (0, 1), "Mul": (0, 1), "Div": (0, 1)}
 
 
 @dataclass
 class Weight:
-    """One initializer and what clayout does with it."""
+    """One constant tensor and what clayout does with it."""
     name: str
     onnx_shape: tuple[int, ...]
     onnx_dtype: str
-    consumer: str                 # "Conv conv1 input 1", or "" when unused
+    consumer: str = ""            # "Conv conv1 input 1", or "" when unused
+    origin: str = ""              # "initializer", "Constant node c0 -> Cast k", ...
     role: str = "skipped"         # a named image layout, or "skipped"
     dims: tuple[int, ...] = ()    # clayout's logical dims
-    mapping: str = ""             # how the logical tensor is read from the ONNX one
+    steps: tuple = ()             # (("transpose", perm) | ("reshape", shape), ...) ONNX -> logical
+    mapping: str = ""             # the steps in words
     reason: str = ""              # why it was skipped
-    params: dict = field(default_factory=dict)  # what the mapping needs (M, transpose, ...)
+    compute: bool = False         # read by a Conv/ConvTranspose/Gemm/MatMul: never dropped
+    folded_into: list | None = None   # the tensors a folded chain made from this one
 
 
-def _attr(node, name, default):
-    for a in node.attribute:
-        if a.name == name:
-            import onnx.helper
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
-def _one_axis(shape) -> int | None:
-    """The length of a tensor with at most one non-unit dim, else None."""
-    big = [d for d in shape if d != 1]
-    if len(big) > 1:
-        return None
-    return big[0] if big else 1
+# -- roles ------------------------------------------------------------------------------------
+def _filter_role(w: Weight, op: str, group: int) -> None:
+    """Conv and ConvTranspose weights (rank 4 checked by the caller)."""
+    s = w.onnx_shape
+    if op == "Conv" and group > 1 and s[1] == 1 and s[0] % group == 0:
+        mult = s[0] // group
+        w.role, w.dims = "dw_conv2d_filter", (mult, group, s[2], s[3])
+        w.steps = (("reshape", (group, mult, s[2], s[3])), ("transpose", (1, 0, 2, 3)))
+        w.mapping = f"ONNX (C*M,1,kH,kW) with C={group}, M={mult}: [m,c] = onnx[c*M+m]"
+    elif op == "Conv":
+        w.role, w.dims = "conv2d_filter", s
+        w.mapping = "ONNX (O,I,kH,kW) as stored" + (f" (group {group}: I per group)"
+                                                   if group > 1 else "")
+    elif group == 1:
+        w.role, w.dims, w.steps = "conv2d_filter", (s[1], s[0], s[2], s[3]), \
+            (("transpose", (1, 0, 2, 3)),)
+        w.mapping = "ONNX (I,O,kH,kW) transposed to (O,I,kH,kW)"
+    elif s[0] == group:
+        w.role, w.dims, w.steps = "dw_conv2d_filter", (s[1], s[0], s[2], s[3]), \
+            (("transpose", (1, 0, 2, 3)),)
+        w.mapping = f"ONNX (C,M,kH,kW) with C={group}, M={s[1]} transposed: [m,c] = onnx[c,m]"
+    elif s[0] % group:
+        w.reason = f"ConvTranspose weight dim 0 ({s[0]}) is not a multiple of group {group}"
+    else:
+        per = s[0] // group
+        w.role, w.dims = "conv2d_filter", (group * s[1], per, s[2], s[3])
+        w.steps = (("reshape", (group, per, s[1], s[2], s[3])), ("transpose", (0, 2, 1, 3, 4)),
+                   ("reshape", w.dims))
+        w.mapping = (f"ONNX (I,O/g,kH,kW) with g={group} to (O,I/g,kH,kW): "
+                     f"[gi*{s[1]}+o, i] = onnx[gi*{per}+i, o]")
 
 
 def _role(w: Weight, op: str, index: int, node) -> None:
-    """Fill in w's role, dims and mapping for being input ``index`` of ``node``."""
+    """Fill in w's role, dims and steps for being input ``index`` of ``node``."""
     shape = w.onnx_shape
     if op in ("Conv", "ConvTranspose") and index == 1:
         if len(shape) != 4:
             w.reason = f"{op} weight of rank {len(shape)}: image layouts take 2-D convolutions only"
             return
-        group = int(_attr(node, "group", 1))
-        if op == "ConvTranspose":
-            if group != 1:
-                w.reason = f"ConvTranspose with group {group}: only group 1 is mapped"
-                return
-            w.role, w.dims = "conv2d_filter", (shape[1], shape[0], shape[2], shape[3])
-            w.mapping, w.params = "ONNX (I,O,kH,kW) transposed to (O,I,kH,kW)", {"transpose": True}
-        elif group > 1 and shape[1] == 1 and shape[0] % group == 0:
-            mult = shape[0] // group
-            w.role, w.dims = "dw_conv2d_filter", (mult, group, shape[2], shape[3])
-            w.mapping = f"ONNX (C*M,1,kH,kW) with C={group}, M={mult}: [m,c] = onnx[c*M+m]"
-            w.params = {"multiplier": mult}
-        else:
-            w.role, w.dims = "conv2d_filter", tuple(shape)
-            w.mapping = "ONNX (O,I,kH,kW) as stored" + (f" (group {group}: I per group)"
-                                                       if group > 1 else "")
-        return
+        return _filter_role(w, op, int(onnx_graph._attr(node, "group", 1)))
     if op == "Gemm" and index == 1:
         if len(shape) != 2:
             w.reason = f"Gemm B of rank {len(shape)}"
             return
-        trans = bool(_attr(node, "transB", 0))
+        trans = bool(onnx_graph._attr(node, "transB", 0))
         out, inp = (shape[0], shape[1]) if trans else (shape[1], shape[0])
         w.role, w.dims = "weight_width", (out, inp, 1, 1)
+        w.steps = ((() if trans else (("transpose", (1, 0)),)) + (("reshape", w.dims),))
         w.mapping = "Gemm B (O,I) with transB=1, as stored" if trans else \
             "Gemm B (I,O) with transB=0, transposed to (O,I)"
-        w.params = {"transpose": not trans}
         return
     if op == "MatMul" and index == 1:
-        if len(shape) != 2:
-            w.reason = f"MatMul weight of rank {len(shape)}: only 2-D weights are mapped"
-            return
-        w.role, w.dims = "weight_width", (shape[1], shape[0], 1, 1)
-        w.mapping, w.params = "MatMul B (I,O) transposed to (O,I)", {"transpose": True}
+        if len(shape) == 2:
+            w.role, w.dims = "weight_width", (shape[1], shape[0], 1, 1)
+            w.steps = (("transpose", (1, 0)), ("reshape", w.dims))
+            w.mapping = "MatMul B (I,O) transposed to (O,I)"
+        elif len(shape) == 3:
+            w.role, w.dims = "weight_width", (shape[0] * shape[2], shape[1], 1, 1)
+            w.steps = (("transpose", (0, 2, 1)), ("reshape", w.dims))
+            w.mapping = "MatMul B (G,I,O) to (G*O,I): [g*O+o, i] = B[g, i, o]"
+        else:
+            w.reason = f"MatMul weight of rank {len(shape)}: 2-D and 3-D weights are mapped"
         return
-    is_param = ((op in ("Conv", "ConvTranspose", "Gemm") and index == 2)
-                or (op == "BatchNormalization" and 1 <= index <= 4)
-                or op in ("Add", "Mul"))
-    if not is_param:
+    if index not in ARGUMENT_INPUTS.get(op, ()):
         w.reason = f"{op} input {index} has no image role"
         return
-    if math.prod(shape) == 1 and op in ("Add", "Mul"):
+    big = [d for d in shape if d != 1]
+    if not big and op in ELEMENTWISE_OPS:   # broadcast to every element, not one per channel
         w.reason = "scalar constant: pass it as a kernel argument"
-        return
-    length = _one_axis(shape)
-    if length is None or (len(shape) == 0):
+    elif len(big) > 1:
         w.reason = f"{op} input {index} of shape {shape} is not a per-channel vector"
-        return
-    w.role, w.dims = "argument", (length,)
-    w.mapping = "as stored" if len(shape) == 1 else f"ONNX {shape} flattened"
+    else:                                   # a bias of one output channel is still a vector
+        length = big[0] if big else 1
+        w.role, w.dims, w.steps = "argument", (length,), (("reshape", (length,)),)
+        w.mapping = "as stored" if len(shape) == 1 else f"ONNX {shape} flattened"
 
 
-def plan(model) -> list[Weight]:
-    """Every initializer of the main graph with its role, in graph order."""
-    onnx = _need_onnx()
-    graph = model.graph
-    consumers: dict[str, tuple] = {}
-    for node in graph.node:
-        for index, name in enumerate(node.input):
-            if name and name not in consumers:
-                consumers[name] = (node, index)
+def plan(constants) -> list[Weight]:
+    """Every constant (from :func:`runtime.onnx_graph.read_constants`) with its role."""
     weights = []
-    for init in graph.initializer:
-        dtype_name = onnx.helper.tensor_dtype_to_np_dtype(init.data_type).name \
-            if init.data_type else "undefined"
-        w = Weight(init.name, tuple(int(d) for d in init.dims), dtype_name, "")
-        if init.name in consumers:
-            node, index = consumers[init.name]
-            w.consumer = f"{node.op_type} {node.name or '(unnamed)'} input {index}"
-            _role(w, node.op_type, index, node)
-        else:
-            w.reason = "not used by any node of the main graph"
-        if w.consumer and dtype_name not in ("float32", "float16", "float64", "bfloat16"):
-            w.role, w.reason = "skipped", (f"{dtype_name} tensor (shape, index or quantized data): "
-                                           "only float weights go on images")
-        elif w.role != "skipped" and math.prod(w.onnx_shape) == 0:
-            w.role, w.reason = "skipped", "empty tensor (0 elements)"
+    for c in constants:
+        w = Weight(c.name, c.shape, c.onnx_dtype, origin=c.origin)
         weights.append(w)
+        if c.array is None:
+            w.reason = f"{c.onnx_dtype} constant: clayout reads numeric tensors only"
+        elif not c.uses and c.folded_into:
+            w.consumer, w.folded_into = "(folded)", list(c.folded_into)
+            w.reason = "a step of a folded chain: the tensor named in folded_into holds its value"
+        elif not c.uses:
+            w.reason = "not used by any node"
+        elif c.onnx_dtype not in FLOAT_DTYPES:
+            w.consumer = str(c.uses[0])
+            w.reason = (f"{c.onnx_dtype} tensor (shape, index or quantized data): "
+                        "only float weights go on images")
+        elif c.array.size == 0:
+            w.consumer, w.reason = str(c.uses[0]), "empty tensor (0 elements)"
+        else:
+            for use in c.uses:     # the first use that gives a role decides
+                trial = Weight(w.name, w.onnx_shape, w.onnx_dtype)
+                _role(trial, use.op, use.index, use.proto)
+                if trial.role != "skipped" or use is c.uses[0]:
+                    w.consumer, w.role, w.dims, w.steps, w.mapping, w.reason = \
+                        str(use), trial.role, trial.dims, trial.steps, trial.mapping, trial.reason
+                if trial.role != "skipped":
+                    break
+            w.compute = any(u.op in COMPUTE_OPS for u in c.uses)
     return weights
 
 
-def logical_weight(array: np.ndarray, w: Weight) -> np.ndarray:
-    """The ONNX tensor as clayout's logical tensor of dims ``w.dims``."""
-    if w.role == "dw_conv2d_filter":          # (C*M, 1, kh, kw) -> (M, C, kh, kw)
-        mult, chans, kh, kw = w.dims
-        return array.reshape(chans, mult, kh, kw).transpose(1, 0, 2, 3)
-    if w.params.get("transpose"):
-        perm = (1, 0) + tuple(range(2, array.ndim))
-        return array.transpose(perm).reshape(w.dims)
-    return array.reshape(w.dims)
+# -- the steps and their inverse -------------------------------------------------------------------
+def logical_weight(array: np.ndarray, steps) -> np.ndarray:
+    """The ONNX tensor as clayout's logical tensor (``steps`` from a Weight or
+    manifest entry)."""
+    for kind, arg in steps:
+        array = array.transpose(arg) if kind == "transpose" else array.reshape(arg)
+    return array
 
 
-def onnx_weight(logical: np.ndarray, w: Weight) -> np.ndarray:
+def onnx_weight(logical: np.ndarray, steps, onnx_shape) -> np.ndarray:
     """The inverse of :func:`logical_weight`: back to the ONNX tensor's shape."""
-    if w.role == "dw_conv2d_filter":
-        mult, chans, kh, kw = w.dims
-        return logical.transpose(1, 0, 2, 3).reshape(w.onnx_shape)
-    if w.params.get("transpose"):
-        s = w.onnx_shape
-        swapped = (s[1], s[0]) + tuple(s[2:])
-        perm = (1, 0) + tuple(range(2, len(s)))
-        return logical.reshape(swapped).transpose(perm)
-    return logical.reshape(w.onnx_shape)
+    shapes, shape = [], tuple(onnx_shape)
+    for kind, arg in steps:                   # the shape before each step
+        shapes.append(shape)
+        shape = tuple(shape[p] for p in arg) if kind == "transpose" else tuple(arg)
+    for (kind, arg), before in reversed(list(zip(steps, shapes))):
+        logical = logical.transpose(np.argsort(arg)) if kind == "transpose" else \
+            logical.reshape(before)
+    return logical.reshape(onnx_shape)
 
 
-def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout, str]:
-    """The role's layout, or the first of its kind that fits ``max_image``."""
+def stored_values(array: np.ndarray, dtype: str) -> np.ndarray:
+    """The weight as clayout stores it in ``dtype``: float64 is rounded to f32
+    first (not a clayout dtype), then to ``dtype``, nearest even."""
+    if array.dtype == np.float64:
+        array = array.astype(np.float32)
+    return dtypes.convert(np.ascontiguousarray(array), dtype)
+
+
+# -- conversion --------------------------------------------------------------------------------
+def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout | None, str]:
+    """The role's layout, else the first of its kind that fits ``max_image``,
+    else (None, why)."""
     layout = image_layout(w.role)
     width, height = layout.image_shape(w.dims)
     if width <= max_image[0] and height <= max_image[1]:
         return layout, ""
     fits = layout.fitting(w.dims, *max_image)
-    if not fits:
-        raise ClayoutError(f"tensor {w.name!r} ({w.role}, dims {w.dims}) needs a {width}x{height} "
-                           f"image, over --max-image {max_image[0]},{max_image[1]}, and no named "
-                           f"{layout.kind} layout fits; raise --max-image or keep it in a buffer")
-    return fits[0], w.role
+    if fits:
+        return fits[0], w.role
+    return None, (f"{w.role} needs a {width}x{height} image, over --max-image "
+                  f"{max_image[0]},{max_image[1]}, and no named {layout.kind} layout fits")
 
 
-def load(path):
-    """Read an ONNX model, with clayout errors for missing or invalid files."""
-    onnx = _need_onnx()
-    if not os.path.isfile(path):
-        raise ClayoutError(f"{path}: no such file")
-    try:
-        return onnx.load(path)
-    except Exception as exc:  # protobuf DecodeError, external data errors, ...
-        raise ClayoutError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+def _unplaced_error(unplaced) -> ClayoutError:
+    shown = "; ".join(f"{printable(w.name)!r} {w.onnx_shape} ({printable(w.consumer)}): {why}"
+                      for w, why in unplaced[:4])
+    more = f"; and {len(unplaced) - 4} more" if len(unplaced) > 4 else ""
+    return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {shown}{more}; raise "
+                        "--max-image, or pass --keep-buffers to store them as plain buffers")
 
 
-def initializer_arrays(model) -> dict[str, np.ndarray]:
-    from onnx import numpy_helper
-    return {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=None,
+                  keep_buffers=False, progress=None):
+    """Place every weight of ``model`` (read from ``path``) on its image.
 
-
-def convert_model(model, dtype="f32", max_image=MAX_IMAGE, engine=None, source=""):
-    """Place every weight of ``model`` on its image. Returns (images, manifest):
-    ``images`` maps tensor names to host image arrays, ``manifest`` is the
-    JSON-ready description stored under the key ``clayout``."""
+    Returns (stored, manifest, originals): ``stored`` maps tensor names to host
+    arrays (images, and buffers with ``keep_buffers``), ``manifest`` is the
+    JSON-ready description, ``originals`` the ONNX arrays of what was stored.
+    ``progress(done, total, nbytes)`` is called after each tensor."""
     dt = dtypes.image_dtype(dtype)
     if dt.name not in ("f32", "f16"):
         raise ClayoutError(f"model images are f32 or f16, got {dt.name}")
-    arrays = initializer_arrays(model)
-    images, entries, skipped = {}, [], []
-    for w in plan(model):
-        if w.role == "skipped":
-            skipped.append({"name": w.name, "role": "skipped", "onnx_shape": list(w.onnx_shape),
-                            "onnx_dtype": w.onnx_dtype, "consumer": w.consumer,
-                            "reason": w.reason})
-            continue
-        array = arrays[w.name]
-        if array.dtype == np.float64:  # not a clayout dtype: round to f32 first (nearest even)
-            array = array.astype(np.float32)
-        layout, fallback_from = _choose_layout(w, max_image)
-        logical = np.ascontiguousarray(logical_weight(array, w))
+    constants = onnx_graph.read_constants(model, path)
+    arrays = {c.name: c.array for c in constants}
+    weights = plan(constants)
+    if not any(w.onnx_dtype in FLOAT_DTYPES for w in weights):
+        raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants: "
+                           "no weights to convert")
+    placed, unplaced = [], []
+    for w in weights:
+        if w.role != "skipped":
+            layout, note = _choose_layout(w, max_image)
+            if layout is None:
+                unplaced.append((w, note))
+            else:
+                placed.append((w, layout, note))
+        elif w.compute and w.onnx_dtype in FLOAT_DTYPES and w.consumer:
+            unplaced.append((w, w.reason))
+    if unplaced and not keep_buffers:
+        raise _unplaced_error(unplaced)
+    for w, *_ in placed + unplaced:
+        if w.name == "__metadata__":   # safetensors' header key: the file would not load
+            raise ClayoutError(f"{path}: a weight is named '__metadata__', the key safetensors "
+                               "reserves for its metadata; rename it in the model")
+    stored, entries, originals, done_bytes = {}, [], {}, 0
+    total = len(placed) + len(unplaced)
+    for w, layout, fallback_from in placed:
+        source = arrays[w.name]
+        if source.dtype == np.float64:   # not a clayout dtype: to f32 first, as stored_values
+            source = source.astype(np.float32)
+        logical = np.ascontiguousarray(logical_weight(source, w.steps))
         try:
             image = to_image(logical, layout, dtype=dt.name, engine=engine)
         except ClayoutError as exc:
-            raise ClayoutError(f"tensor {w.name!r}: {exc}") from None
-        width, height = layout.image_shape(w.dims)
-        images[w.name] = image
-        entry = {"name": w.name, "role": w.role, "layout": layout.name, "dims": list(w.dims),
-                 "width": width, "height": height, "dtype": dt.name, "bytes": int(image.nbytes),
-                 "onnx_shape": list(w.onnx_shape), "onnx_dtype": w.onnx_dtype,
-                 "consumer": w.consumer, "mapping": w.mapping,
-                 "transposed": bool(w.params.get("transpose"))}
-        if fallback_from:
-            entry["fallback_from"] = fallback_from
-        entries.append(entry)
+            raise ClayoutError(f"tensor {printable(w.name)!r}: {exc}") from None
+        stored[w.name], originals[w.name] = image, arrays[w.name]
+        entries.append(mf.image_entry(w, layout, image, fallback_from))
+        done_bytes += image.nbytes
+        if progress:
+            progress(len(entries), total, done_bytes)
+    for w, why in unplaced:
+        if w.role == "skipped":     # no role: the ONNX tensor as stored
+            w.dims, w.steps = w.onnx_shape or (1,), (("reshape", w.onnx_shape or (1,)),)
+        buffer = np.ascontiguousarray(stored_values(logical_weight(arrays[w.name], w.steps),
+                                                    dt.name))
+        stored[w.name], originals[w.name] = buffer, arrays[w.name]
+        entries.append(mf.buffer_entry(w, buffer, why))
+        done_bytes += buffer.nbytes
+        if progress:
+            progress(len(entries), total, done_bytes)
+    names = {w.name for w, *_ in placed} | {w.name for w, _ in unplaced}
+    skipped = [mf.skipped_entry(w) for w in weights if w.name not in names]
     eng_name = getattr(engine, "name", engine) if engine is not None else \
         os.environ.get("CLAYOUT_ENGINE", "cpu")
-    manifest = {"format": FORMAT, "source": source, "dtype": dt.name,
+    manifest = {"format": mf.FORMAT, "source": os.path.basename(path), "dtype": dt.name,
                 "max_image": list(max_image), "engine": str(eng_name),
                 "tensors": entries, "skipped": skipped}
-    return images, manifest
+    return stored, manifest, originals
 
 
-def manifest_table(manifest: dict) -> str:
-    """The manifest as a text table, skipped tensors listed after it."""
-    head = ("name", "role", "layout", "dims", "image", "dtype", "bytes")
-    rows = [head]
-    for e in manifest["tensors"]:
-        layout = e["layout"] + (f" (not {e['fallback_from']}: too big)" if "fallback_from" in e
-                                else "")
-        rows.append((e["name"], e["role"], layout, ",".join(map(str, e["dims"])),
-                     f"{e['width']}x{e['height']}", e["dtype"], str(e["bytes"])))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i == 6 else c.ljust(w) for i, (c, w) in
-                       enumerate(zip(r, widths))).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    for s in manifest["skipped"]:
-        shape = ",".join(map(str, s["onnx_shape"])) or "scalar"
-        lines.append(f"skipped {s['name']} ({s['onnx_dtype']} [{shape}], "
-                     f"{s['consumer'] or 'unused'}): {s['reason']}")
-    return "\n".join(lines)
+def read_back(array: np.ndarray, entry: dict, engine=None) -> np.ndarray:
+    """The ONNX tensor read back from a stored image or buffer (in its dtype)."""
+    if entry["role"] == "buffer":
+        logical = array.reshape(entry["dims"])
+    else:
+        logical = np.asarray(from_image(array, entry["layout"], entry["dims"], engine=engine))
+    return onnx_weight(logical, mf.steps_of(entry), entry["onnx_shape"])
 
 
-def safetensors_bytes(images: dict, manifest: dict) -> bytes:
-    """The safetensors file: the images plus the manifest under metadata key ``clayout``."""
-    from safetensors.numpy import save
-    return save(images, metadata={MANIFEST_KEY: json.dumps(manifest)})
+def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[str]:
+    """Names of the stored tensors that do not read back to their ONNX weight
+    bit for bit (after rounding to the manifest's dtype); [] when all do."""
+    bad = []
+    for entry in manifest["tensors"]:
+        back = read_back(stored[entry["name"]], entry, engine=engine)
+        want = stored_values(originals[entry["name"]], entry["dtype"])
+        if back.shape != want.shape or not np.array_equal(mf.bits(back), mf.bits(want)):
+            bad.append(entry["name"])
+    return bad
 
 
-def read_manifest(path) -> tuple[dict, dict]:
-    """(images, manifest) of a file written by ``clayout model``."""
-    from safetensors import safe_open
-    from safetensors.numpy import load_file
-    with safe_open(path, "np") as f:
-        meta = f.metadata() or {}
-    if MANIFEST_KEY not in meta:
-        raise ClayoutError(f"{path}: no clayout manifest in the safetensors metadata")
-    return load_file(path), json.loads(meta[MANIFEST_KEY])
+def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engine=None,
+                 keep_buffers=False, verify_all=False, progress=None):
+    """``clayout model``: convert ``path`` and write ``output`` atomically.
+
+    With ``verify_all`` every tensor of the written bytes is read back (images
+    with ``from_image``) and compared with its ONNX weight before the file is
+    renamed into place. Returns (manifest, number verified or None)."""
+    from .cli import atomic_write
+    model = onnx_graph.load(path)
+    stored, manifest, originals = convert_model(model, path, dtype, max_image, engine,
+                                                keep_buffers, progress)
+    data = mf.safetensors_bytes(stored, manifest)
+    verified = None
+    if verify_all:
+        again, again_manifest = mf.read_bytes(data)
+        bad = verify(again, again_manifest, originals, engine=engine)
+        if bad:
+            raise ClayoutError(f"--verify: {len(bad)} of {len(manifest['tensors'])} tensors do "
+                               "not read back bit for bit: "
+                               + ", ".join(repr(printable(n)) for n in bad[:8])
+                               + (" ..." if len(bad) > 8 else "") + f"; {output} not written")
+        verified = len(manifest["tensors"])
+    atomic_write(output, lambda f: f.write(data))
+    return manifest, verified
 
 
-def weight_of(entry: dict) -> Weight:
-    """A manifest entry back as a Weight (for onnx_weight)."""
-    w = Weight(entry["name"], tuple(entry["onnx_shape"]), entry["onnx_dtype"], entry["consumer"],
-               entry["role"], tuple(entry["dims"]), entry["mapping"])
-    w.params = {"transpose": bool(entry.get("transposed"))}
-    return w
-
-
-def round_trip(image: np.ndarray, entry: dict, engine=None) -> np.ndarray:
-    """The ONNX tensor read back from a stored image (in the image's dtype)."""
-    logical = from_image(image, entry["layout"], entry["dims"], engine=engine)
-    return onnx_weight(np.asarray(logical), weight_of(entry))
+def weight_arrays(path: str) -> dict[str, np.ndarray]:
+    """Every readable constant of the model at ``path`` by (qualified) name:
+    the ONNX weights a stored file is checked against."""
+    model = onnx_graph.load(path)
+    return {c.name: c.array for c in onnx_graph.read_constants(model, path)
+            if c.array is not None}

@@ -17,6 +17,7 @@ import pytest
 import runtime
 from runtime import cli, dtypes, model, reference
 from runtime.desc import MemoryDesc
+from runtime.manifest import steps_of
 
 from conftest import bits
 
@@ -196,7 +197,7 @@ FAILURES = [  # argv (x.npy etc. relative to tmp_path), exit code, words the mes
     (["from-image", "x.npy", "-o", "o.npy", "--layout", "in_out_channel", "--dims", "1,2,3,4"], 1,
      "does not match layout"),
     (["from-image", "x.npy", "-o", "o.npy", "--layout", "in_out_channel"], 2, "--dims"),
-    (["model", "bad.onnx", "-o", "o.safetensors"], 1, "not a readable ONNX model"),
+    (["model", "bad.onnx", "-o", "o.safetensors"], 1, "not an ONNX model"),
     (["model", "missing.onnx", "-o", "o.safetensors"], 1, "missing.onnx: no such file"),
     (["model", "bad.onnx", "-o", "o.safetensors", "--dtype", "s8"], 2, "invalid choice"),
     (["model", "bad.onnx", "-o", "o.safetensors", "--max-image", "10"], 2, "WIDTH,HEIGHT"),
@@ -265,22 +266,22 @@ def convert(tmp_path, capsys, onnx_path, *extra):
     return load_file(str(out)), manifest, stdout
 
 
-def check_images(images, manifest, onnx_model):
+def check_images(images, manifest, onnx_path):
     """Every image equals the reference's image of the logical weight, and reads
     back to the ONNX weight (bit for bit, after the image dtype's rounding)."""
-    originals = model.initializer_arrays(onnx_model)
+    originals = model.weight_arrays(str(onnx_path))
     assert set(images) == {e["name"] for e in manifest["tensors"]}
     for e in manifest["tensors"]:
         image, original = images[e["name"]], originals[e["name"]]
         assert (e["width"], e["height"]) == runtime.image_layout(e["layout"]).image_shape(e["dims"])
         assert image.shape[:2] == (e["height"], e["width"]) and e["bytes"] == image.nbytes
         assert dtypes.of_array(image).name == e["dtype"] == manifest["dtype"]
-        logical = model.logical_weight(original, model.weight_of(e))
+        logical = model.logical_weight(original, steps_of(e))
         assert logical.shape == tuple(e["dims"])
         want = runtime.to_image(np.ascontiguousarray(logical), e["layout"], dtype=e["dtype"],
                                 src="abcd"[:len(e["dims"])], engine="reference")
         assert same_bits(image, want), e["name"]
-        back = model.round_trip(image, e, engine="reference")
+        back = model.read_back(image, e, engine="reference")
         assert same_bits(back, dtypes.convert(original, e["dtype"])), e["name"]
 
 
@@ -299,11 +300,16 @@ def test_sample_model(tmp_path, capsys):
         "fc.weight": ("weight_width", "weight_width", (10, 16, 1, 1)),
         "fc.bias": ("argument", "argument", (10,)),
     }
-    assert [s["name"] for s in manifest["skipped"]] == ["flatten.shape"]
+    assert [s["name"] for s in manifest["skipped"]] == ["flatten.shape", "fc.weight_io"]
+    assert manifest["skipped"][1]["folded_into"] == ["fc.weight"]
+    origins = {e["name"]: e["origin"] for e in manifest["tensors"]}
+    assert origins["pw3.weight"] == "Constant node pw3.weight"
+    assert origins["fc.weight"] == "Constant node fc.weight_io -> Transpose fc.transpose"
+    assert origins["conv1.weight"] == "initializer"
     assert manifest["skipped"][0]["role"] == "skipped" and "int64" in manifest["skipped"][0]["reason"]
     assert manifest["max_image"] == [8192, 8192] and manifest["source"] == "sample_cnn.onnx"
     assert "conv1.weight  conv2d_filter" in out and "skipped flatten.shape" in out
-    check_images(images, manifest, onnx.load(str(path)))
+    check_images(images, manifest, path)
 
 
 def test_sample_model_is_reproducible(tmp_path):
@@ -374,9 +380,9 @@ def test_every_role(tmp_path, capsys):
     assert set(skipped) == {"mul.scalar", "shape", "unused"}
     assert "scalar" in skipped["mul.scalar"] and "int64" in skipped["shape"]
     assert "not used" in skipped["unused"]
-    check_images(images, manifest, m)
+    check_images(images, manifest, path)
 
-    arrays = model.initializer_arrays(m)
+    arrays = model.weight_arrays(str(path))
     logical = {n: runtime.from_image(images[n], e["layout"], e["dims"], engine="reference")
                for n, e in by.items()}
     dw, l_dw = arrays["dw.w"], logical["dw.w"]        # element [m, c] = onnx[c*M + m]
@@ -395,7 +401,7 @@ def test_model_f16(tmp_path, capsys):
     images, manifest, _ = convert(tmp_path, capsys, path, "--dtype", "f16")
     assert manifest["dtype"] == "f16"
     assert all(img.dtype == np.float16 for img in images.values())
-    check_images(images, manifest, m)
+    check_images(images, manifest, path)
 
 
 def test_max_image_fallback_and_failure(tmp_path, capsys):
@@ -407,7 +413,7 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     assert entry["role"] == "weight_width" and entry["fallback_from"] == "weight_width"
     assert entry["layout"] == "conv2d_filter" and (entry["width"], entry["height"]) == (8, 75)
     assert "not weight_width: too big" in out
-    check_images(images, manifest, m)
+    check_images(images, manifest, path)
 
     (tmp_path / "keep.safetensors").write_bytes(b"old")
     code, _, err = run(capsys, "model", path, "-o", tmp_path / "keep.safetensors",
@@ -480,7 +486,7 @@ def test_demo_in_temporary_folder(capsys, monkeypatch):
     code, out, err = run(capsys, "demo", "--engine", "reference")
     assert code == 0, err
     assert "11/11 images exact" in out
-    assert "the file was written to a temporary folder and removed" in out
+    assert "the files were written to a temporary folder and removed" in out
 
 
 @pytest.mark.parametrize("argv, has, lacks", [

@@ -8,9 +8,12 @@ fixed names, opset and IR version), so the shipped file can be checked with
 Graph (input 1x3x16x16):
   Conv 3->8 3x3 pad 1 (+bias) -> BatchNormalization -> Relu
   -> depthwise Conv group 8, multiplier 2, 3x3 pad 1 (+bias) -> Relu
-  -> Conv 1x1 16->16 (no bias) -> GlobalAveragePool
+  -> Conv 1x1 16->16 (no bias; its weight in a Constant node, as Paddle exports)
+  -> GlobalAveragePool
   -> Reshape to (1, 16) (an int64 shape initializer: skipped by `clayout model`)
-  -> Gemm 16->10 transB=1 (+bias) -> output 1x10
+  -> Gemm 16->10 transB=1 (+bias; its weight a Constant (16, 10) read through a
+     Transpose, as tf2onnx exports: `clayout model` folds the chain)
+  -> output 1x10
 """
 import argparse
 import os
@@ -44,7 +47,13 @@ def build() -> onnx.ModelProto:
         f32("fc.weight", 10, 16),
         f32("fc.bias", 10, scale=0.1),
     ]
+    pw3, fc = inits.pop(8), inits.pop(9)       # these two become Constant nodes
+    fc_io = numpy_helper.from_array(numpy_helper.to_array(fc).T.copy(), "fc.weight_io")
     nodes = [
+        helper.make_node("Constant", [], ["pw3.weight"], name="pw3.weight", value=pw3),
+        helper.make_node("Constant", [], ["fc.weight_io"], name="fc.weight_io", value=fc_io),
+        helper.make_node("Transpose", ["fc.weight_io"], ["fc.weight"], name="fc.transpose",
+                         perm=[1, 0]),
         helper.make_node("Conv", ["input", "conv1.weight", "conv1.bias"], ["c1"], name="conv1",
                          kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
         helper.make_node("BatchNormalization", ["c1", "bn1.scale", "bn1.bias", "bn1.mean",

@@ -1,0 +1,315 @@
+"""Every constant tensor of an ONNX model, wherever the exporter put it.
+
+Exporters store weights in several ways: graph initializers (PyTorch), ``Constant``
+nodes (Paddle, tf2onnx, older PyTorch), constants reached through a chain of
+``Identity``/``Cast``/``Reshape``/``Flatten``/``Squeeze``/``Unsqueeze``/``Transpose``
+nodes, tensors inside the subgraphs of ``If``/``Loop``/``Scan``, and external
+data files. :func:`read_constants` finds all of them and folds the chains on the
+host with numpy (exact: they only move or cast elements), so the weight a
+``Conv`` reads is the folded tensor under the name the ``Conv`` uses.
+
+Subgraph tensors get qualified names: ``<node>/<attribute>/<tensor>``, for
+example ``cond/then_branch/w`` (an unnamed node is ``<op>#<position>``).
+
+Every tensor is read with its size checked before anything is allocated: raw or
+external data whose byte count differs from what the dims say is an error naming
+the tensor, its dims and both byte counts. External data must lie inside the
+model's folder.
+
+Example::
+
+    >>> model = load("model.onnx")                                  # doctest: +SKIP
+    >>> [(t.name, t.array.shape, t.origin) for t in read_constants(model, "model.onnx")]
+    [('conv.w', (8, 3, 3, 3), 'Constant node c0'), ...]             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ClayoutError
+
+FOLDED_OPS = ("Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
+SUBGRAPH_OPS = ("If", "Loop", "Scan")
+
+
+def need_onnx():
+    """The onnx module, or a clear error naming the extra to install."""
+    try:
+        import onnx
+        import onnx.numpy_helper  # noqa: F401
+    except ImportError:
+        raise ClayoutError("clayout model needs the onnx and safetensors packages: "
+                           "pip install 'clayout[model]'") from None
+    return onnx
+
+
+def printable(name: str) -> str:
+    """``name`` safe to print: control and other invisible characters escaped
+    (``'w\\x1b[2J'`` prints as ``w\\x1b[2J``, not as a terminal command)."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+@dataclass
+class Use:
+    """One node input that reads a constant."""
+    op: str
+    node: str          # the node's qualified label
+    index: int
+    proto: object = None   # the NodeProto (attributes decide some roles)
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.node} input {self.index}"
+
+
+@dataclass
+class Constant:
+    """A constant tensor: its qualified name, host data and where it came from."""
+    name: str
+    array: np.ndarray | None       # None for tensors clayout cannot read (strings, sparse)
+    onnx_dtype: str
+    shape: tuple[int, ...]
+    origin: str                    # "initializer", "Constant node c0", "Constant node c0 -> Cast k"
+    uses: list[Use] = field(default_factory=list)
+    folded_into: list[str] = field(default_factory=list)   # names made from it by folding
+
+
+# -- reading one tensor ------------------------------------------------------------------
+_TYPED_FIELD = {"float32": "float_data", "complex64": "float_data", "float64": "double_data",
+                "complex128": "double_data", "int64": "int64_data", "uint32": "uint64_data",
+                "uint64": "uint64_data"}
+
+
+def _np_dtype(tensor, where: str):
+    onnx = need_onnx()
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return None
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, ValueError, TypeError):
+        raise ClayoutError(f"{where}: tensor {tensor.name!r} has ONNX data type "
+                           f"{tensor.data_type}, which clayout cannot read") from None
+
+
+def _external_bytes(tensor, nbytes: int, folder: str, where: str) -> bytes:
+    info = {e.key: e.value for e in tensor.external_data}
+    location = info.get("location", "")
+    shown = f"tensor {tensor.name!r}"
+    real_folder = os.path.realpath(folder)
+    path = os.path.realpath(os.path.join(real_folder, location))
+    if not location or os.path.isabs(location) or \
+            os.path.commonpath([real_folder, path]) != real_folder:
+        raise ClayoutError(f"{where}: {shown} keeps its data in {location!r}, outside the "
+                           f"model's folder {folder}; only files inside it are read")
+    try:
+        offset, length = int(info.get("offset", 0)), int(info.get("length", nbytes))
+        size = os.path.getsize(path)
+    except ValueError:
+        raise ClayoutError(f"{where}: {shown} has a bad external data offset or length") from None
+    except OSError as exc:
+        raise ClayoutError(f"{where}: {shown} keeps its data in {location!r}: "
+                           f"{exc.strerror}") from None
+    if length != nbytes or offset < 0 or offset + length > size:
+        raise ClayoutError(f"{where}: {shown} with dims {tuple(tensor.dims)} needs {nbytes} bytes "
+                           f"of external data; {location!r} offers {length} at offset {offset} "
+                           f"of a {size}-byte file")
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(nbytes)
+
+
+def tensor_array(tensor, where: str, folder: str) -> np.ndarray | None:
+    """The host array of a TensorProto, every byte count checked first."""
+    onnx = need_onnx()
+    dims = tuple(int(d) for d in tensor.dims)
+    if any(d < 0 for d in dims):
+        raise ClayoutError(f"{where}: tensor {tensor.name!r} has negative dims {dims}")
+    dtype = _np_dtype(tensor, where)
+    if dtype is None:
+        return None
+    count = math.prod(dims)
+    nbytes = count * dtype.itemsize
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        raw = _external_bytes(tensor, nbytes, folder, where)
+    elif tensor.HasField("raw_data"):
+        raw = tensor.raw_data
+    else:
+        name = _TYPED_FIELD.get(dtype.name, "int32_data")
+        have = len(getattr(tensor, name))
+        want = count * (2 if dtype.kind == "c" else 1)
+        if have != want:
+            raise ClayoutError(f"{where}: tensor {tensor.name!r} with dims {dims} needs {want} "
+                               f"values ({nbytes} bytes of {dtype.name}), its {name} has {have}")
+        return onnx.numpy_helper.to_array(tensor)
+    if len(raw) != nbytes:
+        raise ClayoutError(f"{where}: tensor {tensor.name!r} with dims {dims} needs {nbytes} bytes "
+                           f"of {dtype.name}, its data has {len(raw)}")
+    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False) \
+        .reshape(dims)
+
+
+# -- folding -----------------------------------------------------------------------------------
+def _attr(node, name, default=None):
+    import onnx.helper
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _axes(node, inputs, rank) -> list[int] | None:
+    """Squeeze/Unsqueeze axes: the attribute (opset < 13) or the second input."""
+    axes = _attr(node, "axes")
+    if axes is None and len(inputs) > 1:
+        axes = inputs[1].tolist()
+    return None if axes is None else sorted(int(a) % rank if rank else 0 for a in axes)
+
+
+def fold(node, inputs: list[np.ndarray]) -> np.ndarray:
+    """The output of a FOLDED_OPS node whose inputs are all constant."""
+    import onnx.helper
+    op, x = node.op_type, inputs[0]
+    if op == "Identity":
+        return x
+    if op == "Cast":
+        return x.astype(onnx.helper.tensor_dtype_to_np_dtype(_attr(node, "to")))
+    if op == "Transpose":
+        perm = _attr(node, "perm") or list(range(x.ndim))[::-1]
+        return np.transpose(x, perm)
+    if op == "Flatten":
+        axis = int(_attr(node, "axis", 1)) % (x.ndim + 1) if x.ndim else 0
+        return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+    if op == "Squeeze":
+        axes = _axes(node, inputs, x.ndim)
+        return np.squeeze(x, axis=None if axes is None else tuple(axes))
+    if op == "Unsqueeze":
+        rank = x.ndim + len(_axes(node, inputs, 1) or ())
+        axes = _axes(node, inputs, rank)
+        return np.expand_dims(x, tuple(axes))
+    if op == "Reshape":
+        shape = [int(d) for d in inputs[1].reshape(-1)]
+        if not _attr(node, "allowzero", 0):
+            shape = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(shape)]
+        return x.reshape(shape)
+    raise AssertionError(op)
+
+
+# -- walking the graphs ----------------------------------------------------------------
+class _Reader:
+    def __init__(self, where: str, folder: str):
+        self.where, self.folder = where, folder
+        self.found: dict[str, Constant] = {}
+
+    def add(self, local: dict, name: str, qualified: str, array, dtype, shape, origin: str):
+        if name in local or qualified in self.found:
+            first = self.found.get(local.get(name, qualified))
+            raise ClayoutError(
+                f"{self.where}: tensor name {printable(qualified)!r} is defined twice "
+                f"({printable(first.origin) if first else 'a node output'} and "
+                f"{printable(origin)}); ONNX names must "
+                "be unique, so clayout cannot tell which one a node reads")
+        local[name] = qualified
+        self.found[qualified] = Constant(qualified, array, dtype, tuple(shape), origin)
+        return self.found[qualified]
+
+    def tensor(self, local, prefix, proto, origin, name=None):
+        array = tensor_array(proto, self.where, self.folder)
+        dtype = array.dtype.name if array is not None else "string"
+        name = proto.name if name is None else name
+        self.add(local, name, prefix + name, array, dtype, proto.dims, origin)
+
+    def constant_node(self, local, prefix, node, label):
+        import onnx.helper
+        out = node.output[0] if node.output else ""
+        origin = f"Constant node {label}"
+        for a in node.attribute:
+            if a.name == "value":
+                return self.tensor(local, prefix, a.t, origin, name=out)
+            if a.name in ("value_float", "value_floats", "value_int", "value_ints"):
+                value = onnx.helper.get_attribute_value(a)
+                kind = np.float32 if "float" in a.name else np.int64
+                array = np.asarray(value, dtype=kind)
+                return self.add(local, out, prefix + out, array, array.dtype.name, array.shape,
+                                origin)
+            if a.name in ("sparse_value", "value_string", "value_strings"):
+                dims = a.sparse_tensor.dims if a.name == "sparse_value" else ()
+                return self.add(local, out, prefix + out, None, a.name, dims, origin)
+        raise ClayoutError(f"{self.where}: Constant node {printable(label)!r} has no value")
+
+    def graph(self, graph, prefix: str, scope: dict) -> None:
+        local: dict[str, str] = {}
+        for init in graph.initializer:
+            self.tensor(local, prefix, init, "initializer" if not prefix else
+                        f"initializer of {prefix[:-1]}")
+        for inp in graph.input:     # a subgraph input (a Loop counter, ...) hides an outer name
+            if inp.name not in local and inp.name in scope:
+                local[inp.name] = ""
+        for position, node in enumerate(graph.node):
+            label = prefix + (node.name or f"{node.op_type}#{position}")
+            visible = {**scope, **local}
+            if node.op_type == "Constant":
+                self.constant_node(local, prefix, node, label)
+                continue
+            sources = [self.found.get(visible.get(name, "")) if name else None
+                       for name in node.input]
+            data = [s.array if s is not None else None for s in sources]
+            if (node.op_type in FOLDED_OPS and node.output and data and
+                    all(d is not None for d in data) and len(data) == len(node.input)):
+                try:
+                    array = fold(node, data)
+                except (ValueError, TypeError, IndexError) as exc:
+                    raise ClayoutError(f"{self.where}: cannot fold {node.op_type} "
+                                       f"{printable(label)!r} of constant "
+                                       f"{printable(sources[0].name)!r}: {exc}") from None
+                out = node.output[0]
+                made = self.add(local, out, prefix + out, array, array.dtype.name, array.shape,
+                                f"{sources[0].origin} -> {node.op_type} {label}")
+                for s in sources:
+                    s.folded_into.append(made.name)
+                continue
+            for index, source in enumerate(sources):
+                if source is not None:
+                    source.uses.append(Use(node.op_type, label, index, node))
+            for a in node.attribute:
+                if a.type == a.GRAPH:
+                    self.graph(a.g, f"{label}/{a.name}/", visible)
+                for i, g in enumerate(a.graphs):
+                    self.graph(g, f"{label}/{a.name}{i}/", visible)
+            for out in node.output:      # a node output shadows an outer constant of that name
+                if out and out in visible and out not in local:
+                    local[out] = ""
+
+
+def read_constants(model, path: str) -> list[Constant]:
+    """Every constant tensor of ``model`` (loaded from ``path``), in graph order,
+    with the nodes that read it. Folded chains appear once per step; each step's
+    input lists what it was ``folded_into``."""
+    reader = _Reader(path, os.path.dirname(os.path.abspath(path)))
+    reader.graph(model.graph, "", {})
+    return list(reader.found.values())
+
+
+def load(path: str):
+    """Read an ONNX model (external data is read later, checked, by
+    :func:`tensor_array`); anything that is not one is a one-line error."""
+    onnx = need_onnx()
+    if not os.path.isfile(path):
+        raise ClayoutError(f"{path}: no such file" if not os.path.exists(path) else
+                           f"{path}: not a regular file")
+    if os.path.getsize(path) == 0:
+        raise ClayoutError(f"{path}: empty file, not an ONNX model")
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as exc:  # protobuf DecodeError and friends
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise ClayoutError(f"{path}: not an ONNX model (the protobuf does not parse: "
+                           f"{text[:200]})") from None
+    if not model.HasField("graph") or not model.ir_version or not len(model.graph.node):
+        raise ClayoutError(f"{path}: not an ONNX model (no graph with nodes; a truncated or "
+                           "foreign file?)")
+    return model
