@@ -1,4 +1,4 @@
-"""The public conversions: reorder, to_image, from_image (DESIGN §5).
+"""The public conversions: reorder, to_image, from_image (docs/engines.md).
 
 Each validates its input fully (dtype, size, dims, layout, image limits)
 before any work, then hands host arrays to an engine. Memory objects are

@@ -1,4 +1,4 @@
-"""Benchmark (DESIGN §6): conversions as ratios against the copy limit, in one run.
+"""Benchmark: conversions as ratios against the copy limit, in one run.
 
 CPU part: each conversion of the numpy fast path (the ``cpu`` engine, into a
 preallocated destination: ``cpu.reorder_into``, and the public call with

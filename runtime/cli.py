@@ -1,4 +1,4 @@
-"""The ``clayout`` command line (DESIGN §5); also ``python -m runtime``.
+"""The ``clayout`` command line (docs/cli.md); also ``python -m runtime``.
 
 Dims are always logical and comma-separated (``1,64,224,224``). A plain-tagged
 ``.npy`` input comes in its physical shape (an nhwc array has shape
@@ -34,7 +34,7 @@ from .tags import parse_tag
 
 PROG = "clayout"
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
-PIXEL_FORMULA = {  # DESIGN §2: pixel (x, y), lane k -> logical index
+PIXEL_FORMULA = {  # docs/layouts.md: pixel (x, y), lane k -> logical index
     "in_out_channel": "n=y/H, h=y%H, c=4(x/W)+k, w=x%W",
     "in_out_height": "n=y/ceil(H/4), h=4(y%ceil(H/4))+k, c=x/W, w=x%W",
     "in_out_width": "n=y/H, h=y%H, c=x/ceil(W/4), w=4(x%ceil(W/4))+k",

@@ -1,4 +1,4 @@
-"""The cpu engine: numpy fast path (DESIGN §4).
+"""The cpu engine: numpy fast path (docs/engines.md).
 
 A reorder is planned once per (src desc, dst desc) and applied cheaply:
 

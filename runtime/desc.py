@@ -1,4 +1,4 @@
-"""MemoryDesc: a logical tensor placed in memory, with oneDNN semantics (DESIGN §1.2).
+"""MemoryDesc: a logical tensor placed in memory, with oneDNN semantics (docs/formats.md).
 
 A desc is frozen data. It owns its index math twice, as mirror images:
 ``offset(idx)`` (the oneDNN walk, in Python) and ``c_offset(names)`` (the same

@@ -1,4 +1,4 @@
-"""Data types and the exact conversion rules of DESIGN §3.
+"""Data types and the exact conversion rules (docs/dtypes.md).
 
 Every conversion the library makes goes through :func:`convert`, so the CPU
 engine, the reference and the tests share one definition of the rounding:

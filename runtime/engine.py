@@ -1,4 +1,4 @@
-"""Engines: where a conversion runs (DESIGN §4).
+"""Engines: where a conversion runs (docs/engines.md).
 
 An engine turns physical host arrays into physical host arrays for three
 operations; every engine gives the same bits.

@@ -1,4 +1,4 @@
-"""Image layouts (DESIGN §2): a MemoryDesc placed on a 2D RGBA (or one-channel) image.
+"""Image layouts (docs/layouts.md): a MemoryDesc placed on a 2D RGBA (or one-channel) image.
 
 An image layout is (tag, rows, lanes) over the image's dims: the first ``rows``
 outer axes of the tag form the image row ``y``, the remaining axes form the

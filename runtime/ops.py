@@ -1,4 +1,4 @@
-"""submemory, reshape and permute_axes of a MemoryDesc (oneDNN's rules, DESIGN §1.2).
+"""submemory, reshape and permute_axes of a MemoryDesc (oneDNN's rules, docs/formats.md).
 
 Each is a pure function from a desc to a new desc; a refused case raises
 ClayoutError naming the rule that refused it.

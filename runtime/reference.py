@@ -3,7 +3,7 @@
 Buffers: every element's offset is evaluated with oneDNN's walk written out
 here (inner blocks innermost first, then outer strides, plus offset0), from
 the desc's fields alone. Named image layouts: every pixel's logical index is
-evaluated with the formulas of DESIGN §2's table, written out below one by
+evaluated with the formulas of the table in docs/layouts.md, written out below one by
 one. Custom image layouts use the buffer walk of their desc.
 
 Everything is vectorized with numpy index arrays; nothing here uses
@@ -76,7 +76,7 @@ def reorder(data, src: MemoryDesc, dst: MemoryDesc) -> np.ndarray:
     return write_physical(values, dst)
 
 
-# -- DESIGN §2, one formula per named layout: pixel (x, y, lane k) -> logical index ----
+# -- docs/layouts.md, one formula per named layout: pixel (x, y, lane k) -> logical index ----
 def _cdiv(a, b):
     return -(-a // b)
 

@@ -1,4 +1,4 @@
-"""Tag grammar (DESIGN §1.1): parse oneDNN-style format tags and their aliases.
+"""Tag grammar (docs/formats.md): parse oneDNN-style format tags and their aliases.
 
 A tag is a string of tokens ``[N]letter``. Letters ``a``..``l`` name logical
 dims 0..11; their order is the physical order, outer to inner. A lower-case
@@ -38,7 +38,7 @@ class Tag:
         return "".join(outer + inner)
 
 
-# Named tags of DESIGN §1.1 (oneDNN, MACE-style and clDNN names) -> letter tags.
+# Named tags (oneDNN, MACE-style and clDNN names) -> letter tags.
 # oneDNN's whole alias list is added from data/onednn_aliases.txt.
 _NAMED = {
     "x": "a", "nc": "ab", "cn": "ba", "ncw": "abc", "nwc": "acb",

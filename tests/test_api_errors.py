@@ -1,4 +1,4 @@
-"""The public API (DESIGN §5): input conventions, and one clear ClayoutError
+"""The public API: input conventions, and one clear ClayoutError
 (one line, naming what was wrong and what is allowed) for each bad input."""
 import ml_dtypes
 import numpy as np

@@ -1,4 +1,4 @@
-"""MemoryDesc (DESIGN §1.2) against independent oracles.
+"""MemoryDesc against independent oracles.
 
 * ``offsets`` (oneDNN's walk) against the sum over ``axes`` for every index;
 * hand numpy oracles: every op mirrored on a numpy arange;

@@ -1,4 +1,4 @@
-"""Data types (DESIGN §3): runtime.dtypes.convert against independent oracles.
+"""Data types (docs/dtypes.md): runtime.dtypes.convert against independent oracles.
 
 The main oracle rounds the exact rational value of each input (Python's
 fractions) to the destination format by IEEE round-to-nearest-even with

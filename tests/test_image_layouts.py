@@ -1,4 +1,4 @@
-"""Image layouts (DESIGN §2): shapes and pixels against the table, written out
+"""Image layouts (docs/layouts.md): shapes and pixels against the table, written out
 here a second time (logical index -> pixel, the direction the table reads),
 values placed where the table says, custom 'TAG:ROWS[:LANES]' layouts equal to
 the named ones they mirror, and device limits."""
@@ -21,7 +21,7 @@ def cdiv(a, b):
     return -(-a // b)
 
 
-# name -> (dims -> (width, height), (idx, dims) -> (x, y, k)); DESIGN §2 table
+# name -> (dims -> (width, height), (idx, dims) -> (x, y, k)); the table of docs/layouts.md
 TABLE = {
     "in_out_channel": (
         lambda N, C, H, W: (cdiv(C, 4) * W, N * H),

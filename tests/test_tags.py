@@ -1,4 +1,4 @@
-"""Tags (DESIGN §1.1): every oneDNN tag and alias, the §1.1 names, round trips,
+"""Tags: every oneDNN tag and alias, the named aliases, round trips,
 and a table of malformed tags with the error naming the character."""
 from pathlib import Path
 
@@ -31,7 +31,7 @@ def test_every_line_of_the_onednn_list_parses():
     assert not bad, f"{len(bad)} lines fail, e.g. {bad[:5]}"
 
 
-DESIGN_ALIASES = {
+NAMED_ALIASES = {
     "x": "a", "nc": "ab", "cn": "ba", "ncw": "abc", "nwc": "acb",
     "nchw": "abcd", "oihw": "abcd", "mihw": "abcd", "nhwc": "acdb", "ohwi": "acdb",
     "chwn": "bcda", "ihwo": "bcda", "hwio": "cdba", "iohw": "bacd",
@@ -47,7 +47,7 @@ DESIGN_ALIASES = {
 }
 
 
-@pytest.mark.parametrize("name, letters", sorted(DESIGN_ALIASES.items()))
+@pytest.mark.parametrize("name, letters", sorted(NAMED_ALIASES.items()))
 def test_design_aliases(name, letters):
     assert str(parse_tag(name)) == letters
     assert parse_tag(name) == parse_tag(letters)

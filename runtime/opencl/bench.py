@@ -1,4 +1,4 @@
-"""OpenCL part of the benchmark (DESIGN §6), all in one run on one device.
+"""OpenCL part of the benchmark, all in one run on one device.
 
 ``run(sizes, report, engine=None, repeats=15) -> list[dict]``: for each NCHW
 size, each case below is timed by wall clock until the queue is idle (median
