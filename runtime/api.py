@@ -13,6 +13,7 @@ from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
 from .image import ImageLayout, image_layout
+from .limits import check_host_bytes
 from .tags import parse_tag
 
 
@@ -21,10 +22,19 @@ def _is_memory(obj) -> bool:
     return type(obj).__name__ == "Memory" and hasattr(obj, "desc")
 
 
+def _held(data) -> bool:
+    """True when ``data`` already has one of clayout's dtypes (any byte order)."""
+    try:
+        dtypes.of_array(np.asarray(data))
+        return True
+    except ClayoutError:
+        return False
+
+
 def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
     """``data`` as desc's 1-D physical array, after checking dtype and size.
     A plain desc also takes its physical shape (an nhwc array of shape N,H,W,C)."""
-    arr = np.asarray(data)
+    arr = dtypes.host_array(data, desc.dtype, what)
     got = dtypes.of_array(arr)
     if got != desc.dtype:
         raise ClayoutError(f"{what} has dtype {got.name} but its desc says {desc.dtype.name}")
@@ -119,9 +129,15 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
         raise ClayoutError(f"reorder from {src_desc.describe()} to {dst_desc.describe()}: "
                            "dims differ; use "
                            "desc.reshape() for a logical reshape")
+    if not _held(data):   # float64, int64, a list: rounded once, straight to dst's dtype
+        data = dtypes.host_array(data, dst_desc.dtype, "reorder input")
+        src_desc = src_desc.with_dtype(dst_desc.dtype)
     flat = physical_input(data, src_desc)
     if out is not None:
         host_out(out, (dst_desc.span,), dst_desc.dtype, flat, "reorder")
+    else:
+        check_host_bytes(dst_desc.span * dst_desc.dtype.itemsize,
+                         f"reorder output {dst_desc.describe()}")
     return engines.get(engine).reorder(flat, src_desc, dst_desc, out=out)
 
 
@@ -151,13 +167,17 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     if _is_memory(out):
         raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
                            "a host array input takes a numpy array as out=")
-    arr = np.asarray(array)
+    arr = dtypes.host_array(array, dtypes.image_dtype(dtype) if dtype is not None else None,
+                            "to_image input")  # other numeric types: rounded once to the image's
     src_dt = dtypes.of_array(arr)
     img_dt = dtypes.image_dtype(dtype if dtype is not None else src_dt)
     tag = src or layout.default_tag(arr.ndim if dims is None else len(dims))
     desc = MemoryDesc(dims if dims is not None else dims_from_shape(arr.shape, tag), src_dt,
                       tag=tag)
     layout.logical_dims(desc.dims)  # checks rank against the layout
+    if out is None:
+        check_host_bytes(layout.desc(desc.dims, img_dt).size,
+                         f"the {layout.name} image of dims {desc.dims}")
     eng = engines.get(engine)
     if max_image is not None:
         if out is not None:
@@ -192,6 +212,8 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
         from .tiles import from_image_tiles
         return from_image_tiles(engines.get(engine), image, layout, dims, dst, dtype)
     arr = np.asarray(image)
+    if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
+        arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")
     img_dt = dtypes.image_dtype(dtypes.of_array(arr))
     dims = tuple(int(d) for d in dims)
     layout.logical_dims(dims)
@@ -201,6 +223,8 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
                            f"for dims {dims}: expected {want} (height, width[, 4])")
     out_dt = dtypes.dtype(dtype if dtype is not None else img_dt)
     desc = MemoryDesc(dims, out_dt, tag=dst or layout.default_tag(len(dims)))
+    if out is None:
+        check_host_bytes(desc.span * desc.dtype.itemsize, f"from_image output {desc.describe()}")
     if out is not None:
         host_out(out, physical_shape(desc), desc.dtype, arr, "from_image")
         engines.get(engine).from_image(arr, layout, desc, out=out.reshape(-1))

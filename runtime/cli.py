@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import secrets
+import signal
 import sys
 
 import numpy as np
@@ -29,6 +29,7 @@ from . import api, dtypes, model, placement, tiles
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
+from .fileio import atomic_write, check_output, load_npy, save_npy
 from .image import KINDS, NAMED, image_layout
 from .tags import parse_tag
 
@@ -70,52 +71,13 @@ def parse_size(text: str) -> tuple[int, int]:
     return dims[0], dims[1]
 
 
-# -- files ----------------------------------------------------------------------
-def atomic_write(path: str, write) -> None:
-    """Call ``write(file)`` on a fresh temporary file beside ``path``, then
-    rename it onto ``path``; on any failure the temporary file is removed."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies, as for open()
-    except OSError as exc:
-        raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def load_npy(path: str) -> np.ndarray:
-    """A .npy array; a 2-byte void array ('V2', how numpy saves ml_dtypes'
-    bfloat16) is read as bf16."""
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except OSError:
-        raise
-    except ValueError as exc:
-        raise ClayoutError(f"{path}: not a readable .npy array ({exc})") from None
-    if not isinstance(arr, np.ndarray):
-        raise ClayoutError(f"{path}: an .npz archive; give one array saved with numpy.save")
-    if arr.dtype == np.dtype("V2"):
-        arr = arr.view(dtypes.dtype("bf16").np)
-    return arr
-
-
-def save_npy(path: str, arr: np.ndarray) -> None:
-    atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False))
+# -- files: runtime.fileio (kept importable from here) --------------------------------
 
 
 def input_desc(arr: np.ndarray, tag: str, dims) -> MemoryDesc:
     """The desc of an input array in ``tag``: dims from ``--dims``, else from the
     physical shape of a plain tag; the array's shape must match either way."""
-    dt = dtypes.of_array(arr)
+    dt = dtypes.of_array(arr)  # float64 and the like: converted by numeric_input first
     if dims is None:
         dims = api.dims_from_shape(arr.shape, tag, hint="--dims")
     desc = MemoryDesc(dims, dt, tag=tag)
@@ -128,6 +90,13 @@ def input_desc(arr: np.ndarray, tag: str, dims) -> MemoryDesc:
         raise ClayoutError(f"array has {arr.size} elements but {tag!r} with dims "
                            f"{','.join(map(str, dims))} needs {desc.span} (padding included)")
     return desc
+
+
+def numeric_input(path: str, dtype) -> np.ndarray:
+    """The array of ``path``; one of another numeric type (float64, int64) is
+    rounded once to ``dtype`` (--dtype), and refused with that hint without it."""
+    arr = load_npy(path)
+    return dtypes.host_array(arr, dtype, path)
 
 
 def _dims_text(dims) -> str:
@@ -165,12 +134,14 @@ def tile_path(path: str, tile) -> str:
     return f"{stem}.tile-{tile.row}-{tile.col}.npy"
 
 
-def save_tiles(path: str, arrays, plan) -> list[str]:
+def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
     """One .npy per tile beside ``path``; on a failure the ones written are removed."""
+    for tile in plan.tiles:
+        check_output(tile_path(path, tile), inputs)
     written = []
     try:
         for tile, arr in zip(plan.tiles, arrays):
-            save_npy(tile_path(path, tile), arr)
+            save_npy(tile_path(path, tile), arr, inputs)
             written.append(tile_path(path, tile))
     except BaseException:
         for done in written:
@@ -180,8 +151,9 @@ def save_tiles(path: str, arrays, plan) -> list[str]:
 
 
 def cmd_to_image(args) -> int:
+    check_output(args.output, [args.input])
     layout = layout_arg(args)
-    arr = load_npy(args.input)
+    arr = numeric_input(args.input, args.dtype)
     tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
     desc = input_desc(arr, tag, args.dims)
     max_image = args.max_image
@@ -191,14 +163,14 @@ def cmd_to_image(args) -> int:
                          engine=args.engine, dims=desc.dims, max_image=max_image)
     if isinstance(image, tuple):
         plan = tiles.tile_plan(layout, desc.dims, max_image)
-        paths = save_tiles(args.output, image, plan)
+        paths = save_tiles(args.output, image, plan, [args.input])
         print(f"wrote {len(paths)} tiles of the {layout.name} image {plan.image[0]}x"
               f"{plan.image[1]} ({plan.rows} row(s) x {plan.cols} column(s), at most "
               f"{plan.max_image[0]}x{plan.max_image[1]} each; row-major):")
         for tile, path in zip(plan.tiles, paths):
             print(f"  {path}: {tile.region}")
         return 0
-    save_npy(args.output, image)
+    save_npy(args.output, image, [args.input])
     width, height = layout.image_shape(desc.dims)
     print(f"wrote {args.output}: {layout.name} image {width}x{height} "
           f"{'RGBA' if layout.lanes == 4 else 'R'} {dtypes.of_array(image).name}, array "
@@ -207,11 +179,13 @@ def cmd_to_image(args) -> int:
 
 
 def cmd_from_image(args) -> int:
+    check_output(args.output, [args.input])
     layout = image_layout(args.layout)
-    image = load_npy(args.input) if args.max_image is None else load_tiles(args, layout)
+    image = numeric_input(args.input, args.dtype) if args.max_image is None else \
+        load_tiles(args, layout)
     out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
                          engine=args.engine)
-    save_npy(args.output, out)
+    save_npy(args.output, out, [args.input])
     print(f"wrote {args.output}: {args.dst or 'default tag'} {_dims_text(args.dims)} "
           f"{dtypes.of_array(out).name}, array {out.shape} (from {layout.name} image)")
     return 0
@@ -235,12 +209,13 @@ def load_tiles(args, layout):
 
 
 def cmd_reorder(args) -> int:
-    arr = load_npy(args.input)
+    check_output(args.output, [args.input])
+    arr = numeric_input(args.input, args.dtype)
     src = input_desc(arr, args.src, args.dims)
     dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
     out = api.reorder(arr.reshape(-1), src, dst, engine=args.engine)
     out = out.reshape(api.physical_shape(dst))
-    save_npy(args.output, out)
+    save_npy(args.output, out, [args.input])
     print(f"wrote {args.output}: {dst} (from {src}), array {out.shape}")
     return 0
 
@@ -249,6 +224,7 @@ def cmd_reorder(args) -> int:
 def cmd_model(args) -> int:
     from .manifest import summary, table
     from .progress import Progress
+    check_output(args.output, [args.input])
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
     bar = Progress("clayout model") if not args.quiet else None
     try:
@@ -322,6 +298,7 @@ def cmd_show(args) -> int:
     """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
     from . import figure
     figure.require_matplotlib()   # before any work: without it, one line and nothing written
+    check_output(args.output)
     layout = image_layout(args.layout)
     dims = layout.logical_dims(args.dims)
     formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
@@ -378,7 +355,7 @@ def choose_engine(name):
     except Exception as exc:
         return engines.get("cpu"), f"cpu (auto: the OpenCL engine failed to start: {exc})"
     if not ok:
-        return engines.get("cpu"), "cpu (auto: no OpenCL device with image support was found)"
+        return engines.get("cpu"), f"cpu (auto: {cl_engine.why_not() or 'no OpenCL device with image support was found'})"
     eng = engines.get("opencl")
     device = getattr(getattr(eng, "device", None), "name", None)
     return eng, "opencl (auto: found an OpenCL device with image support" + \
@@ -551,8 +528,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwinds like KeyboardInterrupt (so every
+    temporary file is removed on the way out) and exits with 128 + signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(signum)
+
+
+class _Signals:
+    """SIGTERM and SIGHUP raise Terminated while a command runs (the main
+    thread only; the old handlers come back afterwards)."""
+
+    NAMES = ("SIGTERM", "SIGHUP")
+
+    def __enter__(self):
+        self.saved = {}
+        for name in self.NAMES:
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            try:
+                self.saved[signum] = signal.signal(signum, _raise_terminated)
+            except ValueError:   # not the main thread: leave signals alone
+                break
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+        return False
+
+
+def one_line(exc: BaseException) -> str:
+    """The one line ``clayout: error: ...`` says for ``exc`` (no traceback)."""
+    if isinstance(exc, MemoryError):
+        text = ("out of memory" + (f": {exc}" if str(exc) else "") +
+                "; check the input's dims and sizes")
+    elif isinstance(exc, OSError) and exc.strerror:
         text = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
     elif isinstance(exc, ClayoutError):
         text = str(exc)
@@ -562,7 +580,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv=None) -> int:
-    """Run one clayout command; returns the exit status (0, 1 or 2)."""
+    """Run one clayout command; returns the exit status: 0, 1 (any failure),
+    2 (usage), 130 (Ctrl-C), 128 + signal (SIGTERM 143, SIGHUP 129)."""
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -574,7 +593,8 @@ def main(argv=None) -> int:
     if args.command == "bench":
         args.rest = argv[argv.index("bench") + 1:]
     try:
-        return int(args.func(args) or 0)
+        with _Signals():
+            return int(args.func(args) or 0)
     except BrokenPipeError:  # `clayout info ... | head`: the reader left; stay quiet
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -582,10 +602,14 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: error: interrupted", file=sys.stderr)
         return 130
+    except Terminated as exc:
+        name = signal.Signals(exc.signum).name
+        print(f"{PROG}: error: stopped by {name}; nothing was written", file=sys.stderr)
+        return 128 + exc.signum
     except Exception as exc:  # one line, no traceback: every failure is the user's to read
         if os.environ.get("CLAYOUT_DEBUG"):
             raise
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 1
 
 

@@ -10,6 +10,11 @@ engine, the reference and the tests share one definition of the rounding:
 * float -> int: round half to even, then saturate; NaN -> 0;
 * int -> float: round to nearest even from the exact integer value;
 * int -> int: saturate.
+
+Host inputs outside these six types (float64, int64, Python lists) come in
+through :func:`host_array` only when the caller names the dtype to produce:
+they are rounded once, by the same rules, straight to that dtype. A
+non-native byte order ('>f4') is converted to native first (exact).
 """
 from __future__ import annotations
 
@@ -76,11 +81,85 @@ def dtype(value) -> DType:
 def of_array(array: np.ndarray) -> DType:
     """The clayout dtype of a numpy array, or a clear error."""
     try:
-        return dtype(array.dtype)
+        return dtype(native(array).dtype)
     except ClayoutError:
+        hint = ""
+        if array.dtype.kind in "fiub":
+            hint = ("; give the dtype to produce explicitly (dtype= in Python, --dtype on the "
+                    "command line) to have it rounded by clayout's rules")
         raise ClayoutError(
             f"unsupported array dtype {array.dtype}; allowed: {', '.join(NAMES)} "
-            "(numpy float32, float16, ml_dtypes.bfloat16, int32, int8, uint8)") from None
+            f"(numpy float32, float16, ml_dtypes.bfloat16, int32, int8, uint8){hint}") from None
+
+
+def native(array: np.ndarray) -> np.ndarray:
+    """``array`` in the machine's byte order: a big-endian '>f4' array becomes
+    '<f4' holding the same values (exact); anything else is returned as is."""
+    if array.dtype.isnative:
+        return array
+    return array.astype(array.dtype.newbyteorder("="))
+
+
+def host_array(data, dst=None, what: str = "input") -> np.ndarray:
+    """``data`` as a numpy array of a clayout dtype, in native byte order.
+
+    An array (or list) of another numeric type is accepted only when ``dst``,
+    the dtype the caller will produce, is given: it is then rounded straight
+    to ``dst`` by the conversion rules (one rounding: float64 1 + 2**-9 gives
+    bf16 1.0, float64 16777217 gives s32 16777217).
+
+    >>> host_array([1.5, 2.5], "s8")
+    array([2, 2], dtype=int8)
+    """
+    arr = native(np.asarray(data))
+    try:
+        dtype(arr.dtype)
+        return arr
+    except ClayoutError:
+        pass
+    if arr.dtype.kind not in "fiu" or dst is None:
+        raise ClayoutError(f"{what}: " + _unsupported(arr.dtype, dst is None))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _from_wide(arr, dtype(dst))
+
+
+def _unsupported(npd: np.dtype, numeric_hint: bool) -> str:
+    text = f"unsupported array dtype {npd}; allowed: {', '.join(NAMES)}"
+    if numeric_hint and npd.kind in "fiu":
+        text += (" (or give the dtype to produce explicitly, dtype= in Python or --dtype on "
+                 "the command line, to have it rounded by clayout's rules)")
+    return text
+
+
+def _from_wide(x: np.ndarray, dst: DType) -> np.ndarray:
+    """float64 / int64 / other numeric host values -> ``dst``, rounded once."""
+    if x.dtype.kind in "iu":
+        if not dst.is_float:
+            info = np.iinfo(dst.np)
+            return np.clip(x, info.min, info.max).astype(dst.np)
+        # integers are exact in float64 up to 2**53, beyond which they are rounded to f64 first
+        x = x.astype(np.float64)
+    x = x.astype(np.float64)
+    nan = np.isnan(x)
+    if not dst.is_float:
+        info = np.iinfo(dst.np)
+        return np.clip(np.nan_to_num(np.rint(x), nan=0.0), info.min, info.max).astype(dst.np)
+    if dst.name == "bf16":
+        out = _f32_to_bf16(_f64_to_f32_odd(x)).reshape(x.shape)
+    else:
+        out = x.astype(dst.np)   # numpy rounds float64 -> f32 / f16 once, to nearest even
+    return _canonical_nan(out, dst, nan)
+
+
+def _f64_to_f32_odd(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounded to odd: exact values stay, inexact ones take
+    the neighbour whose last bit is 1. Rounding that to bf16 (nearest even)
+    then equals one rounding of the float64 value (f32 keeps 16 more bits)."""
+    t = x.astype(np.float32)
+    back = t.astype(np.float64)
+    fix = (back != x) & ~np.isnan(x) & ((t.view(np.uint32) & np.uint32(1)) == 0)
+    toward = np.where(back > x, -np.inf, np.inf).astype(np.float32)
+    return np.where(fix, np.nextafter(t, toward), t)
 
 
 def image_dtype(value) -> DType:

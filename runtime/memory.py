@@ -26,6 +26,7 @@ from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
 from .image import ImageLayout, image_layout
+from .limits import check_host_bytes
 
 
 def _cl():
@@ -112,6 +113,8 @@ class Memory:
         if data is None:
             if desc.is_zero:
                 return
+            if not _on_device(self.engine):
+                check_host_bytes(nbytes, f"Memory {desc.describe()}")
             if _on_device(self.engine):
                 self.storage = self.engine.new_buffer(nbytes)
                 _cl().enqueue_fill_buffer(self.engine.queue, self.storage, np.uint8(0), 0, nbytes)

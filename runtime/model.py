@@ -349,7 +349,7 @@ def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engin
     With ``verify_all`` every tensor of the written bytes is read back (images
     with ``from_image``) and compared with its ONNX weight before the file is
     renamed into place. Returns (manifest, number verified or None)."""
-    from .cli import atomic_write
+    from .fileio import atomic_write
     model = onnx_graph.load(path)
     stored, manifest, originals = convert_model(model, path, dtype, max_image, engine,
                                                 keep_buffers, progress)
@@ -364,7 +364,7 @@ def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engin
                                + ", ".join(repr(printable(n)) for n in bad[:8])
                                + (" ..." if len(bad) > 8 else "") + f"; {output} not written")
         verified = len(manifest["tensors"])
-    atomic_write(output, lambda f: f.write(data))
+    atomic_write(output, lambda f: f.write(data), [path])
     return manifest, verified
 
 

@@ -85,6 +85,26 @@ def parse_tag(text: str) -> Tag:
     if not isinstance(text, str) or not text:
         raise ClayoutError(f"tag {text!r}: expected a non-empty string such as 'nchw' or 'aBcd16b'")
     letters = aliases().get(text, text)
+    try:
+        return _parse_letters(text, letters)
+    except ClayoutError as exc:
+        hint = _spelling_hint(text)
+        if hint is None:
+            raise
+        raise ClayoutError(f"{exc}; did you mean {hint!r}?") from None
+
+
+def _spelling_hint(text: str) -> str | None:
+    """A known name that differs from ``text`` only in case ('NHWC' -> 'nhwc')."""
+    known = aliases()
+    for candidate in (text.lower(), text.upper()):
+        if candidate != text and candidate in known:
+            return candidate
+    folded = [name for name in known if name.lower() == text.lower() and name != text]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _parse_letters(text: str, letters: str) -> Tag:
     order: list[int] = []
     upper: set[int] = set()
     blocks: list[tuple[int, int]] = []

@@ -128,10 +128,21 @@ def test_wrong_dtype_of_data():
     d = MemoryDesc((2, 3), "f32")
     msg = error(reorder, np.zeros(6, np.float16), d, d)
     assert "f16" in msg and "f32" in msg
-    msg = error(reorder, np.zeros(6, np.float64), d, d)
-    assert "float64" in msg and "allowed" in msg and "bf16" in msg
     msg = error(to_image, X.astype(np.float64), "in_out_channel")
-    assert "float64" in msg and "allowed" in msg
+    assert "float64" in msg and "allowed" in msg and "dtype=" in msg
+
+
+def test_float64_is_rounded_once_to_the_dtype_asked_for():
+    # reorder: dst_desc names the dtype produced; to_image: dtype= names the image's
+    d = MemoryDesc((2, 3), "f32")
+    wide = np.array([1 + 2.0 ** -30, 0.1, -2.5, 1e40, np.nan, 3.0])
+    assert np.array_equal(reorder(wide, d, d), wide.astype(np.float32), equal_nan=True)
+    s8 = MemoryDesc((2, 3), "s8")
+    assert reorder(wide, d, s8).tolist() == [1, 0, -2, 127, 0, 3]
+    img = to_image(X.astype(np.float64), "in_out_channel", dtype="f16")
+    assert np.array_equal(img, to_image(X.astype(np.float16), "in_out_channel"))
+    big_endian = X.astype(">f4")
+    assert np.array_equal(to_image(big_endian, "in_out_channel"), to_image(X, "in_out_channel"))
 
 
 def test_bf16_image_refused():

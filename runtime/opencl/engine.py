@@ -289,25 +289,66 @@ def _zeros(out, shape, dtype) -> np.ndarray:
 
 
 # -- device choice -----------------------------------------------------------------------
-def _devices_with_images():
+CPU_HINT = "engine='cpu' (--engine cpu) works without OpenCL"
+
+
+def _all_devices() -> list:
+    """Every OpenCL device of every platform; no platform at all is an empty list
+    (the ICD loader reports that as an error)."""
+    try:
+        platforms = cl.get_platforms()
+    except (cl.Error, RuntimeError, OSError):
+        return []
     found = []
-    for platform in cl.get_platforms():
+    for platform in platforms:
         try:
-            devices = platform.get_devices()
-        except cl.Error:
+            found.extend(platform.get_devices())
+        except (cl.Error, RuntimeError):
             continue
-        found.extend(d for d in devices if d.image_support)
+    return found
+
+
+def describe_devices(devices) -> str:
+    """'PoCL cpu-x86 (CPU, images), ...' for messages; 'none' when empty."""
+    def one(d):
+        kind = ("GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU
+                else cl.device_type.to_string(d.type))
+        return (f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, "
+                f"{'images' if d.image_support else 'no image support'})")
+    return "; ".join(one(d) for d in devices) or "none"
+
+
+def _devices_with_images():
+    found = [d for d in _all_devices() if d.image_support]
     # GPUs first: the CPU device is the fallback
     return sorted(found, key=lambda d: not d.type & cl.device_type.GPU)
 
 
 def _pick_context() -> cl.Context:
-    if os.environ.get("PYOPENCL_CTX") is not None or os.environ.get("PYOPENCL_TEST"):
-        return cl.create_some_context(interactive=False)
+    """The context of the device PYOPENCL_CTX names, else of the first device
+    with image support (GPUs first); one clear line when there is none."""
+    chosen = os.environ.get("PYOPENCL_CTX")
+    if chosen is not None or os.environ.get("PYOPENCL_TEST"):
+        try:
+            context = cl.create_some_context(interactive=False)
+        except (cl.Error, RuntimeError, ValueError, IndexError) as exc:
+            raise ClayoutError(
+                f"PYOPENCL_CTX={chosen!r} names no usable OpenCL device "
+                f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); devices "
+                f"found: {describe_devices(_all_devices())}; give a platform[:device] index or "
+                f"name from that list, or {CPU_HINT}") from None
+        device = context.devices[0]
+        if not device.image_support:
+            raise ClayoutError(f"PYOPENCL_CTX={chosen!r} picks {device.name.strip()}, which has "
+                               f"no image support; devices found: "
+                               f"{describe_devices(_all_devices())}; {CPU_HINT}")
+        return context
     devices = _devices_with_images()
     if not devices:
-        raise ClayoutError("no OpenCL device with image support found; use engine='cpu' "
-                           "(on Debian: apt-get install pocl-opencl-icd)")
+        every = _all_devices()
+        what = ("no OpenCL platform or device found" if not every else
+                f"no OpenCL device with image support (found: {describe_devices(every)})")
+        raise ClayoutError(f"{what}; {CPU_HINT} (on Debian: apt-get install pocl-opencl-icd)")
     return cl.Context([devices[0]])
 
 
@@ -316,16 +357,26 @@ _AVAILABLE: bool | None = None
 _DEFAULT_LOCK = threading.RLock()  # first calls from many threads make one engine
 
 
+_WHY_NOT = ""
+
+
 def available() -> bool:
-    """True when an OpenCL device with image support can be used (checked once)."""
-    global _AVAILABLE
+    """True when an OpenCL device with image support can be used (checked
+    once); when not, ``why_not()`` says why."""
+    global _AVAILABLE, _WHY_NOT
     with _DEFAULT_LOCK:
         if _AVAILABLE is None:
             try:
                 _AVAILABLE = default().image_support
-            except (cl.Error, ClayoutError, RuntimeError, OSError):
-                _AVAILABLE = False
+            except (cl.Error, ClayoutError, RuntimeError, OSError) as exc:
+                _AVAILABLE, _WHY_NOT = False, str(exc).splitlines()[0] if str(exc) else \
+                    type(exc).__name__
         return _AVAILABLE
+
+
+def why_not() -> str:
+    """Why ``available()`` said no ('' when it said yes or was not asked)."""
+    return _WHY_NOT
 
 
 def default() -> OpenCLEngine:

@@ -1,0 +1,164 @@
+"""Files: outputs written whole or not at all, .npy inputs checked before they
+are read.
+
+Outputs (``atomic_write``): the data goes to a fresh temporary file beside the
+target and is renamed onto it, so a failure, Ctrl-C, SIGTERM or SIGHUP leaves
+the old file whole and no temporary file behind. Before any work
+``check_output`` refuses what must not be replaced:
+
+* an existing output that is not a regular file (a device, FIFO, socket or
+  folder): clayout writes regular files only;
+* an output that is the same file as one of the inputs;
+* a folder that does not exist.
+
+A symbolic link is followed: its target is replaced and the link stays a
+link. Every message names the path the user gave, never the temporary one.
+
+Inputs (``load_npy``): the header is read first and the data size it claims is
+compared with the file's, so a header promising petabytes is refused before
+anything is allocated.
+
+>>> import tempfile, os
+>>> folder = tempfile.mkdtemp()
+>>> path = os.path.join(folder, "x.npy")
+>>> save_npy(path, np.arange(3, dtype=np.float32))
+>>> load_npy(path)
+array([0., 1., 2.], dtype=float32)
+"""
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import stat
+
+import numpy as np
+
+from . import dtypes
+from .errors import ClayoutError
+
+_KINDS = ((stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"),
+          (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO (named pipe)"),
+          (stat.S_ISSOCK, "socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "special file")
+
+
+def check_output(path: str, inputs=()) -> str:
+    """The file ``path`` will be written as (a symlink's target), after
+    refusing a special file, a missing folder or an output that is an input."""
+    target = os.path.realpath(path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        folder = os.path.dirname(target)
+        if not os.path.isdir(folder):
+            raise ClayoutError(f"cannot write {path}: folder {os.path.dirname(path) or '.'} "
+                               "does not exist") from None
+        return target
+    except OSError as exc:
+        raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ClayoutError(f"cannot write {path}: it is a {_kind(st.st_mode)}, not a regular "
+                           "file; clayout writes regular files only (choose another path)")
+    for source in inputs:
+        try:
+            same = os.path.samefile(target, source)
+        except OSError:
+            continue
+        if same:
+            raise ClayoutError(f"cannot write {path}: it is the same file as the input "
+                               f"{source}; write the output to another path")
+    return target
+
+
+def atomic_write(path: str, write, inputs=()) -> None:
+    """Call ``write(file)`` on a fresh temporary file beside ``path`` (beside
+    its target when it is a symlink), then rename it into place; on any
+    failure or signal the temporary file is removed and ``path`` is unchanged."""
+    target = check_output(path, inputs)
+    folder, name = os.path.split(target)
+    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
+    except OSError as exc:
+        raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise ClayoutError(f"cannot write {path}: {exc.strerror or exc}") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _npy_header(path: str, f):
+    """(shape, fortran_order, dtype, data offset) of an open .npy file."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran, dtype = fmt.read_array_header_2_0(f)
+        else:
+            raise ValueError(f"unknown .npy version {version}")
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ClayoutError(f"{path}: not a readable .npy array ({text})") from None
+    return shape, fortran, dtype, f.tell()
+
+
+def load_npy(path: str) -> np.ndarray:
+    """A .npy array, its header checked against the file's size first; a
+    2-byte void array ('V2', how numpy saves ml_dtypes' bfloat16) is read as
+    bf16, and a non-native byte order is converted (losslessly) to native."""
+    try:
+        size = os.stat(path).st_size
+        f = open(path, "rb")
+    except OSError as exc:
+        raise ClayoutError(f"cannot read {path}: {exc.strerror}") from None
+    with f:
+        if size == 0:
+            raise ClayoutError(f"{path}: empty file (0 bytes), not a .npy array")
+        if f.read(6) != b"\x93NUMPY":
+            raise ClayoutError(f"{path}: not a .npy file (no NUMPY header); give an array "
+                               "saved with numpy.save")
+        f.seek(0)
+        shape, fortran, dtype, offset = _npy_header(path, f)
+        if dtype.hasobject:
+            raise ClayoutError(f"{path}: holds Python objects (a pickled array); give a "
+                               "numeric array")
+        need = math.prod(shape) * dtype.itemsize
+        have = size - offset
+        if need != have:
+            raise ClayoutError(f"{path}: header says shape {tuple(shape)} {dtype} "
+                               f"({need} bytes of data) but the file holds {have} bytes")
+        try:
+            arr = _read_data(f, shape, fortran, dtype)
+        except (ValueError, OSError) as exc:
+            raise ClayoutError(f"{path}: not a readable .npy array ({exc})") from None
+    if arr.dtype == np.dtype("V2"):
+        arr = arr.view(dtypes.dtype("bf16").np)
+    return dtypes.native(arr)
+
+
+def _read_data(f, shape, fortran: bool, dtype: np.dtype) -> np.ndarray:
+    data = np.fromfile(f, dtype=dtype, count=math.prod(shape))
+    if fortran:
+        return data.reshape(shape[::-1]).transpose()
+    return data.reshape(shape)
+
+
+def save_npy(path: str, arr: np.ndarray, inputs=()) -> None:
+    """Write ``arr`` as a .npy file atomically (see ``atomic_write``)."""
+    atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False),
+                 inputs)

@@ -1,0 +1,52 @@
+"""How much host memory one result may take, checked before it is allocated.
+
+A desc's numbers (strides, offset0, halo, dims) or a file's header can ask
+for terabytes; numpy would answer with a MemoryError from deep inside (or,
+worse, start filling pages). Every path that allocates a host result from
+such numbers calls ``check_host_bytes`` first. The limit is the machine's
+physical memory, or ``CLAYOUT_MAX_BYTES`` when set (a smaller budget for a
+service that shares the machine).
+
+>>> check_host_bytes(1024, "a test array")        # fine: returns the count
+1024
+"""
+from __future__ import annotations
+
+import os
+
+from .errors import ClayoutError
+
+
+def host_limit() -> int:
+    """Bytes one host result may take: $CLAYOUT_MAX_BYTES, else physical memory."""
+    env = os.environ.get("CLAYOUT_MAX_BYTES")
+    if env:
+        try:
+            return int(env)
+        except ValueError:
+            raise ClayoutError(f"CLAYOUT_MAX_BYTES={env!r} is not a byte count") from None
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def human(nbytes: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(nbytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024 or unit == "PiB":
+            return f"{nbytes} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{nbytes} bytes"
+
+
+def check_host_bytes(nbytes: int, what: str) -> int:
+    """``nbytes`` when a host array of that size may be allocated, else a
+    ClayoutError naming ``what``, its size and the limit."""
+    limit = host_limit()
+    if nbytes > limit:
+        raise ClayoutError(f"{what} needs {human(nbytes)} ({nbytes} bytes), over the host "
+                           f"memory limit of {human(limit)} (physical memory, or "
+                           "CLAYOUT_MAX_BYTES); check its dims, strides, offset0 and halo")
+    return nbytes
