@@ -158,7 +158,14 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="224 and C17 only, fewer rounds")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-opencl", action="store_true")
+    ap.add_argument("--model", metavar="M.onnx",
+                    help="instead: the load time of a whole model on each engine (programs "
+                    "built, cold, warm, cpu); 'synthetic' makes one with 60 weight shapes")
+    ap.add_argument("--dtype", default="f32", choices=("f32", "f16"), help="with --model")
     args = ap.parse_args(argv)
+    if args.model:
+        from . import bench_model
+        return bench_model.main(args.model, args.dtype, 3 if args.quick else args.repeat)
     sizes = ["224", "C17"] if args.quick else args.sizes.split(",")
     for s in sizes:
         if s not in SIZES:

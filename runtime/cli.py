@@ -392,7 +392,7 @@ def cmd_bench(args) -> int:
 
 def cmd_kernel(args) -> int:
     """Print the OpenCL C source clayout renders for one conversion."""
-    from .opencl.kernels import render_source
+    from .opencl.kernels import plan_for
     sides = (args.src is not None, args.layout is not None, args.dst is not None)
     if sides not in ((True, False, True), (True, True, False), (False, True, True)):
         raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "
@@ -401,8 +401,14 @@ def cmd_kernel(args) -> int:
     src = MemoryDesc(args.dims, dtype, tag=args.src) if args.src else None
     dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else None
     image_dtype = args.image_dtype or (dtype if dtype != "bf16" else "f32")
-    print(render_source(src, dst, layout=args.layout, image_dtype=image_dtype,
-                        staged=args.staged) if args.layout else render_source(src, dst))
+    if args.bake:
+        os.environ["CLAYOUT_SPECIALIZE_BYTES"] = "0"
+    plan = plan_for(src, dst, layout=args.layout, image_dtype=image_dtype, staged=args.staged)
+    print(plan.source)
+    if plan.generic:   # the numbers this shape passes to the family's program
+        names = [f"n{i}={int(v) if np.issubdtype(type(v), np.integer) else v!r}"
+                 for i, v in enumerate(plan.args)]
+        print(f"// arguments for dims {','.join(map(str, args.dims))}: {' '.join(names)}")
     return 0
 
 
@@ -512,6 +518,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--image-dtype", metavar="T", help="image dtype (default --dtype)")
     p.add_argument("--staged", action="store_true",
                    help="the buffer kernel CPU devices run instead of image reads/writes")
+    p.add_argument("--bake", action="store_true",
+                   help="the specialized program (numbers baked in, as for tensors of "
+                   "16 MiB and more) instead of the generic one")
 
     command("devices", cmd_devices, "list OpenCL devices and their image limits")
     p = command("bench", cmd_bench, "run the benchmark (runtime.bench); arguments pass through",

@@ -255,17 +255,10 @@ class MemoryDesc:
 
     def c_offset(self, names) -> str:
         """The offset as an OpenCL C expression of the logical indices ``names``
-        (one C expression per dim), constants baked in; mirrors ``offset``."""
-        terms = [str(self.offset0)] if self.offset0 else []
-        for a in self.axes:
-            if a.size == 1 and not a.outer or self.dims[a.dim] == 0:
-                continue
-            q = names[a.dim] if not self.halo_lower[a.dim] else f"({names[a.dim]} + {self.halo_lower[a.dim]})"
-            digit = q if a.div == 1 else f"({q} / {a.div})"
-            if not a.outer:
-                digit = f"({digit} % {a.size})"
-            terms.append(digit if a.stride == 1 else f"{digit} * {a.stride}")
-        return " + ".join(terms) if terms else "0"
+        (one C expression per dim), constants baked in; mirrors ``offset``
+        (runtime.c_index emits it, also with the numbers as kernel arguments)."""
+        from .c_index import Numbers, offset_expr
+        return offset_expr(self, list(names), Numbers(bake=True))
 
     # -- names ------------------------------------------------------------------
     @property

@@ -156,33 +156,10 @@ class ImageLayout:
     def c_pixel(self, dims, names) -> tuple[str, str, str]:
         """(x, y, lane) of the logical index ``names`` (one OpenCL C expression
         per dim of ``dims``) as C expressions with constants baked in; mirrors
-        ``pixel``. ``image_layout("in_out_channel").c_pixel((1, 8, 2, 3),
+        ``pixel``. ``image_layout("in_out_channel").c_pixel((2, 8, 2, 3),
         ["n", "c", "h", "w"])`` is ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
-        dims = self.logical_dims(dims)
-        names = list(names) + ["0"] * (len(dims) - len(names))
-        image_dims = self.image_dims(dims)
-        q = [e if e.isidentifier() or e.isdigit() else f"({e})"
-             for e in c_reshape_index(dims, image_dims, names)]
-        desc = self.desc(dims)
-        width, _ = self.image_shape(dims)
-        if desc.is_zero:   # an empty image has no pixel to address (and maybe width 0)
-            return "0", "0", "0"
-        axes = desc.axes   # outer parts first: the first ``rows`` of them form y
-        lane_at = len(axes) - 1 if self.lanes == 4 else None
-        xs, ys, lane = [], [], "0"
-        for pos, a in enumerate(axes):
-            if a.size == 1 or desc.dims[a.dim] == 0:
-                continue
-            digit = q[a.dim] if a.div == 1 else f"({q[a.dim]} / {a.div})"
-            if not a.outer:
-                digit = f"({digit} % {a.size})"
-            if pos == lane_at:
-                lane = digit
-            elif pos < self.rows:
-                ys.append(_c_term(digit, a.stride // (width * self.lanes)))
-            else:
-                xs.append(_c_term(digit, a.stride // self.lanes))
-        return " + ".join(xs) or "0", " + ".join(ys) or "0", lane
+        from .c_index import Numbers, pixel_expr
+        return pixel_expr(self, dims, names, Numbers(bake=True))
 
     # -- device limits --------------------------------------------------------
     def fitting(self, dims, max_width: int, max_height: int) -> list["ImageLayout"]:
@@ -214,57 +191,6 @@ class ImageLayout:
 
     def __str__(self) -> str:
         return self.name
-
-
-def _c_term(digit: str, stride: int) -> str:
-    return digit if stride == 1 else f"{digit} * {stride}"
-
-
-def c_reshape_index(from_dims, to_dims, names) -> list[str]:
-    """The index of a row-major logical reshape as C expressions: ``names``
-    index ``from_dims``; the result indexes ``to_dims`` (same volume). Dims are
-    matched in groups of equal volume, so a dim that is kept stays its own
-    name: (N, C) -> (N, C, 1, 1) gives [n, c, "0", "0"]."""
-    from_dims, to_dims = tuple(from_dims), tuple(to_dims)
-    if from_dims == to_dims:
-        return list(names)
-    if math.prod(from_dims) == 0:
-        return ["0"] * len(to_dims)
-    out: list[str] = []
-    i = j = 0
-    while j < len(to_dims):
-        gi, gj = [], []
-        va = vb = 1
-        while True:  # grow a group until both sides have the same volume (units join)
-            if vb <= va and j < len(to_dims) and (va != vb or not gj or to_dims[j] == 1):
-                gj.append(j)
-                vb *= to_dims[j]
-                j += 1
-            elif i < len(from_dims) and (va < vb or from_dims[i] == 1):
-                gi.append(i)
-                va *= from_dims[i]
-                i += 1
-            else:
-                break
-        src = [(names[d], from_dims[d]) for d in gi if from_dims[d] != 1]
-        dst = [d for d in gj if to_dims[d] != 1]
-        if len(src) == 1 and len(dst) == 1:
-            flat = src[0][0]
-        else:
-            flat = "0"
-            for name, size in src:
-                flat = name if flat == "0" else f"({flat}) * {size} + {name}"
-        below = math.prod(to_dims[d] for d in dst)
-        first = True
-        for d in gj:
-            if to_dims[d] == 1:
-                out.append("0")
-                continue
-            below //= to_dims[d]
-            expr = flat if below == 1 else f"({flat}) / {below}"
-            out.append(expr if first else f"({expr}) % {to_dims[d]}")
-            first = False
-    return out
 
 
 def _named(name, tag, rows, kind, lanes=4, ndims=4, groups=None):

@@ -10,10 +10,10 @@ __constant sampler_t clayout_sampler =
 % endif
 typedef ${index_type} idx_t;
 
-__kernel void ${name}(${src_param}, ${dst_param})
+__kernel void ${name}(${src_param}, ${dst_param}${params})
 {
     const idx_t g0 = get_global_id(0), g1 = get_global_id(1), g2 = get_global_id(2);
-    if (g0 >= ${sizes[0]} || g1 >= ${sizes[1]} || g2 >= ${sizes[2]})
+    if (${guard})
         return;
 % for line in prologue:
     ${line}

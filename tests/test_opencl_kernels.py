@@ -28,19 +28,33 @@ def test_c_pixel_mirrors_pixel(name):
 
 
 @pytest.mark.parametrize("name", sorted(IMAGE_LAYOUTS))
-def test_image_launch_stays_inside_the_image(name):
+def test_image_launch_stays_inside_the_image(name, monkeypatch):
     """oclgrind does not see an image write past the row end (it wraps), so the
     geometry is checked here: work item (x, y) writes pixel (x, y) and the
     kernel returns for ids outside width x height."""
+    monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
     layout = IMAGE_LAYOUTS[name]
     for dims in DIMS[layout.kind]:
         k = kernels.plan_to_image(MemoryDesc(dims), layout, "f32")
         width, height = layout.image_shape(dims)
         assert k.dst_image and k.sizes == (width, height, 1)
-        assert f"if (g0 >= {width} || g1 >= {height} || g2 >= 1)" in k.source
+        # generic: the guard's bounds are the first three arguments
+        assert k.generic and "if (g0 >= n0 || g1 >= n1 || g2 >= n2)" in k.source
+        assert [int(v) for v in k.args[:3]] == [width, height, 1]
         assert "(int2)(g0, g1)" in k.source
         assert all(lo >= s for lo, s in zip(k.launch, k.sizes))
         assert all(lo % loc == 0 for lo, loc in zip(k.launch, k.local))
+
+
+@pytest.mark.parametrize("name", sorted(IMAGE_LAYOUTS))
+def test_baked_image_guard_is_the_image(name, monkeypatch):
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_BYTES", "0")   # bake every number
+    layout = IMAGE_LAYOUTS[name]
+    for dims in DIMS[layout.kind]:
+        k = kernels.plan_to_image(MemoryDesc(dims), layout, "f32")
+        width, height = layout.image_shape(dims)
+        assert not k.generic and k.args == ()
+        assert f"if (g0 >= {width} || g1 >= {height} || g2 >= 1)" in k.source
 
 
 def test_one_template_for_every_kind():

@@ -11,6 +11,8 @@ Example: ``convert_expr("f32", "bf16", "x")`` is ``"clayout_f32_to_bf16(x)"``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .. import dtypes
@@ -26,13 +28,22 @@ _FROM_INT = {"f32": "convert_float_rte({})", "f16": "clayout_f32_to_f16(convert_
              "bf16": "clayout_f32_to_bf16((float)({}))", "s32": "convert_int_sat({})",
              "s8": "convert_char_sat({})", "u8": "convert_uchar_sat({})"}
 
-# image channel types: (read function, pixel type, lane helper, write function, write type)
+@dataclass(frozen=True)
+class ImageIO:
+    """How a kernel reads and writes one image channel type."""
+    read: str          # read_image* function
+    pixel_type: str    # what it returns (float4, int4, uint4)
+    lane_helper: str   # picks lane k of such a pixel (cl_kernels/convert.cl)
+    write: str         # write_image* function
+    write_type: str    # the scalar type of the pixel it takes
+
+
 IMAGE_IO = {
-    "f32": ("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
-    "f16": ("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
-    "s32": ("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
-    "s8": ("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
-    "u8": ("read_imageui", "uint4", "clayout_lane_ui", "write_imageui", "uint"),
+    "f32": ImageIO("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
+    "f16": ImageIO("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
+    "s32": ImageIO("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
+    "s8": ImageIO("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
+    "u8": ImageIO("read_imageui", "uint4", "clayout_lane_ui", "write_imageui", "uint"),
 }
 
 
@@ -65,7 +76,7 @@ def storage_to_image_write(dt, x: str) -> str:
     dt = dtypes.dtype(dt)
     if dt.name == "f16":
         return f"clayout_f16_to_f32({x})"
-    return f"({IMAGE_IO[dt.name][4]})({x})"
+    return f"({IMAGE_IO[dt.name].write_type})({x})"
 
 
 def c_literal(dt, value) -> str:

@@ -138,7 +138,7 @@ class OpenCLEngine:
     def _launch(self, plan: kernels.Kernel, src, dst, wait_for=None) -> cl.Event:
         knl = programs.kernel(self.context, plan.source)
         with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
-            knl.set_args(src, dst)
+            knl.set_args(src, dst, *plan.args)
             return cl.enqueue_nd_range_kernel(self.queue, knl, plan.launch, plan.local,
                                               wait_for=wait_for or None)
 

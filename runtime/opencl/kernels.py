@@ -4,9 +4,20 @@ A conversion writes every position of the destination's footprint (halo and
 block tails included) from its own physical axes: the work item's global id
 is decoded into the destination's axis digits, the digits give each element's
 halo-padded index per dim, and from the logical index the source side gives
-the load (``MemoryDesc.c_offset`` for a buffer, ``ImageLayout.c_pixel`` for an
-image). Every constant is baked in. All three kinds (buffer->buffer,
-buffer->image, image->buffer) render the one template ``convert.cl.mako``.
+the load (``index.offset_expr`` for a buffer, ``index.pixel_expr`` for an
+image). All three kinds (buffer->buffer, buffer->image, image->buffer) render
+the one template ``convert.cl.mako``.
+
+**Generic or specialized.** The numbers that depend on the dims (sizes,
+strides, offsets, halo, fill, image width) are kernel arguments, so one
+program serves every shape of a conversion *family*: the structure of both
+sides (axis order, blocking, strided or not, halo or not, image layout), the
+dtype pair, the image access (direct or staged), the vector width, the axis
+the launch tiles along, the run length of the loads and the index type. A
+conversion of at least ``specialize_bytes()`` (16 MiB by default,
+``CLAYOUT_SPECIALIZE_BYTES``) bakes its numbers in instead: one program for
+that shape, whose divisions by constants the compiler turns into
+multiplications; small tensors (a model's weights) share programs.
 
 Launch geometry: a buffer destination splits its innermost axis into vectors
 of V elements (``vstoreV``) on dimension 0; dimension 1 is the destination
@@ -16,13 +27,16 @@ writes whole cache lines: a tiled transpose without local memory); dimension
 item (x, y) writes pixel (x, y), so no coordinate can leave the image.
 
 >>> k = plan_reorder(MemoryDesc((1, 8, 2, 2), tag="nchw"), MemoryDesc((1, 8, 2, 2), tag="nhwc"))
->>> k.vector, k.sizes
-(8, (1, 2, 2))
+>>> k.vector, k.sizes, k.generic
+(8, (1, 2, 2), True)
 """
 from __future__ import annotations
 
 import functools
 import math
+import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import resources
 
@@ -30,16 +44,20 @@ from mako.template import Template
 
 from .. import dtypes
 from ..desc import MemoryDesc
-from ..image import ImageLayout, c_reshape_index
+from ..errors import ClayoutError
+from ..image import ImageLayout
 from . import convert
+from ..c_index import Numbers, arg_value, logical_names, image_names, offset_expr, paren, \
+    pixel_expr, unchanged_dims
 
 KERNEL_NAME = "clayout_convert"
 MAX_VECTOR_BYTES = 64
+DEFAULT_SPECIALIZE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
 class Kernel:
-    """A rendered conversion: its source and how to launch it."""
+    """A rendered conversion: its source, its argument values and how to launch it."""
     source: str
     sizes: tuple[int, int, int]      # work items per dimension (the guard)
     local: tuple[int, int, int]      # work-group size
@@ -47,19 +65,32 @@ class Kernel:
     src_image: bool
     dst_image: bool
     image_shape: tuple[int, int] | None   # (width, height) of the image side
+    args: tuple = ()                 # values of the scalar arguments after src, dst
+    generic: bool = False            # numbers passed as arguments (shared program)
+    family: tuple = ()               # what the source of a generic kernel depends on
 
     @property
     def launch(self) -> tuple[int, int, int]:
         """Global size: ``sizes`` rounded up to whole work groups."""
-        return tuple(-(-s // l) * l for s, l in zip(self.sizes, self.local))
+        return tuple(-(-s // lo) * lo for s, lo in zip(self.sizes, self.local))
 
 
-def _p(expr: str) -> str:
-    return expr if expr.isidentifier() or expr.isdigit() else f"({expr})"
+def specialize_bytes() -> int:
+    """Conversions of at least this many bytes bake their numbers in
+    (``CLAYOUT_SPECIALIZE_BYTES``; 0 bakes everything, a negative value nothing)."""
+    env = os.environ.get("CLAYOUT_SPECIALIZE_BYTES")
+    if env is None:
+        return DEFAULT_SPECIALIZE_BYTES
+    try:
+        return int(env)
+    except ValueError:
+        raise ClayoutError(f"CLAYOUT_SPECIALIZE_BYTES={env!r} is not a byte count") from None
 
 
-def _term(digit: str, mult: int) -> str:
-    return digit if mult == 1 else f"{digit} * {mult}"
+def _bake(*descs: MemoryDesc) -> bool:
+    """The one place that chooses a specialized program over the generic one."""
+    limit = specialize_bytes()
+    return limit >= 0 and max(d.size for d in descs) >= limit
 
 
 def _vector_width(size: int, stride: int, itemsize: int, limit: int = 16) -> int:
@@ -69,13 +100,13 @@ def _vector_width(size: int, stride: int, itemsize: int, limit: int = 16) -> int
                  and v * itemsize <= MAX_VECTOR_BYTES), 1)
 
 
-def _decode(g: str, axes, sizes) -> list[tuple[object, str]]:
+def _decode(g: str, axes, sizes, num: Numbers) -> list[tuple[object, str]]:
     """Digits of a group of axes (outer to inner) from global id ``g``."""
-    out, below = [], math.prod(sizes)
+    out = []
     for i, (a, n) in enumerate(zip(axes, sizes)):
-        below //= n
-        d = g if below == 1 else f"({g} / {below})"
-        out.append((a, d if i == 0 else f"({d} % {n})"))
+        below = math.prod(sizes[i + 1:])
+        d = g if i == len(axes) - 1 else f"({g} / {num(below, key=(g, 'below', i))})"
+        out.append((a, d if i == 0 else f"({d} % {num(n, key=(g, 'size', i))})"))
     return out
 
 
@@ -111,72 +142,90 @@ def _pow2_at_least(n: int) -> int:
 
 @dataclass(frozen=True)
 class _Source:
-    """How the source side loads the element with logical names ``names``."""
+    """How the source side loads the element with a logical index.
+
+    ``to_src`` turns the destination's index names into the source's;
+    ``dim_map`` says, structurally, which source dim each destination dim's
+    index feeds unchanged (absent: the dim is reshaped on the way)."""
     desc: MemoryDesc                 # buffer desc, or the image's dense desc
-    layout: ImageLayout | None
-    dims: tuple[int, ...]            # dims the names index (image: logical dims)
+    layout: ImageLayout | None       # an image source read with read_image*
+    dims: tuple[int, ...]            # dims the pixel names index (image: logical dims)
+    to_src: object                   # (names, num) -> source names
+    dim_map: dict
 
-    def offset(self, names) -> str:
-        return self.desc.c_offset([_p(n) for n in names])
+    def offset(self, names, num: Numbers) -> str:
+        return offset_expr(self.desc, [paren(n) for n in names], num)
 
-    def pixel(self, names):
-        return self.layout.c_pixel(self.dims, names)
+    def pixel(self, names, num: Numbers):
+        return pixel_expr(self.layout, self.dims, names, num)
 
 
-def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, to_src,
-          image_shape=None, aliased: bool = False) -> Kernel:
+def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, image_shape=None,
+          aliased: bool = False, bake: bool = True) -> Kernel:
     """The kernel writing all of ``dst`` (a buffer desc, or the dense desc of
-    ``dst_layout``'s image) from ``src``; ``to_src`` maps dst index names to
-    the names the source takes."""
+    ``dst_layout``'s image) from ``src``."""
+    num = Numbers(bake)
     src_dt, dst_dt = src.desc.dtype, dst.dtype
-    axes = [a for a in dst.axes if a.size > 1]
     nd = dst.ndims
+    # a unit block is structure (never an axis); a unit outer axis only when baked
+    axes = [a for a in dst.axes if (a.outer or a.size > 1) and not num.unit(a.size)]
     # -- the vector axis and the three launch groups ---------------------------
     if dst_layout is not None:
-        width, height = image_shape
-        all_axes = dst.axes
-        lane = all_axes[-1] if dst_layout.lanes == 4 else None
-        vector = 4 if lane is not None else 1
-        rows = [a for a in all_axes[:dst_layout.rows] if a.size > 1]
-        cols = [a for a in all_axes[dst_layout.rows:len(all_axes) - (lane is not None)]
-                if a.size > 1]
+        every = list(dst.axes)
+        lane = every[-1] if dst_layout.lanes == 4 else None
+        rows = [a for a in every[:dst_layout.rows] if a in axes]
+        cols = [a for a in every[dst_layout.rows:len(every) - (lane is not None)] if a in axes]
         groups = [cols, rows, []]
+        tile = None
         vec_axis = lane
-        sizes = (width, height, 1)
+        vector = 4 if lane is not None else 1
+        sizes = (image_shape[0], image_shape[1], 1)
     else:
         vec_axis = axes[-1] if axes else None
         vector = _vector_width(vec_axis.size, vec_axis.stride, dst_dt.itemsize) if vec_axis else 1
         rest = axes[:-1]
-        tile = _tile_axis(src, rest, to_src, nd)
+        tile = _tile_axis(src, rest, bake)
         others = [a for a in rest if a is not tile]
         groups = [["vec"] if vec_axis else [], [tile] if tile else [], others]
         sizes = tuple(math.prod((vec_axis.size // vector) if a == "vec" else a.size for a in g)
                       for g in groups)
     # -- decode: digits, per-dim halo-padded index q, logical index i ----------
+    halo = any(dst.halo_lower) or any(dst.halo_upper)
+    guard = " || ".join(f"g{i} >= {num(n)}" for i, n in enumerate(sizes))
     prologue = []
     contrib = [[] for _ in range(nd)]
-    offset_terms = [str(dst.offset0)] if dst.offset0 and dst_layout is None else []
+    offset_terms = []
+    if dst_layout is None and (dst.offset0 or not bake):
+        offset_terms.append(num(dst.offset0))
     for gi, group in enumerate(groups):
         gsizes = [(vec_axis.size // vector) if a == "vec" else a.size for a in group]
-        for a, digit in _decode(f"g{gi}", group, gsizes):
+        for a, d in _decode(f"g{gi}", group, gsizes, num):
             if a == "vec":
-                contrib[vec_axis.dim].append(_term(_p(digit), vector * vec_axis.div))
-                offset_terms.append(_term(_p(digit), vector * vec_axis.stride))
+                contrib[vec_axis.dim].append(_lit_times(paren(d), vector * vec_axis.div))
+                offset_terms.append(_axis_times(paren(d), vec_axis, num, vector))
                 continue
-            contrib[a.dim].append(_term(_p(digit), a.div))
-            offset_terms.append(_term(_p(digit), a.stride))
+            contrib[a.dim].append(_lit_times(paren(d), a.div))
+            if dst_layout is None:   # an image is written at (g0, g1): no offset
+                offset_terms.append(_axis_times(paren(d), a, num))
     for d in range(nd):
         # a dim without digits is 0; not `const` then, or clang folds the
         # guards on it and warns about constant operands of &&
         prologue.append(f"const idx_t q{d} = {' + '.join(contrib[d])};" if contrib[d] else
                         f"idx_t q{d} = 0;")
         lo = dst.halo_lower[d]
-        prologue.append(f"const idx_t i{d} = q{d}" + (f" - {lo};" if lo else ";"))
+        minus = f" - {num(lo)}" if lo or (halo and not bake) else ""
+        prologue.append(f"const idx_t i{d} = q{d}{minus};")
     # -- validity of each destination element ----------------------------------
     vdim = vec_axis.dim if vec_axis is not None else None
-    checked = [d for d in range(nd) if dst.halo_lower[d] or dst.padded_dims[d] > dst.dims[d]]
-    tails = [d for d in range(nd) if dst.padded_dims[d] > dst.extent[d]]
-    common = [f"i{d} < {dst.dims[d]}" for d in checked if d != vdim]
+    blocked = [d for d in range(nd) if dst.blocks_of(d) > 1]
+    if bake:
+        checked = [d for d in range(nd) if dst.halo_lower[d] or dst.padded_dims[d] > dst.dims[d]]
+        tails = [d for d in range(nd) if dst.padded_dims[d] > dst.extent[d]]
+    else:   # structure only: blocked dims may have a tail, a halo touches every dim
+        checked = list(range(nd)) if halo else blocked
+        tails = blocked if halo else []
+    limit = {d: num(dst.dims[d]) for d in checked}
+    common = [f"i{d} < {limit[d]}" for d in checked if d != vdim]
     if common:
         prologue.append(f"const int ok = {' && '.join(common)};")
 
@@ -186,114 +235,155 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, to_src,
     def valid(j):
         parts = ["ok"] if common else []
         if vdim in checked:
-            parts.append(f"{name_j(vdim, j)} < {dst.dims[vdim]}")
+            parts.append(f"{name_j(vdim, j)} < {limit[vdim]}")
         return " && ".join(parts) or None
 
     zero = convert.c_literal(dst_dt, 0)
-    halo = any(dst.halo_lower) or any(dst.halo_upper)
-    pad = zero
+    pad_of = {j: zero for j in range(vector)}
     if halo:
-        fill = convert.c_literal(dst_dt, convert.fill_value(dst))
-        tail_cond = " || ".join(f"q{d} >= {dst.extent[d]}" for d in tails if d != vdim)
-        pad_of = {}
+        value = convert.fill_value(dst)
+        fill = num.value(convert.c_literal(dst_dt, value), value.view(dst_dt.bits)
+                         if dst_dt.name in ("f16", "bf16") else value, dst_dt.cl_scalar)
+        extent = {d: num(dst.extent[d]) for d in tails}
+        tail_cond = " || ".join(f"q{d} >= {extent[d]}" for d in tails if d != vdim)
         for j in range(vector):
             conds = [tail_cond] if tail_cond else []
             if vdim in tails:
                 q = f"q{vdim}" if j == 0 else f"(q{vdim} + {j * vec_axis.div})"
-                conds.append(f"{q} >= {dst.extent[vdim]}")
+                conds.append(f"{q} >= {extent[vdim]}")
             pad_of[j] = f"({' || '.join(conds)}) ? {zero} : {fill}" if conds else fill
-    else:
-        pad_of = {j: pad for j in range(vector)}
 
     # -- loads, in runs that one load serves ------------------------------------
     def conv(x):
         return convert.convert_expr(src_dt, dst_dt, x)
 
     def src_names(j):
-        return to_src([name_j(d, j) for d in range(nd)])
+        return src.to_src([name_j(d, j) for d in range(nd)], num)
 
     runs = []
-    run = _run_length(src, dst, vec_axis, vector, to_src, nd)
+    run = _run_length(src, dst, vec_axis, vector, bake)
     for first in range(0, vector, run):
         js = range(first, first + run)
         # an image run needs only its pixel (its first lane valid); a vload all of it
         last = first if src.layout is not None else first + run - 1
         ends = [v for v in (valid(first), valid(last)) if v]
-        guard = " && ".join(dict.fromkeys(ends)) or None
+        run_guard = " && ".join(dict.fromkeys(ends)) or None
         if src.layout is not None:       # an image source: read a pixel, pick lanes
-            read, pix_t, lane_fn = convert.IMAGE_IO[src_dt.name][:3]
-            x, y, k = src.pixel(src_names(first))
-            load = f"const {pix_t} r = {read}(src, clayout_sampler, (int2)({x}, {y}));"
+            io = convert.IMAGE_IO[src_dt.name]
+            x, y, _ = src.pixel(src_names(first), num)
+            load = f"const {io.pixel_type} r = {io.read}(src, clayout_sampler, (int2)({x}, {y}));"
             fast = []
             for j in js:
-                lane_expr = f"r.s{j - first}" if run == 4 else f"{lane_fn}(r, {src.pixel(src_names(j))[2]})"
+                lane_expr = f"r.s{j - first}" if run == 4 else \
+                    f"{io.lane_helper}(r, {src.pixel(src_names(j), num)[2]})"
                 value = conv(convert.image_read_to_storage(src_dt, lane_expr))
                 v = valid(j)
-                fast.append((j, value if v is None or j == first or guard is None else
+                fast.append((j, value if v is None or j == first or run_guard is None else
                              f"({v}) ? {value} : {pad_of[j]}"))
             slow = [(j, pad_of[j]) for j in js]
         else:
-            off = src.offset(src_names(first))
+            off = src.offset(src_names(first), num)
             if run > 1:
                 load = f"const {src_dt.cl_scalar}{run} r = vload{run}(0, src + ({off}));"
                 fast = [(j, conv(f"r.s{j - first:x}")) for j in js]
                 slow = []
                 for j in js:
                     v = valid(j)
-                    value = conv(f"src[{src.offset(src_names(j))}]")
+                    value = conv(f"src[{src.offset(src_names(j), num)}]")
                     slow.append((j, value if v is None else f"({v}) ? {value} : {pad_of[j]}"))
             else:
                 load = f"const {src_dt.cl_scalar} r = src[{off}];"
                 fast, slow = [(first, conv("r"))], [(first, pad_of[first])]
-        runs.append({"guard": guard, "load": load, "fast": fast, "slow": slow})
+        runs.append({"guard": run_guard, "load": load, "fast": fast, "slow": slow})
 
     # -- the store -----------------------------------------------------------------
     dst_t = dst_dt.cl_scalar
     values = ", ".join(f"v{j}" for j in range(vector))
     if dst_layout is not None:
-        write, wtype = convert.IMAGE_IO[dst_dt.name][3:]
+        io = convert.IMAGE_IO[dst_dt.name]
         lanes = [convert.storage_to_image_write(dst_dt, f"v{j}") for j in range(vector)]
         lanes += ["0"] * (4 - vector)
-        store = f"{write}(dst, (int2)(g0, g1), ({wtype}4)({', '.join(lanes)}));"
+        store = f"{io.write}(dst, (int2)(g0, g1), ({io.write_type}4)({', '.join(lanes)}));"
     else:
         off = " + ".join(offset_terms) or "0"
         store = (f"vstore{vector}(({dst_t}{vector})({values}), 0, dst + ({off}));"
                  if vector > 1 else f"dst[{off}] = v0;")
     restrict = "" if aliased else "restrict "
-    span = max(src.desc.span, dst.span, math.prod(dst.padded_dims))
-    summary = (f"{'image ' + src.layout.name if src.layout else 'buffer'} {src.desc!r}"
-               f" -> {'image ' + dst_layout.name if dst_layout else 'buffer'} {dst!r}")
+    index_type = _index_type(src.desc, dst)
+    summary = (f"{'image ' + src.layout.name if src.layout else 'buffer'} "
+               f"{_side(src.desc, bake)} -> {'image ' + dst_layout.name if dst_layout else 'buffer'} "
+               f"{_side(dst, bake)}" + ("" if bake else " (generic: numbers are arguments)"))
+    params = "".join(f", const {'idx_t' if ctype == 'idx_t' else ctype} {name}"
+                     for name, ctype, _ in num.args)
     source = _template().render(
         summary=summary, helpers=_helpers(), name=KERNEL_NAME,
-        src_image=src.layout is not None, index_type="uint" if span < 2 ** 31 else "ulong",
+        src_image=src.layout is not None, index_type=index_type,
         src_param=("__read_only image2d_t src" if src.layout is not None else
                    f"__global const {src_dt.cl_scalar} *{restrict}src"),
         dst_param=("__write_only image2d_t dst" if dst_layout is not None else
                    f"__global {dst_t} *{restrict}dst"),
-        sizes=sizes, prologue=prologue, vector=vector, dst_type=dst_t, runs=runs, store=store)
-    image_shape = (sizes[0], sizes[1]) if dst_layout is not None else (
+        params=params, guard=guard, prologue=prologue, vector=vector, dst_type=dst_t,
+        runs=runs, store=store)
+    args = tuple(arg_value(index_type if ctype == "idx_t" else ctype, value)
+                 for _, ctype, value in num.args)
+    shape = (sizes[0], sizes[1]) if dst_layout is not None else (
         src.layout.image_shape(src.dims) if src.layout is not None else None)
     gather = run == 1 and vector > 1
-    far = gather and dst_layout is None and _gather_stride(src, vec_axis, to_src, nd) >= 4096
+    far = gather and dst_layout is None and _gather_stride(src, vec_axis) >= 4096
+    family = (structure(src.desc), src.layout.name if src.layout else None, structure(dst),
+              dst_layout.name if dst_layout else None, vector, run,
+              dst.axes.index(tile) if dst_layout is None and tile else None, index_type,
+              aliased, bake)
     return Kernel(source, sizes, _local(sizes, dst_layout is not None, gather, far), vector,
-                  src.layout is not None, dst_layout is not None, image_shape)
+                  src.layout is not None, dst_layout is not None, shape, args, not bake, family)
 
 
-def _gather_stride(src: _Source, vec_axis, to_src, nd) -> int:
+def structure(desc: MemoryDesc) -> tuple:
+    """What of a desc a generic kernel's source depends on: dtype, axis order,
+    blocking, whether strides are a tag's or a user's, whether it has a halo."""
+    return (desc.dtype.name, desc.order, desc.inner_idxs, desc.inner_blks,
+            desc.tag is not None, any(desc.halo_lower) or any(desc.halo_upper))
+
+
+def _side(desc: MemoryDesc, bake: bool) -> str:
+    """The summary line's name of one side: the whole desc when baked, its
+    structure (tag, dtype) when generic, so the comment does not vary by dims."""
+    if bake:
+        return repr(desc)
+    tag = desc.tag or "strided"
+    halo = " halo" if any(desc.halo_lower) or any(desc.halo_upper) else ""
+    return f"{desc.dtype.name} {tag}{halo}"
+
+
+def _unit_stride(desc: MemoryDesc) -> bool:
+    """True when the innermost axis of a plain desc has stride 1 by its
+    structure (a tag), not by a user's stride value."""
+    return desc.tag is not None
+
+
+def _index_type(src: MemoryDesc, dst: MemoryDesc) -> str:
+    span = max(src.span, dst.span, math.prod(dst.padded_dims))
+    return "uint" if span < 2 ** 31 else "ulong"
+
+
+def _lit_times(expr: str, value: int) -> str:
+    return expr if value == 1 else f"{expr} * {value}"
+
+
+def _axis_times(d: str, a, num: Numbers, vector: int = 1) -> str:
+    """``d * (vector * stride)`` for a destination axis: an inner block's stride
+    is structure (a literal), an outer axis' depends on the dims."""
+    if not a.outer:
+        return _lit_times(d, vector * a.stride)
+    return num.times(_lit_times(d, vector), a.stride)
+
+
+def _gather_stride(src: _Source, vec_axis) -> int:
     """Bytes between the source elements of consecutive vector lanes (0 when
     unknown: an image source, or a dim the source does not have)."""
-    if src.layout is not None or vec_axis is None:
+    if src.layout is not None or vec_axis is None or vec_axis.dim not in src.dim_map:
         return 0
-    sd = _source_dim(to_src, nd, vec_axis.dim)
-    if sd is None:
-        return 0
-    return _element_axis(src.desc, sd).stride * src.desc.dtype.itemsize
-
-
-def _source_dim(to_src, nd, d) -> int | None:
-    """The source dim that destination dim d's index feeds unchanged, or None."""
-    names = to_src([f"i{k}" for k in range(nd)])
-    return names.index(f"i{d}") if f"i{d}" in names else None
+    return _element_axis(src.desc, src.dim_map[vec_axis.dim]).stride * src.desc.dtype.itemsize
 
 
 def _element_axis(desc: MemoryDesc, d: int):
@@ -302,24 +392,26 @@ def _element_axis(desc: MemoryDesc, d: int):
     return next(a for a in desc.axes if a.dim == d and a.div == 1)
 
 
-def _tile_axis(src: _Source, rest, to_src, nd):
-    """The destination axis that walks the source's most contiguous axis
-    among those at least 8 long (so a work group reads whole cache lines: a
-    tiled transpose without local memory), else the next axis out. A short
-    contiguous axis (W = 3 of a 3x3 filter) would leave the dimension idle."""
+def _tile_axis(src: _Source, rest, bake: bool):
+    """The destination axis that walks the source's most contiguous axis (so a
+    work group reads whole cache lines: a tiled transpose without local
+    memory), else the next axis out. Baked, only axes at least 8 long count
+    (a 3x3 filter's W = 3 would leave the dimension idle); generic, the choice
+    follows the structure alone."""
     if not rest:
         return None
     if src.layout is None:
-        names = to_src([f"i{d}" for d in range(nd)])
-        for s_axis in sorted((a for a in src.desc.axes if a.size >= 8), key=lambda a: a.stride):
-            want = names[s_axis.dim]
-            match = [a for a in rest if f"i{a.dim}" == want and a.size >= 8]
+        fed = {dst_dim: src_dim for dst_dim, src_dim in src.dim_map.items()}
+        s_axes = [a for a in src.desc.axes if not bake or a.size >= 8]
+        order = sorted(s_axes, key=lambda a: a.stride) if bake else list(reversed(s_axes))
+        for s_axis in order:
+            match = [a for a in rest if fed.get(a.dim) == s_axis.dim and (not bake or a.size >= 8)]
             if match:
                 return min(match, key=lambda a: abs(a.div - s_axis.div))
     return rest[-1]
 
 
-def _run_length(src: _Source, dst: MemoryDesc, vec_axis, vector, to_src, nd) -> int:
+def _run_length(src: _Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> int:
     """How many consecutive vector elements one source load serves: V for a
     buffer whose element offsets are consecutive along the vector (vloadV),
     4 for an image whose lanes 0..3 are the vector's next four elements
@@ -328,41 +420,82 @@ def _run_length(src: _Source, dst: MemoryDesc, vec_axis, vector, to_src, nd) -> 
     if vec_axis is None or vector == 1:
         return 1
     d = vec_axis.dim
-    sd = _source_dim(to_src, nd, d)
+    dst_halo = any(dst.halo_lower) or any(dst.halo_upper)
+    if src.layout is not None:
+        image_dim = unchanged_dims(src.layout).get(d)
+        lane = src.desc.axes[-1]
+        if image_dim is None or src.layout.lanes != 4 or vector % 4:
+            return 1
+        aligned = dst.halo_lower[d] % 4 == 0 if bake else not dst_halo
+        return 4 if lane.dim == image_dim and lane.div == 1 and aligned else 1
+    sd = src.dim_map.get(d)
     if sd is None:
         return 1
-    if src.layout is not None:
-        names = to_src([f"i{k}" for k in range(nd)])
-        want, image = 4, src.layout
-        img_names = c_reshape_index(image.logical_dims(src.dims), src.desc.dims,
-                                    list(names) + ["0"] * (len(image.logical_dims(src.dims))
-                                                           - len(names)))
-        if f"i{d}" not in img_names or image.lanes != 4 or vector % 4:
+    if bake:
+        if (src.desc.halo_lower[sd] - dst.halo_lower[d]) % vector:
             return 1
-        sd = img_names.index(f"i{d}")
-        lane = src.desc.axes[-1]
-        ok = lane.dim == sd and lane.div == 1 and dst.halo_lower[d] % 4 == 0
-        return want if ok else 1
-    if (src.desc.halo_lower[sd] - dst.halo_lower[d]) % vector:
+    elif dst_halo or any(src.desc.halo_lower) or any(src.desc.halo_upper):
         return 1
     a = _element_axis(src.desc, sd)
-    ok = a.stride == 1 and (a.outer or a.size % vector == 0)
+    unit = a.stride == 1 and (bake or not a.outer or _unit_stride(src.desc))
+    ok = unit and (a.outer or a.size % vector == 0)
     return vector if ok else 1
 
 
 # -- the three kinds -------------------------------------------------------------
 
-_PLANS: dict = {}
+class LRU:
+    """A bounded, thread-safe cache: least recently used entries go first."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def peek(self, key):
+        """The value of ``key`` (now most recently used), or None."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return None
+
+    def get(self, key, make):
+        """The value of ``key``, made by ``make()`` and kept when missing."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        value = make()
+        with self._lock:
+            self._data[key] = value
+            while len(self._data) > max(0, self.size):
+                self._data.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def cache_size(env: str, default: int) -> int:
+    try:
+        return int(os.environ.get(env, default))
+    except ValueError:
+        raise ClayoutError(f"{env}={os.environ[env]!r} is not a count") from None
+
+
+PLANS = LRU(cache_size("CLAYOUT_PLAN_CACHE", 4096))
 
 
 def _cached(kind, key, make) -> Kernel:
-    """Plans by exactly what changes the source: kind and the exact fields of
-    both sides (strides too: descs equal under oneDNN's rules can differ in
-    unit strides)."""
-    plan = _PLANS.get((kind, key))
-    if plan is None:
-        plan = _PLANS[(kind, key)] = make()
-    return plan
+    """Plans by exactly what changes the kernel or its arguments: kind and the
+    exact fields of both sides (strides too: descs equal under oneDNN's rules
+    can differ in unit strides) and whether numbers are baked."""
+    return PLANS.get((kind, key, specialize_bytes()), make)
 
 
 def _key(desc: MemoryDesc):
@@ -371,13 +504,18 @@ def _key(desc: MemoryDesc):
             repr(desc.fill), desc.order)
 
 
+def _identity(names, num):
+    return list(names)
+
+
 def plan_reorder(src: MemoryDesc, dst: MemoryDesc, aliased: bool = False) -> Kernel:
     """buffer ``src`` -> buffer ``dst`` (same dims). ``aliased``: src and dst
     may be the same buffer (no ``restrict``); each element is then read and
     written by the same work item, so an in-place same-desc pass is safe."""
-    return _cached("reorder", (_key(src), _key(dst), aliased),
-                   lambda: _plan(_Source(src, None, src.dims), dst, None, list,
-                                 aliased=aliased))
+    def make():
+        source = _Source(src, None, src.dims, _identity, {d: d for d in range(src.ndims)})
+        return _plan(source, dst, None, aliased=aliased, bake=_bake(src, dst))
+    return _cached("reorder", (_key(src), _key(dst), aliased), make)
 
 
 def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
@@ -389,10 +527,12 @@ def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
     image = layout.desc(src.dims, dt)
 
     def make():
-        def to_src(names):
-            return c_reshape_index(image.dims, src.dims, names)
-        return _plan(_Source(src, None, src.dims), image, None if staged else layout, to_src,
-                     layout.image_shape(src.dims))
+        def to_src(names, num):   # image index -> the source's logical index
+            return logical_names(layout, src.dims, names, num, src.ndims)
+        mapped = {g: d for d, g in unchanged_dims(layout).items() if d < src.ndims}
+        source = _Source(src, None, src.dims, to_src, mapped)
+        return _plan(source, image, None if staged else layout, layout.image_shape(src.dims),
+                     bake=_bake(src, image))
     return _cached("to_image", (_key(src), layout, dt.name, staged), make)
 
 
@@ -405,13 +545,13 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
     image = layout.desc(dst.dims, dt)
 
     def make():
+        bake = _bake(image, dst)
         if staged:
-            def to_src(names):
-                return c_reshape_index(layout.logical_dims(dst.dims), image.dims,
-                                       list(names) + ["0"] * (len(layout.logical_dims(dst.dims))
-                                                              - len(names)))
-            return _plan(_Source(image, None, image.dims), dst, None, to_src)
-        return _plan(_Source(image, layout, dst.dims), dst, None, list)
+            def to_src(names, num):   # logical index -> the image dims' index
+                return image_names(layout, dst.dims, names, num)
+            mapped = {d: g for d, g in unchanged_dims(layout).items() if d < dst.ndims}
+            return _plan(_Source(image, None, image.dims, to_src, mapped), dst, None, bake=bake)
+        return _plan(_Source(image, layout, dst.dims, _identity, {}), dst, None, bake=bake)
     return _cached("from_image", (layout, dt.name, _key(dst), staged), make)
 
 
@@ -422,17 +562,23 @@ def render_source(src=None, dst=None, *, layout=None, image_dtype=None,
     ``render_source(src_desc, layout=..., image_dtype=...)`` (to an image),
     ``render_source(dst=dst_desc, layout=..., image_dtype=...)`` (from an image);
     ``staged``: the buffer kernel a CPU device runs instead of the image access."""
+    return plan_for(src, dst, layout=layout, image_dtype=image_dtype, staged=staged).source
+
+
+def plan_for(src=None, dst=None, *, layout=None, image_dtype=None,
+             staged: bool = False) -> Kernel:
+    """The planned kernel of one conversion (see ``render_source``)."""
     if layout is None:
-        return plan_reorder(src, dst).source
+        return plan_reorder(src, dst)
     from ..image import image_layout
     layout = image_layout(layout)
     if src is not None:
-        return plan_to_image(src, layout, image_dtype or src.dtype, staged).source
-    return plan_from_image(layout, image_dtype or dst.dtype, dst, staged).source
+        return plan_to_image(src, layout, image_dtype or src.dtype, staged)
+    return plan_from_image(layout, image_dtype or dst.dtype, dst, staged)
 
 
 def clear_cache() -> None:
-    _PLANS.clear()
+    PLANS.clear()
 
 
 @functools.lru_cache(maxsize=1)

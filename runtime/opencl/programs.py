@@ -1,9 +1,13 @@
-"""Built programs, cached per (context, source).
+"""Built programs, cached per (context, source), least recently used first out.
 
 The rendered source is the exact key: two conversions share a program iff
-their kernels are the same text, and a program belongs to one context.
-PoCL also caches binaries on disk (``POCL_CACHE_DIR``), so a cold build of a
-known source in a new process is cheap too.
+their kernels are the same text, and a program belongs to one context. With
+generic kernels (runtime.opencl.kernels) a text stands for a whole conversion
+family, so a model's hundred weights need a handful of programs. The cache
+holds at most ``CLAYOUT_PROGRAM_CACHE`` programs (default 256; set
+``PROGRAMS.size`` to change it at run time); ``clear_cache()`` empties it and
+the plan cache. PoCL also caches binaries on disk (``POCL_CACHE_DIR``), so a
+cold build of a known source in a new process is cheap too.
 """
 from __future__ import annotations
 
@@ -11,37 +15,38 @@ import threading
 
 import pyopencl as cl
 
-from .kernels import KERNEL_NAME
+from .kernels import KERNEL_NAME, LRU, cache_size
 
-_BUILT: dict = {}
-_LOCK = threading.Lock()
+PROGRAMS = LRU(cache_size("CLAYOUT_PROGRAM_CACHE", 256))
 STATS = {"builds": 0, "hits": 0}
+_STATS_LOCK = threading.Lock()
+
+
+def _build(context: cl.Context, source: str):
+    program = cl.Program(context, source).build()
+    with _STATS_LOCK:
+        STATS["builds"] += 1
+    # keep the context alive with its kernel: int_ptr must not be reused
+    return context, getattr(program, KERNEL_NAME)
 
 
 def kernel(context: cl.Context, source: str) -> cl.Kernel:
     """The conversion kernel of ``source`` built for ``context`` (cached)."""
     key = (context.int_ptr, source)
-    with _LOCK:
-        entry = _BUILT.get(key)
-        if entry is not None:
+    hit = PROGRAMS.peek(key)
+    if hit is not None:
+        with _STATS_LOCK:
             STATS["hits"] += 1
-            return entry[1]
-    program = cl.Program(context, source).build()
-    built = getattr(program, KERNEL_NAME)
-    with _LOCK:
-        STATS["builds"] += 1
-        # keep the context alive with its kernel: int_ptr must not be reused
-        _BUILT[key] = (context, built)
-    return built
+        return hit[1]
+    return PROGRAMS.get(key, lambda: _build(context, source))[1]
 
 
 def cached_count() -> int:
-    return len(_BUILT)
+    return len(PROGRAMS)
 
 
 def clear_cache() -> None:
     """Forget every built program (and the planned kernels that feed them)."""
     from . import kernels
-    with _LOCK:
-        _BUILT.clear()
+    PROGRAMS.clear()
     kernels.clear_cache()

@@ -1,0 +1,188 @@
+"""Index expressions of a layout, in OpenCL C, with constants or arguments.
+
+One emitter serves every kernel: ``offset_expr`` (a buffer element's offset,
+the mirror of ``MemoryDesc.offsets``), ``pixel_expr`` (an image lane's
+(x, y, lane), the mirror of ``ImageLayout.pixel``) and the row-major
+reshapes between a layout's logical dims and its image dims.
+
+Where the numbers go is the caller's choice, made once per kernel with a
+``Numbers``:
+
+* ``Numbers(bake=True)`` writes every number as a literal: a program for one
+  shape, which lets the compiler turn divisions into multiplications (what
+  large tensors want);
+* ``Numbers(bake=False)`` writes each number that depends on the dims (an
+  outer size, a stride, offset0, a halo, the image width) as a kernel argument
+  ``n0, n1, ...`` and records its value, so the source depends only on the
+  layouts' structure: one program serves every shape of a conversion family.
+
+Numbers that are structure (block sizes, the 4 lanes) are literals in both.
+
+>>> from runtime.desc import MemoryDesc
+>>> desc = MemoryDesc((2, 17, 3, 4), tag="nChw16c")
+>>> offset_expr(desc, ["n", "c", "h", "w"], Numbers(bake=True))
+'n * 384 + (c / 16) * 192 + h * 64 + w * 16 + (c % 16)'
+>>> num = Numbers(bake=False)
+>>> offset_expr(desc, ["n", "c", "h", "w"], num), [value for _, _, value in num.args]
+('n0 + n * n1 + (c / 16) * n2 + h * n3 + w * n4 + (c % 16)', [0, 384, 192, 64, 16])
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .desc import MemoryDesc
+
+
+class Numbers:
+    """Where the dims-dependent numbers of one kernel go: literals
+    (``bake=True``) or kernel arguments named ``n0, n1, ...`` whose values
+    are kept in ``args`` as (name, C type, value)."""
+
+    def __init__(self, bake: bool):
+        self.bake = bake
+        self.args: list[tuple[str, str, object]] = []
+        self._named: dict = {}
+
+    def __call__(self, value, ctype: str = "idx_t", key=None) -> str:
+        """An index-typed number: a literal, or an argument holding it. The
+        same ``key`` (what the number is: a desc's stride of one axis, ...)
+        asked again gets the same argument."""
+        if self.bake:
+            return str(int(value))
+        if key is not None and key in self._named:
+            return self._named[key]
+        name = f"n{len(self.args)}"
+        self.args.append((name, ctype, int(value)))
+        if key is not None:
+            self._named[key] = name
+        return name
+
+    def value(self, literal: str, raw, ctype: str) -> str:
+        """A value of another C type (a fill value): ``literal`` when baked,
+        else an argument of ``ctype`` holding ``raw`` (a numpy scalar)."""
+        if self.bake:
+            return literal
+        name = f"n{len(self.args)}"
+        self.args.append((name, ctype, raw))
+        return name
+
+    def unit(self, size: int) -> bool:
+        """True when a baked axis of ``size`` contributes nothing (size 1);
+        a generic kernel keeps every axis, whatever its size."""
+        return self.bake and size == 1
+
+    def times(self, expr: str, value, key=None) -> str:
+        """``expr * value``, the factor a literal or an argument."""
+        if self.bake and value == 1:
+            return expr
+        return f"{expr} * {self(value, key=key)}"
+
+
+def paren(expr: str) -> str:
+    return expr if expr.isidentifier() or expr.isdigit() else f"({expr})"
+
+
+def digit(q: str, div: int, size: int, outer: bool) -> str:
+    """Digit ``(q / div) % size`` of an axis; div and a block's size are
+    structure (literals), an outer axis has no modulo."""
+    d = q if div == 1 else f"({q} / {div})"
+    return d if outer else f"({d} % {size})"
+
+
+def offset_expr(desc: MemoryDesc, names, num: Numbers) -> str:
+    """The element offset of logical index ``names`` (one C expression per
+    dim) in ``desc``: oneDNN's walk, offset0 and halo included."""
+    halo = any(desc.halo_lower) or any(desc.halo_upper)
+    me = id(desc)
+    terms = [num(desc.offset0, key=(me, "offset0"))] if desc.offset0 or not num.bake else []
+    for pos, a in enumerate(desc.axes):
+        if (not a.outer and a.size == 1) or (num.bake and desc.dims[a.dim] == 0):
+            continue
+        lo = desc.halo_lower[a.dim]
+        q = paren(names[a.dim])
+        if lo or (halo and not num.bake):
+            q = f"({names[a.dim]} + {num(lo, key=(me, 'halo', a.dim))})"
+        d = digit(q, a.div, a.size, a.outer)
+        if a.outer:
+            terms.append(num.times(d, a.stride, key=(me, "stride", pos)))
+        else:
+            terms.append(d if a.stride == 1 else f"{d} * {a.stride}")
+    return " + ".join(terms) if terms else "0"
+
+
+# -- logical dims <-> image dims (a layout's groups, 2-D activations) ----------------------
+def image_names(layout, dims, names, num: Numbers) -> list[str]:
+    """Logical index ``names`` (padded with "0" to the layout's rank: a 2-D
+    activation is N, C, 1, 1) as the image dims' index: each group of
+    ``layout.groups`` flattened row-major."""
+    dims = layout.logical_dims(dims)
+    names = list(names) + ["0"] * (len(dims) - len(names))
+    if not layout.groups:
+        return names
+    out = []
+    for group in layout.groups:
+        flat = names[group[0]]
+        for d in group[1:]:
+            flat = f"{paren(flat)} * {num(dims[d], key=('dim', d))} + {paren(names[d])}"
+        out.append(flat)
+    return out
+
+
+def logical_names(layout, dims, names, num: Numbers, ndims: int | None = None) -> list[str]:
+    """The inverse of ``image_names``: the image dims' index ``names`` as the
+    logical index, cut to ``ndims`` dims (2 for a 2-D activation)."""
+    dims = layout.logical_dims(dims)
+    if not layout.groups:
+        out = list(names)
+    else:
+        out = [""] * len(dims)
+        for q, group in zip(names, layout.groups):
+            for j, d in enumerate(group):
+                below = math.prod(dims[e] for e in group[j + 1:])
+                expr = paren(q) if j == len(group) - 1 else \
+                    f"({paren(q)} / {num(below, key=('below', d))})"
+                out[d] = expr if j == 0 else f"({expr} % {num(dims[d], key=('dim', d))})"
+    return out[:ndims if ndims is not None else len(out)]
+
+
+def unchanged_dims(layout) -> dict[int, int]:
+    """Logical dim -> image dim for the dims whose index passes to the image
+    unchanged (a group of one dim); a flattened group keeps none."""
+    if not layout.groups:
+        return {d: d for d in range(layout.ndims)}
+    return {group[0]: g for g, group in enumerate(layout.groups) if len(group) == 1}
+
+
+def pixel_expr(layout, dims, names, num: Numbers) -> tuple[str, str, str]:
+    """(x, y, lane) of logical index ``names`` as C expressions; the mirror of
+    ``ImageLayout.pixel``: the first ``rows`` axes of the image desc form y,
+    the rest x, and the innermost block of 4 the lane."""
+    dims = layout.logical_dims(dims)
+    desc = layout.desc(dims)
+    if num.bake and desc.is_zero:   # an empty image has no pixel (and maybe width 0)
+        return "0", "0", "0"
+    q = image_names(layout, dims, names, num)
+    width, _ = layout.image_shape(dims)
+    axes = desc.axes
+    lane_at = len(axes) - 1 if layout.lanes == 4 else None
+    xs, ys, lane = [], [], "0"
+    for pos, a in enumerate(axes):
+        if (not a.outer and a.size == 1) or (num.bake and (a.size == 1 or desc.dims[a.dim] == 0)):
+            continue
+        d = digit(paren(q[a.dim]), a.div, a.size, a.outer)
+        if pos == lane_at:
+            lane = d
+        elif pos < layout.rows:
+            ys.append(num.times(d, a.stride // (width * layout.lanes), key=("pixel", pos)))
+        else:
+            xs.append(num.times(d, a.stride // layout.lanes, key=("pixel", pos)))
+    return " + ".join(xs) or "0", " + ".join(ys) or "0", lane
+
+
+def arg_value(ctype: str, value):
+    """The numpy scalar pyopencl passes for an argument of ``ctype``."""
+    if isinstance(value, np.generic):
+        return value
+    return {"uint": np.uint32, "ulong": np.uint64}[ctype](value)

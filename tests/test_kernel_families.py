@@ -1,0 +1,93 @@
+"""Generic kernels: one program per conversion family, whatever the dims.
+
+A family is what a generic kernel's source depends on (kernels.structure of
+both sides, the image layout, the vector width, the tiling axis, the run
+length, the index type). Converting every layout over 20 different dims must
+give exactly one source per family, and the engine builds each at most once.
+"""
+import numpy as np
+import pytest
+
+from runtime import IMAGE_LAYOUTS, MemoryDesc
+from runtime.opencl import kernels, programs
+
+ACTIVATIONS = [(1, 3, 5, 7), (2, 17, 3, 4), (1, 8, 2, 2), (3, 5, 7, 1), (1, 1, 1, 1),
+               (2, 16, 4, 4), (1, 33, 9, 2), (4, 3, 2, 8), (1, 64, 3, 3), (2, 2, 2, 2),
+               (1, 5, 1, 9), (3, 7, 4, 5), (1, 12, 6, 6), (2, 9, 5, 3), (1, 4, 8, 1),
+               (5, 6, 2, 3), (1, 31, 2, 2), (2, 1, 7, 7), (1, 20, 3, 5), (3, 3, 3, 3)]
+TAGS = ["nchw", "nhwc", "chwn", "nChw4c", "nChw8c", "nChw16c", "ABcd16b16a", "Acdb4a",
+        "ABcd8b16a2b", "BAcd16a16b"]
+PAIRS = [(a, b) for a in TAGS for b in TAGS if a != b]
+
+
+def _sweep(plans):
+    """{family: set of sources} over the generic plans."""
+    seen = {}
+    for k in plans:
+        if k.generic:
+            seen.setdefault(k.family, set()).add(k.source)
+    return seen
+
+
+def _reorders():
+    for a, b in PAIRS:
+        for dims in ACTIVATIONS:
+            yield kernels.plan_reorder(MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b))
+    for dims in ACTIVATIONS:   # halo, strided, dtype pairs
+        yield kernels.plan_reorder(MemoryDesc(dims, halo=((0, 1, 1, 0), (0, 2, 1, 0)), fill=1),
+                                   MemoryDesc(dims, "f16", tag="nChw8c"))
+        n, c, h, w = dims
+        strided = MemoryDesc(dims, strides=(c * h * (w + 3), h * (w + 3), w + 3, 1))
+        yield kernels.plan_reorder(strided, MemoryDesc(dims, "s8", tag="nhwc"))
+
+
+def _images():
+    for layout in IMAGE_LAYOUTS.values():
+        for i, dims in enumerate(ACTIVATIONS):
+            dims = dims[:1] if layout.kind == "argument" else dims
+            for staged in (False, True):
+                for dt in ("f32", "f16"):
+                    yield kernels.plan_to_image(MemoryDesc(dims), layout, dt, staged)
+                    yield kernels.plan_from_image(layout, dt, MemoryDesc(dims, "f32"), staged)
+
+
+def test_one_source_per_family():
+    seen = _sweep(list(_reorders()) + list(_images()))
+    assert seen, "no generic kernel planned"
+    several = {f: len(s) for f, s in seen.items() if len(s) > 1}
+    assert not several, several
+
+
+def test_few_families_over_many_shapes():
+    # one conversion over 20 shapes: the vector width and the tiling axis may
+    # vary with the dims, nothing else does
+    plans = [kernels.plan_to_image(MemoryDesc(d), IMAGE_LAYOUTS["in_out_channel"], "f32", True)
+             for d in ACTIVATIONS]
+    assert all(k.generic for k in plans)
+    assert len(_sweep(plans)) <= 3
+    assert len({k.args for k in plans}) == len(ACTIVATIONS)   # the numbers differ
+
+
+def test_the_engine_builds_each_family_once(cl_engine):
+    programs.clear_cache()
+    before = programs.STATS["builds"]
+    families = set()
+    layout = IMAGE_LAYOUTS["conv2d_filter"]
+    for dims in ACTIVATIONS:
+        x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims)
+        src, dst = MemoryDesc(dims), MemoryDesc(dims, tag="nhwc")
+        for k in (kernels.plan_reorder(src, dst), kernels.plan_to_image(src, layout, "f32",
+                                                                        cl_engine.staged(layout, "f32"))):
+            families.add(k.family)
+        cl_engine.reorder(x.reshape(-1), src, dst)
+        cl_engine.to_image(x.reshape(-1), layout, src, "f32")
+    assert programs.STATS["builds"] - before <= len(families) < len(ACTIVATIONS)
+
+
+def test_program_cache_is_bounded(cl_engine, monkeypatch):
+    monkeypatch.setattr(programs.PROGRAMS, "size", 2)
+    programs.clear_cache()
+    for tag in ("nhwc", "chwn", "nChw8c", "nChw16c"):
+        dims = (1, 16, 2, 2)
+        cl_engine.reorder(np.zeros(64, np.float32), MemoryDesc(dims), MemoryDesc(dims, tag=tag))
+    assert programs.cached_count() <= 2
