@@ -117,7 +117,12 @@ class Memory:
                 check_host_bytes(nbytes, f"Memory {desc.describe()}")
             if _on_device(self.engine):
                 self.storage = self.engine.new_buffer(nbytes)
-                _cl().enqueue_fill_buffer(self.engine.queue, self.storage, np.uint8(0), 0, nbytes)
+                fill = _cl().enqueue_fill_buffer(self.engine.queue, self.storage, np.uint8(0), 0,
+                                                 nbytes)
+                # the zeroing is part of making this Memory: on an out-of-order queue
+                # nothing else would order it before the first write or kernel
+                if not self.engine.in_order:
+                    fill.wait()
             else:
                 self.storage = np.zeros(desc.span, dtype=desc.dtype.np)
             return

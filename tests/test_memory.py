@@ -169,3 +169,29 @@ def test_memory_reorder_checks_src_desc_and_writes_into_out(engine):
     assert got is out
     want = REF.to_image(_x(), runtime.image_layout("in_out_channel"), MemoryDesc(DIMS), "f32")
     assert np.array_equal(bits(out.to_numpy()), bits(want))
+
+
+def test_new_memory_on_an_out_of_order_queue_is_zeroed_before_it_is_written(cl_engine,
+                                                                          monkeypatch):
+    """A new Memory's zero fill is ordered before its first write even on an
+    out-of-order queue, where only events order commands. The fill is held
+    back by a user event for 0.3 s: were it left pending, it would land after
+    from_numpy's write and zero the data."""
+    import threading
+
+    import pyopencl as cl
+    props = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
+    eng = OpenCLEngine(queue=cl.CommandQueue(cl_engine.context, properties=props))
+    real_fill = cl.enqueue_fill_buffer
+
+    def late_fill(queue, buf, pattern, offset, size, wait_for=None):
+        gate = cl.UserEvent(queue.context)
+        threading.Timer(0.3, gate.set_status, (cl.command_execution_status.COMPLETE,)).start()
+        return real_fill(queue, buf, pattern, offset, size, wait_for=[gate, *(wait_for or [])])
+
+    monkeypatch.setattr(cl, "enqueue_fill_buffer", late_fill)
+    desc = MemoryDesc((2, 17, 5, 6), "f32")
+    x = np.arange(1, desc.span + 1, dtype=np.float32)
+    mem = Memory.from_numpy(x, desc, engine=eng)
+    eng.queue.finish()
+    assert np.array_equal(mem.to_numpy(), x)
