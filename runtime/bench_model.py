@@ -1,13 +1,18 @@
 """Model load time: one ONNX model's weights converted on each engine, in one run.
 
 What an inference engine pays at start-up: every weight of the model placed on
-its image. Four figures, side by side:
+its image. Each start-up figure is a new process doing the whole job (Python
+start, imports, reading the model, making the engine, converting every
+weight), timed from outside, so both engines pay the same fixed costs:
 
-* **cold**: the OpenCL engine in a new process whose PoCL and pyopencl caches
-  are empty folders (engine creation, program builds and conversion);
+* **cold**: the opencl engine with empty PoCL and pyopencl caches (fresh
+  ``POCL_CACHE_DIR`` and ``XDG_CACHE_HOME``): every program is built;
 * **builds**: the programs that cold run built;
-* **warm**: the same conversion again in this process (programs built);
-* **cpu**: the cpu engine in this process.
+* **warm**: the opencl engine again, caches kept (the second start);
+* **cpu**: the cpu engine, the same job.
+
+A second table gives the conversion alone inside one process (programs
+already built on opencl), the part a user pays per model once started.
 
 Run: ``python tools/bench.py --model MODEL.onnx`` (or ``clayout bench --model``);
 ``--model synthetic`` converts a model of 60 convolutions with 60 distinct
@@ -24,17 +29,14 @@ import tempfile
 import time
 
 _CHILD = """
-import json, sys, time
-t0 = time.perf_counter()
+import json, sys
 from runtime import engine, model
 from runtime.opencl import programs
-onnx_model = model.onnx_graph.load(sys.argv[1])
-t1 = time.perf_counter()
-eng = engine.get("opencl")
-model.convert_model(onnx_model, sys.argv[1], sys.argv[2], engine=eng)
-t2 = time.perf_counter()
-print(json.dumps({"seconds": t2 - t1, "builds": programs.STATS["builds"],
-                  "device": eng.device.name.strip()}))
+path, dtype, name = sys.argv[1:4]
+eng = engine.get(name)
+model.convert_model(model.onnx_graph.load(path), path, dtype, engine=eng)
+print(json.dumps({"builds": programs.STATS["builds"] if name == "opencl" else 0,
+                  "device": eng.device.name.strip() if name == "opencl" else "numpy"}))
 """
 
 
@@ -63,16 +65,38 @@ def synthetic_model(path: str, count: int = 60) -> str:
     return path
 
 
-def _cold(path: str, dtype: str) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, POCL_CACHE_DIR=os.path.join(tmp, "pocl"),
-                   XDG_CACHE_HOME=os.path.join(tmp, "cache"))
-        os.makedirs(env["POCL_CACHE_DIR"])
-        done = subprocess.run([sys.executable, "-c", _CHILD, path, dtype], env=env,
-                              capture_output=True, text=True, check=False)
+def _start_up(path: str, dtype: str, engine: str, env: dict) -> dict:
+    """One new process converting the model on ``engine``: its wall time
+    (``seconds``), the programs it built and its device."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _CHILD, path, dtype, engine], env=env,
+                          capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
     if done.returncode:
-        raise RuntimeError(f"cold run failed: {done.stderr.strip().splitlines()[-1:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{engine} start-up run failed: "
+                           f"{done.stderr.strip().splitlines()[-1:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]), seconds=seconds)
+
+
+def start_up(path: str, dtype: str, repeat: int, opencl: bool) -> dict:
+    """Medians of ``repeat`` new processes each: cpu, and with ``opencl`` the
+    cold (empty caches every time) and warm (caches of the cold runs) opencl."""
+    env = dict(os.environ)
+    out = {"cpu": statistics.median(_start_up(path, dtype, "cpu", env)["seconds"]
+                                    for _ in range(repeat))}
+    if not opencl:
+        return out
+    with tempfile.TemporaryDirectory() as tmp:
+        colds = []
+        for i in range(repeat):
+            cache = dict(env, POCL_CACHE_DIR=os.path.join(tmp, f"pocl{i}"),
+                         XDG_CACHE_HOME=os.path.join(tmp, f"cache{i}"))
+            os.makedirs(cache["POCL_CACHE_DIR"])
+            colds.append(_start_up(path, dtype, "opencl", cache))
+        warm = [_start_up(path, dtype, "opencl", cache)["seconds"] for _ in range(repeat)]
+    out.update(cold=statistics.median(c["seconds"] for c in colds), builds=colds[0]["builds"],
+               warm=statistics.median(warm), device=colds[0]["device"])
+    return out
 
 
 def _timed(fn, repeat: int) -> float:
@@ -85,30 +109,37 @@ def _timed(fn, repeat: int) -> float:
 
 
 def run(path: str, dtype: str = "f32", repeat: int = 3, out=print) -> dict:
-    """Measure and print the four figures for the model at ``path``."""
+    """Measure and print the start-up and in-process figures for the model at ``path``."""
     from . import engine, model
     onnx_model = model.onnx_graph.load(path)
     cpu = engine.get("cpu")
     count = len(model.convert_model(onnx_model, path, dtype, engine=cpu)[1]["tensors"])
-    cpu_s = _timed(lambda: model.convert_model(onnx_model, path, dtype, engine=cpu), repeat)
-    result = {"model": os.path.basename(path), "tensors": count, "cpu": cpu_s}
-    if engine.opencl_available():
-        cold = _cold(path, dtype)
+    opencl = engine.opencl_available()
+    result = {"model": os.path.basename(path), "tensors": count,
+              "start_up": start_up(path, dtype, repeat, opencl),
+              "cpu": _timed(lambda: model.convert_model(onnx_model, path, dtype, engine=cpu),
+                            repeat)}
+    if opencl:
         eng = engine.get("opencl")
         model.convert_model(onnx_model, path, dtype, engine=eng)    # builds, if any
-        warm = _timed(lambda: model.convert_model(onnx_model, path, dtype, engine=eng), repeat)
-        result.update(cold=cold["seconds"], builds=cold["builds"], warm=warm,
-                      device=cold["device"])
+        result["opencl"] = _timed(lambda: model.convert_model(onnx_model, path, dtype,
+                                                              engine=eng), repeat)
+    up, cpu_s = result["start_up"], result["start_up"]["cpu"]
     out(f"model load: {result['model']}, {count} tensors to images ({dtype}); "
         f"medians of {repeat}")
+    out("start-up (a new process: imports, model, engine, every weight converted):")
     out("| engine | programs built | cold s | warm s | x cpu (cold / warm) |")
     out("|---|---|---|---|---|")
-    if "cold" in result:
-        out(f"| opencl ({result['device']}) | {result['builds']} | {result['cold']:.3f} | "
-            f"{result['warm']:.3f} | {result['cold'] / cpu_s:.1f} / {result['warm'] / cpu_s:.1f} |")
+    if "cold" in up:
+        out(f"| opencl ({up['device']}) | {up['builds']} | {up['cold']:.3f} | "
+            f"{up['warm']:.3f} | {up['cold'] / cpu_s:.1f} / {up['warm'] / cpu_s:.1f} |")
     else:
         out("| opencl | - | - | - | no OpenCL device with image support |")
     out(f"| cpu | 0 | {cpu_s:.3f} | {cpu_s:.3f} | 1.0 / 1.0 |")
+    conv = f"{result['opencl']:.3f} s ({result['opencl'] / result['cpu']:.1f} x cpu)" \
+        if opencl else "-"
+    out(f"conversion alone, in one process (programs built): opencl {conv}, "
+        f"cpu {result['cpu']:.3f} s")
     return result
 
 

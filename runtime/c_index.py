@@ -157,28 +157,29 @@ def unchanged_dims(layout) -> dict[int, int]:
 
 def pixel_expr(layout, dims, names, num: Numbers) -> tuple[str, str, str]:
     """(x, y, lane) of logical index ``names`` as C expressions; the mirror of
-    ``ImageLayout.pixel``: the first ``rows`` axes of the image desc form y,
-    the rest x, and the innermost block of 4 the lane."""
-    dims = layout.logical_dims(dims)
-    desc = layout.desc(dims)
+    ``ImageLayout.pixel``: the layout's placement gives the axes that form y,
+    x and the lane."""
+    place = layout.placement(dims)
+    desc = place.desc
     if num.bake and desc.is_zero:   # an empty image has no pixel (and maybe width 0)
         return "0", "0", "0"
-    q = image_names(layout, dims, names, num)
-    width, _ = layout.image_shape(dims)
-    axes = desc.axes
-    lane_at = len(axes) - 1 if layout.lanes == 4 else None
-    xs, ys, lane = [], [], "0"
-    for pos, a in enumerate(axes):
-        if (not a.outer and a.size == 1) or (num.bake and (a.size == 1 or desc.dims[a.dim] == 0)):
-            continue
-        d = digit(paren(q[a.dim]), a.div, a.size, a.outer)
-        if pos == lane_at:
-            lane = d
-        elif pos < layout.rows:
-            ys.append(num.times(d, a.stride // (width * layout.lanes), key=("pixel", pos)))
-        else:
-            xs.append(num.times(d, a.stride // layout.lanes, key=("pixel", pos)))
-    return " + ".join(xs) or "0", " + ".join(ys) or "0", lane
+    q = image_names(layout, place.dims, names, num)
+
+    def terms(axes, pitch, key):
+        out = []
+        for i, a in enumerate(axes):
+            if (not a.outer and a.size == 1) or (num.bake and (a.size == 1 or
+                                                               desc.dims[a.dim] == 0)):
+                continue
+            d = digit(paren(q[a.dim]), a.div, a.size, a.outer)
+            out.append(num.times(d, a.stride // pitch, key=(key, i)))
+        return " + ".join(out) or "0"
+
+    lane = place.lane_axis
+    lane_expr = "0" if lane is None else \
+        digit(paren(q[lane.dim]), lane.div, lane.size, lane.outer)
+    return (terms(place.col_axes, layout.lanes, "x"),
+            terms(place.row_axes, place.width * layout.lanes, "y"), lane_expr)
 
 
 def arg_value(ctype: str, value):

@@ -14,6 +14,7 @@ Example: ``image_layout("in_out_channel").image_shape((1, 17, 5, 7))`` is
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -86,16 +87,16 @@ class ImageLayout:
         """The dense buffer desc equal to this image's memory, over ``image_dims``."""
         return MemoryDesc(self.image_dims(dims), dtype, tag=self.tag)
 
+    def placement(self, dims) -> "ImagePlacement":
+        """Where this layout puts a tensor of ``dims``: the image's row, column
+        and lane axes and its size, worked out once per (layout, dims) and kept
+        (least recently used first out, at most ``PLACEMENTS`` of them)."""
+        return _placement(self, self.logical_dims(dims))
+
     def image_shape(self, dims) -> tuple[int, int]:
         """(width, height) in pixels."""
-        desc = self.desc(dims)
-        outer = desc.axes[:desc.ndims]
-        height = math.prod(a.size for a in outer[:self.rows])
-        total = math.prod(a.size for a in desc.axes)
-        width = total // (height * self.lanes) if height else 0
-        if height == 0:  # zero-volume rows: the width still follows the column axes
-            width = math.prod(a.size for a in desc.axes[self.rows:]) // self.lanes
-        return width, height
+        place = self.placement(dims)
+        return place.width, place.height
 
     def array_shape(self, dims) -> tuple[int, ...]:
         """Shape of the host array holding the image: (height, width, 4) or (height, width)."""
@@ -113,8 +114,9 @@ class ImageLayout:
         for d in reversed(image_dims):
             image_idx.append(flat % d if d else 0)
             flat = flat // d if d else 0
-        off = self.desc(dims).offset(tuple(reversed(image_idx)))
-        width, _ = self.image_shape(dims)
+        place = self.placement(dims)
+        off = place.desc.offset(tuple(reversed(image_idx)))
+        width = place.width
         return (off // self.lanes) % width, off // (self.lanes * width), off % self.lanes
 
     def index(self, dims, x, y, lane=0) -> tuple[int, ...] | None:
@@ -130,13 +132,14 @@ class ImageLayout:
         True
         """
         dims = self.logical_dims(dims)
-        width, height = self.image_shape(dims)
+        place = self.placement(dims)
+        width, height = place.width, place.height
         for name, value, size in (("x", x, width), ("y", y, height), ("lane", lane, self.lanes)):
             if not 0 <= int(value) < size:
                 raise ClayoutError(f"layout {self.name!r} with dims {dims}: {name} {value} is "
                                    f"outside the {width}x{height} image with {self.lanes} "
                                    f"lane(s) (allowed 0..{size - 1})")
-        desc = self.desc(dims)
+        desc = place.desc
         off = (int(y) * width + int(x)) * self.lanes + int(lane)
         image_idx = [0] * desc.ndims
         for a in desc.axes:
@@ -191,6 +194,45 @@ class ImageLayout:
 
     def __str__(self) -> str:
         return self.name
+
+
+@dataclass(frozen=True)
+class ImagePlacement:
+    """A layout at given dims: the image's dense desc (f32; the geometry does
+    not depend on the dtype) with its physical axes split into the axes that
+    form the row ``y`` (the first ``rows``), the lane (the innermost block of
+    4, when ``lanes`` is 4) and the column ``x`` (the rest), and the image's
+    size. ``image_shape``, ``pixel``, ``index``, the OpenCL index emitter and
+    the kernels' launch all read it from here.
+
+    >>> p = image_layout("in_out_channel").placement((1, 17, 5, 7))
+    >>> (p.width, p.height), [a.dim for a in p.row_axes], [a.dim for a in p.col_axes]
+    ((35, 5), [0, 2], [1, 3])
+    """
+    layout: ImageLayout
+    dims: tuple[int, ...]            # logical dims
+    desc: MemoryDesc                 # the dense image desc over the image dims
+    row_axes: tuple                  # Axis, outer to inner: y
+    col_axes: tuple                  # Axis, outer to inner: x
+    lane_axis: object                # Axis of the RGBA lane, None for one channel
+    width: int
+    height: int
+
+
+PLACEMENTS = 4096
+
+
+@functools.lru_cache(maxsize=PLACEMENTS)
+def _placement(layout: ImageLayout, dims: tuple[int, ...]) -> ImagePlacement:
+    desc = layout.desc(dims)
+    axes = desc.axes
+    lane = axes[-1] if layout.lanes == 4 else None
+    rows, cols = axes[:layout.rows], axes[layout.rows:len(axes) - (lane is not None)]
+    height = math.prod(a.size for a in rows)
+    # the width follows the column axes, also when a zero-volume row axis
+    # leaves the image with no row
+    width = math.prod(a.size for a in axes[layout.rows:]) // layout.lanes
+    return ImagePlacement(layout, dims, desc, rows, cols, lane, width, height)
 
 
 def _named(name, tag, rows, kind, lanes=4, ndims=4, groups=None):

@@ -12,7 +12,7 @@ typedef ${index_type} idx_t;
 
 __kernel void ${name}(${src_param}, ${dst_param}${params})
 {
-    const idx_t g0 = get_global_id(0), g1 = get_global_id(1), g2 = get_global_id(2);
+    ${ids}
     if (${guard})
         return;
 % for line in prologue:

@@ -38,12 +38,15 @@ def test_image_launch_stays_inside_the_image(name, monkeypatch):
         k = kernels.plan_to_image(MemoryDesc(dims), layout, "f32")
         width, height = layout.image_shape(dims)
         assert k.dst_image and k.sizes == (width, height, 1)
-        # generic: the guard's bounds are the first three arguments
-        assert k.generic and "if (g0 >= n0 || g1 >= n1 || g2 >= n2)" in k.source
-        assert [int(v) for v in k.args[:3]] == [width, height, 1]
+        # generic: one work item per pixel in one dimension; the first three
+        # arguments are the pixel count (the guard), the width and width x height
+        # (x = t % width, y = t / width: inside the image for every t that passes)
+        assert k.generic and "if (t >= n0)" in k.source
+        assert "g0 = t % n1, g1 = (t % n2) / n1, g2 = t / n2;" in k.source
+        assert [int(v) for v in k.args[:3]] == [width * height, width, width * height]
         assert "(int2)(g0, g1)" in k.source
-        assert all(lo >= s for lo, s in zip(k.launch, k.sizes))
-        assert all(lo % loc == 0 for lo, loc in zip(k.launch, k.local))
+        assert k.local == (kernels.GENERIC_LOCAL,) and k.launch[0] >= width * height
+        assert k.launch[0] % k.local[0] == 0
 
 
 @pytest.mark.parametrize("name", sorted(IMAGE_LAYOUTS))

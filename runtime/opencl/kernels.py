@@ -70,9 +70,12 @@ class Kernel:
     family: tuple = ()               # what the source of a generic kernel depends on
 
     @property
-    def launch(self) -> tuple[int, int, int]:
-        """Global size: ``sizes`` rounded up to whole work groups."""
-        return tuple(-(-s // lo) * lo for s, lo in zip(self.sizes, self.local))
+    def launch(self) -> tuple[int, ...]:
+        """Global size: a baked kernel's ``sizes`` rounded up to whole work
+        groups; a generic kernel's work items in one dimension, rounded up
+        to its one group size (the kernel decodes (g0, g1, g2) from it)."""
+        sizes = (math.prod(self.sizes),) if self.generic else self.sizes
+        return tuple(-(-s // lo) * lo for s, lo in zip(sizes, self.local))
 
 
 def specialize_bytes() -> int:
@@ -110,6 +113,14 @@ def _decode(g: str, axes, sizes, num: Numbers) -> list[tuple[object, str]]:
     return out
 
 
+# A generic kernel's work-group size, the same for every shape: PoCL compiles a
+# kernel once more for each local size it is launched with (40-500 ms each,
+# cold), so a size that followed the dims would cost a model load one compile
+# per weight shape again. Its launch is one-dimensional (no group padding
+# beyond this many items); 256 as for the baked buffer and image kernels.
+GENERIC_LOCAL = 256
+
+
 def _local(sizes, image: bool, gather: bool, far: bool = False) -> tuple[int, int, int]:
     """Work-group size (PoCL runs a group as one loop; measured on PoCL 3.1,
     noisy): an image written from vector loads streams best as rows of 256;
@@ -136,6 +147,22 @@ def _local(sizes, image: bool, gather: bool, far: bool = False) -> tuple[int, in
     return l0, l1, l2
 
 
+def _work_item_ids(sizes, num: Numbers) -> tuple[str, str]:
+    """The C that gives work item ids g0, g1, g2 (g0 fastest) and the guard
+    that returns past the last one. Baked: the three global ids of a 3-D
+    launch. Generic: one global id, decoded with the sizes as arguments, so
+    the launch (and the local size PoCL compiles for) is the same for every
+    shape."""
+    if num.bake:
+        return ("const idx_t g0 = get_global_id(0), g1 = get_global_id(1), "
+                "g2 = get_global_id(2);",
+                " || ".join(f"g{i} >= {num(n)}" for i, n in enumerate(sizes)))
+    total, s0, s01 = num(math.prod(sizes)), num(sizes[0]), num(sizes[0] * sizes[1])
+    return (f"const idx_t t = get_global_id(0);\n"
+            f"    const idx_t g0 = t % {s0}, g1 = (t % {s01}) / {s0}, g2 = t / {s01};",
+            f"t >= {total}")
+
+
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -160,10 +187,10 @@ class _Source:
         return pixel_expr(self.layout, self.dims, names, num)
 
 
-def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, image_shape=None,
+def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, place=None,
           aliased: bool = False, bake: bool = True) -> Kernel:
     """The kernel writing all of ``dst`` (a buffer desc, or the dense desc of
-    ``dst_layout``'s image) from ``src``."""
+    ``dst_layout``'s image, whose placement is ``place``) from ``src``."""
     num = Numbers(bake)
     src_dt, dst_dt = src.desc.dtype, dst.dtype
     nd = dst.ndims
@@ -171,15 +198,13 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, image_s
     axes = [a for a in dst.axes if (a.outer or a.size > 1) and not num.unit(a.size)]
     # -- the vector axis and the three launch groups ---------------------------
     if dst_layout is not None:
-        every = list(dst.axes)
-        lane = every[-1] if dst_layout.lanes == 4 else None
-        rows = [a for a in every[:dst_layout.rows] if a in axes]
-        cols = [a for a in every[dst_layout.rows:len(every) - (lane is not None)] if a in axes]
+        rows = [a for a in place.row_axes if a in axes]
+        cols = [a for a in place.col_axes if a in axes]
         groups = [cols, rows, []]
         tile = None
-        vec_axis = lane
-        vector = 4 if lane is not None else 1
-        sizes = (image_shape[0], image_shape[1], 1)
+        vec_axis = place.lane_axis
+        vector = 4 if vec_axis is not None else 1
+        sizes = (place.width, place.height, 1)
     else:
         vec_axis = axes[-1] if axes else None
         vector = _vector_width(vec_axis.size, vec_axis.stride, dst_dt.itemsize) if vec_axis else 1
@@ -191,7 +216,7 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, image_s
                       for g in groups)
     # -- decode: digits, per-dim halo-padded index q, logical index i ----------
     halo = any(dst.halo_lower) or any(dst.halo_upper)
-    guard = " || ".join(f"g{i} >= {num(n)}" for i, n in enumerate(sizes))
+    ids, guard = _work_item_ids(sizes, num)
     prologue = []
     contrib = [[] for _ in range(nd)]
     offset_terms = []
@@ -322,7 +347,7 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, image_s
                    f"__global const {src_dt.cl_scalar} *{restrict}src"),
         dst_param=("__write_only image2d_t dst" if dst_layout is not None else
                    f"__global {dst_t} *{restrict}dst"),
-        params=params, guard=guard, prologue=prologue, vector=vector, dst_type=dst_t,
+        params=params, ids=ids, guard=guard, prologue=prologue, vector=vector, dst_type=dst_t,
         runs=runs, store=store)
     args = tuple(arg_value(index_type if ctype == "idx_t" else ctype, value)
                  for _, ctype, value in num.args)
@@ -334,7 +359,8 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, image_s
               dst_layout.name if dst_layout else None, vector, run,
               dst.axes.index(tile) if dst_layout is None and tile else None, index_type,
               aliased, bake)
-    return Kernel(source, sizes, _local(sizes, dst_layout is not None, gather, far), vector,
+    local = (GENERIC_LOCAL,) if not bake else _local(sizes, dst_layout is not None, gather, far)
+    return Kernel(source, sizes, local, vector,
                   src.layout is not None, dst_layout is not None, shape, args, not bake, family)
 
 
@@ -531,7 +557,7 @@ def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
             return logical_names(layout, src.dims, names, num, src.ndims)
         mapped = {g: d for d, g in unchanged_dims(layout).items() if d < src.ndims}
         source = _Source(src, None, src.dims, to_src, mapped)
-        return _plan(source, image, None if staged else layout, layout.image_shape(src.dims),
+        return _plan(source, image, None if staged else layout, layout.placement(src.dims),
                      bake=_bake(src, image))
     return _cached("to_image", (_key(src), layout, dt.name, staged), make)
 
