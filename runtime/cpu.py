@@ -20,7 +20,6 @@ made once and shared, so any number of callers may convert at once.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import os
@@ -32,6 +31,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import dtypes
+from .cache import LRU
 from .desc import MemoryDesc
 
 TILE_ELEMS = 1 << 16        # elements per tile: src + dst tiles stay in L2
@@ -142,11 +142,14 @@ def plan(src: MemoryDesc, dst: MemoryDesc) -> Plan | None:
     """The copy plan of src -> dst (same dims), or None when it needs an
     intermediate; cached by the exact fields of both sides (descs equal
     under oneDNN's rules may differ in unit strides and order)."""
-    return _plan(src, dst, (src.strides, src.order, dst.strides, dst.order))
+    key = (src, dst, src.strides, src.order, dst.strides, dst.order)
+    return PLANS.get(key, lambda: _plan(src, dst))
 
 
-@functools.lru_cache(maxsize=256)
-def _plan(src: MemoryDesc, dst: MemoryDesc, _exact) -> Plan | None:
+PLANS = LRU("cpu plans", "CLAYOUT_CPU_PLAN_CACHE", 256)
+
+
+def _plan(src: MemoryDesc, dst: MemoryDesc) -> Plan | None:
     refined = [_refine(src, dst, d) for d in range(src.ndims)]
     if any(r is None for r in refined):
         return None
@@ -401,4 +404,4 @@ def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.
 
 
 def clear_cache() -> None:
-    _plan.cache_clear()
+    PLANS.clear()

@@ -14,11 +14,11 @@ Example: ``image_layout("in_out_channel").image_shape((1, 17, 5, 7))`` is
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
 from . import dtypes
+from .cache import LRU
 from .desc import MemoryDesc
 from .errors import ClayoutError
 from .tags import LETTERS, parse_tag
@@ -90,7 +90,7 @@ class ImageLayout:
     def placement(self, dims) -> "ImagePlacement":
         """Where this layout puts a tensor of ``dims``: the image's row, column
         and lane axes and its size, worked out once per (layout, dims) and kept
-        (least recently used first out, at most ``PLACEMENTS`` of them)."""
+        (``PLACEMENTS``, a bounded cache: runtime/cache.py)."""
         return _placement(self, self.logical_dims(dims))
 
     def image_shape(self, dims) -> tuple[int, int]:
@@ -219,11 +219,14 @@ class ImagePlacement:
     height: int
 
 
-PLACEMENTS = 4096
+PLACEMENTS = LRU("image placements", "CLAYOUT_PLACEMENT_CACHE", 4096)
 
 
-@functools.lru_cache(maxsize=PLACEMENTS)
 def _placement(layout: ImageLayout, dims: tuple[int, ...]) -> ImagePlacement:
+    return PLACEMENTS.get((layout, dims), lambda: _place(layout, dims))
+
+
+def _place(layout: ImageLayout, dims: tuple[int, ...]) -> ImagePlacement:
     desc = layout.desc(dims)
     axes = desc.axes
     lane = axes[-1] if layout.lanes == 4 else None

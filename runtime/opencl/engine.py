@@ -25,8 +25,9 @@ anyway, so neither lock costs device parallelism. Host-array calls wait for
 their own commands only.
 
 A user's out-of-order queue: each conversion gets a staging buffer of its
-own and chains its own commands by events, and a host-array call waits for
-its own commands before it returns. Conversions of Memory objects are
+own and chains its own commands by events, a new Memory is zeroed before it
+is returned, and a host-array call waits for its own commands before it
+returns. Conversions of Memory objects are
 enqueued without waiting, and on such a queue nothing orders them with one
 another, with ``Memory.to_numpy`` / ``map`` or with the user's own commands:
 put ``cl.enqueue_barrier(queue)`` (or ``queue.finish()``) between dependent

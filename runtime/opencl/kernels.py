@@ -35,14 +35,13 @@ from __future__ import annotations
 import functools
 import math
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from importlib import resources
 
 from mako.template import Template
 
 from .. import dtypes
+from ..cache import LRU
 from ..desc import MemoryDesc
 from ..errors import ClayoutError
 from ..image import ImageLayout
@@ -470,51 +469,7 @@ def _run_length(src: _Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> 
 
 # -- the three kinds -------------------------------------------------------------
 
-class LRU:
-    """A bounded, thread-safe cache: least recently used entries go first."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._data: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def peek(self, key):
-        """The value of ``key`` (now most recently used), or None."""
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        return None
-
-    def get(self, key, make):
-        """The value of ``key``, made by ``make()`` and kept when missing."""
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        value = make()
-        with self._lock:
-            self._data[key] = value
-            while len(self._data) > max(0, self.size):
-                self._data.popitem(last=False)
-        return value
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
-def cache_size(env: str, default: int) -> int:
-    try:
-        return int(os.environ.get(env, default))
-    except ValueError:
-        raise ClayoutError(f"{env}={os.environ[env]!r} is not a count") from None
-
-
-PLANS = LRU(cache_size("CLAYOUT_PLAN_CACHE", 4096))
+PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096)
 
 
 def _cached(kind, key, make) -> Kernel:

@@ -5,8 +5,8 @@ their kernels are the same text, and a program belongs to one context. With
 generic kernels (runtime.opencl.kernels) a text stands for a whole conversion
 family, so a model's hundred weights need a handful of programs. The cache
 holds at most ``CLAYOUT_PROGRAM_CACHE`` programs (default 256; set
-``PROGRAMS.size`` to change it at run time); ``clear_cache()`` empties it and
-the plan cache. PoCL also caches binaries on disk (``POCL_CACHE_DIR``), so a
+``PROGRAMS.size`` to change it at run time: runtime/cache.py); ``clear_cache()``
+empties it and the plan cache. PoCL also caches binaries on disk (``POCL_CACHE_DIR``), so a
 cold build of a known source in a new process is cheap too.
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ import threading
 
 import pyopencl as cl
 
-from .kernels import KERNEL_NAME, LRU, cache_size
+from ..cache import LRU
+from .kernels import KERNEL_NAME
 
-PROGRAMS = LRU(cache_size("CLAYOUT_PROGRAM_CACHE", 256))
+PROGRAMS = LRU("OpenCL programs", "CLAYOUT_PROGRAM_CACHE", 256)
 STATS = {"builds": 0, "hits": 0}
 _STATS_LOCK = threading.Lock()
 

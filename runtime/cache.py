@@ -1,0 +1,108 @@
+"""Bounded caches: every cache clayout keeps is an ``LRU`` registered here.
+
+Each holds at most ``size`` entries (least recently used first out), keyed by
+exactly what changes its value, and is safe to use from many threads. Its
+size comes from an environment variable when set, and can be changed at run
+time (``cache.size = n``); ``clear_all()`` empties every one. The caches and
+their defaults are listed in docs/engines.md ("Caches").
+
+>>> plans = LRU("example", "CLAYOUT_EXAMPLE_CACHE", 2)
+>>> [plans.get(k, lambda: k * 10) for k in (1, 2, 1, 3)]
+[10, 20, 10, 30]
+>>> sorted(plans.keys()), len(plans)           # 2 was the least recently used
+([1, 3], 2)
+>>> del REGISTRY["example"]
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+
+from .errors import ClayoutError
+
+REGISTRY: dict[str, "LRU"] = {}
+
+
+def cache_size(env: str, default: int) -> int:
+    """``default``, or the count in the environment variable ``env``."""
+    value = os.environ.get(env)
+    if value is None:
+        return default
+    try:
+        size = int(value)
+    except ValueError:
+        size = -1
+    if size < 0:
+        raise ClayoutError(f"{env}={value!r} is not a count of cache entries (0 or more)")
+    return size
+
+
+class LRU:
+    """A bounded, thread-safe cache: least recently used entries go first.
+    ``name`` is what it holds (for messages and docs), ``env`` the variable
+    that sets its size, ``default`` the size without it."""
+
+    def __init__(self, name: str, env: str, default: int):
+        self.name, self.env, self.default = name, env, default
+        self._size = cache_size(env, default)
+        self._data: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        REGISTRY[name] = self
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    @size.setter
+    def size(self, value: int) -> None:
+        with self._lock:
+            self._size = max(0, int(value))
+            self._trim()
+
+    def _trim(self) -> None:
+        while len(self._data) > self._size:
+            self._data.popitem(last=False)
+
+    def peek(self, key):
+        """The value of ``key`` (now most recently used), or None."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        return None
+
+    def get(self, key, make):
+        """The value of ``key``, made by ``make()`` and kept when missing.
+        ``make`` runs outside the lock: two threads missing the same key at
+        once may both make it (the same value), one is kept."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        value = make()
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            self._trim()
+        return value
+
+    def keys(self) -> list:
+        with self._lock:
+            return list(self._data)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"<clayout cache {self.name!r}: {len(self)} of {self.size} (${self.env})>"
+
+
+def clear_all() -> None:
+    """Empty every cache (built OpenCL programs included)."""
+    for lru in list(REGISTRY.values()):
+        lru.clear()

@@ -1,0 +1,107 @@
+"""Every cache is bounded (size documented and settable), clearable, and
+memory stays flat over many conversions of many shapes."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import runtime
+from runtime import ClayoutError, MemoryDesc
+from runtime import cache, image
+
+# the child converts 10,000 times, cycling through 500 distinct shapes and three
+# kinds of conversion, and prints its resident memory after every 1,000
+CHILD = """
+import json, os, sys
+import numpy as np
+import runtime
+from runtime import MemoryDesc
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+engine = runtime.engine.get(sys.argv[1])
+shapes = [(1 + i % 2, 1 + i % 23, 1 + (i // 23) % 5, 1 + i // 115) for i in range(500)]
+assert len(set(shapes)) == 500
+samples = []
+for n in range(10_000):
+    dims = shapes[n % 500]
+    x = np.full(dims, n % 7, np.float32)
+    if n % 3 == 0:
+        runtime.reorder(x.reshape(-1), MemoryDesc(dims), MemoryDesc(dims, tag="nChw8c"),
+                        engine=engine)
+    elif n % 3 == 1:
+        runtime.to_image(x, "in_out_channel", engine=engine)
+    else:
+        img = np.zeros(runtime.image_layout("conv2d_filter").array_shape(dims), np.float32)
+        runtime.from_image(img, "conv2d_filter", dims, engine=engine)
+    if n % 1000 == 999:
+        samples.append(rss())
+print(json.dumps(samples))
+"""
+SMALL = {"CLAYOUT_PLAN_CACHE": "40", "CLAYOUT_PLACEMENT_CACHE": "40",
+         "CLAYOUT_CPU_PLAN_CACHE": "40", "CLAYOUT_PROGRAM_CACHE": "2"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, small", [("cpu", False), ("cpu", True), ("opencl", False),
+                                         ("opencl", True)])
+def test_memory_stays_flat_over_10000_conversions_of_500_shapes(name, small, request):
+    """After the first 2,000 conversions (every plan made once; with small
+    caches, plans evicted and made again all along) resident memory grows by
+    less than 4 MiB over the next 8,000."""
+    if name == "opencl":
+        request.getfixturevalue("cl_engine")
+    env = dict(os.environ, **(SMALL if small else {}))
+    done = subprocess.run([sys.executable, "-c", CHILD, name], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    samples = json.loads(done.stdout.strip().splitlines()[-1])
+    growth = max(samples[2:]) - samples[1]
+    assert growth < 4 << 20, [s >> 20 for s in samples]
+
+
+def test_every_cache_is_registered_bounded_and_settable(cl_engine, monkeypatch):
+    from runtime import cpu
+    from runtime.opencl import kernels, programs
+    assert {cpu.PLANS.name, kernels.PLANS.name, programs.PROGRAMS.name,
+            image.PLACEMENTS.name} <= set(cache.REGISTRY)
+    for lru in cache.REGISTRY.values():
+        monkeypatch.setattr(lru, "_size", 3)
+    cache.clear_all()
+    for c in range(1, 12):
+        dims = (1, c, 2, 3)
+        x = np.ones(dims, np.float32)
+        for engine in ("cpu", "opencl"):
+            runtime.reorder(x.reshape(-1), MemoryDesc(dims), MemoryDesc(dims, tag="nhwc"),
+                            engine=engine)
+            runtime.to_image(x, "in_out_height", engine=engine)
+    sizes = {lru.name: len(lru) for lru in cache.REGISTRY.values()}
+    assert all(0 < n <= 3 for n in sizes.values()), sizes
+    kernels.PLANS.size = 1          # shrinking drops the oldest at once
+    assert len(kernels.PLANS) == 1
+    cache.clear_all()
+    assert all(len(lru) == 0 for lru in cache.REGISTRY.values())
+
+
+def test_least_recently_used_goes_first():
+    lru = cache.LRU("test cache", "CLAYOUT_TEST_CACHE", 2)
+    try:
+        made = []
+        for key in ("a", "b", "a", "c", "b"):
+            lru.get(key, lambda: made.append(key) or key.upper())
+        assert made == ["a", "b", "c", "b"]      # "b" was evicted by "c", made again
+        assert lru.keys() == ["c", "b"]
+    finally:
+        del cache.REGISTRY["test cache"]
+
+
+@pytest.mark.parametrize("value", ["many", "-1", "1.5"])
+def test_a_bad_size_in_the_environment_is_one_clear_error(value, monkeypatch):
+    monkeypatch.setenv("CLAYOUT_PLAN_CACHE", value)
+    with pytest.raises(ClayoutError, match=r"CLAYOUT_PLAN_CACHE='.*' is not a count"):
+        cache.cache_size("CLAYOUT_PLAN_CACHE", 4096)
