@@ -91,3 +91,31 @@ def test_program_cache_is_bounded(cl_engine, monkeypatch):
         dims = (1, 16, 2, 2)
         cl_engine.reorder(np.zeros(64, np.float32), MemoryDesc(dims), MemoryDesc(dims, tag=tag))
     assert programs.cached_count() <= 2
+
+
+@pytest.mark.slow
+def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
+    """The engine converts every named layout both ways (its own image access
+    and dtypes f32, f16) and every reorder pair of TAGS, each over the 20 dims:
+    it builds at most one program per family it met."""
+    programs.clear_cache()
+    before = programs.STATS["builds"]
+    families = set()
+    for layout in IMAGE_LAYOUTS.values():
+        for dims in ACTIVATIONS:
+            dims = dims[:1] if layout.kind == "argument" else dims
+            src = MemoryDesc(dims)
+            x = np.arange(src.span, dtype=np.float32)
+            for dt in ("f32", "f16"):
+                staged = cl_engine.staged(layout, dt)
+                families.add(kernels.plan_to_image(src, layout, dt, staged).family)
+                families.add(kernels.plan_from_image(layout, dt, src, staged).family)
+                img = cl_engine.to_image(x, layout, src, dt)
+                cl_engine.from_image(img, layout, src)
+    for a, b in PAIRS:
+        for dims in ACTIVATIONS[::4]:
+            src, dst = MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b)
+            families.add(kernels.plan_reorder(src, dst).family)
+            cl_engine.reorder(np.zeros(src.span, np.float32), src, dst)
+    built = programs.STATS["builds"] - before
+    assert built <= len(families), (built, len(families))
