@@ -5,6 +5,11 @@
 // exact float operations, so every conforming device gives the same bits:
 // no device rounding mode, half image rounding or NaN policy is trusted.
 
+// n / d for an index n < 2^31, as (n * m) >> s with the magic number m and
+// shift s of d (runtime/c_index.py: magic): what a compiler does for a constant
+// divisor, for divisors that are kernel arguments.
+static inline uint clayout_div(uint n, uint m, uint s) { return (uint)(((ulong)n * m) >> s); }
+
 // f32 NaN -> the canonical quiet NaN 0x7fc00000; everything else unchanged.
 static inline float clayout_canon_f32(float x) { return isnan(x) ? as_float(0x7fc00000u) : x; }
 

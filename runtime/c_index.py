@@ -35,13 +35,40 @@ import numpy as np
 from .desc import MemoryDesc
 
 
+# Divisions by a number known only at run time: an integer division costs tens
+# of cycles and has no SIMD instruction, so a generic kernel divides by
+# multiplying with a magic number instead (the compiler does the same for a
+# baked constant). For every 0 <= n < 2**DIV_BITS and divisor d >= 1, with
+# l = ceil(log2 d), m = floor(2**(DIV_BITS + l) / d) + 1 (m < 2**32) and
+# s = DIV_BITS + l: n / d == (n * m) >> s, exactly, in 64-bit arithmetic
+# (Granlund and Montgomery's round-up method: m * d - 2**s <= 2**l).
+DIV_BITS = 31
+
+
+def magic(d: int) -> tuple[int, int]:
+    """(m, s) with n // d == (n * m) >> s for every 0 <= n < 2**DIV_BITS.
+
+    >>> m, s = magic(56)
+    >>> all((n * m) >> s == n // 56 for n in (0, 55, 56, 2**31 - 1))
+    True
+    """
+    if not 1 <= d < 2 ** DIV_BITS:
+        raise ValueError(f"divisor {d} outside 1..2**{DIV_BITS}-1")
+    lg = (d - 1).bit_length()
+    shift = DIV_BITS + lg
+    return (1 << shift) // d + 1, shift
+
+
 class Numbers:
     """Where the dims-dependent numbers of one kernel go: literals
     (``bake=True``) or kernel arguments named ``n0, n1, ...`` whose values
-    are kept in ``args`` as (name, C type, value)."""
+    are kept in ``args`` as (name, C type, value). ``magic_div``: divisions
+    and remainders by arguments multiply by a magic number instead (every
+    index below 2**31, i.e. ``idx_t`` is uint)."""
 
-    def __init__(self, bake: bool):
+    def __init__(self, bake: bool, magic_div: bool = False):
         self.bake = bake
+        self.magic_div = magic_div and not bake
         self.args: list[tuple[str, str, object]] = []
         self._named: dict = {}
 
@@ -67,6 +94,21 @@ class Numbers:
         name = f"n{len(self.args)}"
         self.args.append((name, ctype, raw))
         return name
+
+    def div(self, expr: str, value, key=None) -> str:
+        """``expr / value`` for an index ``expr`` and a dims-dependent divisor."""
+        if not self.magic_div or int(value) < 1:
+            return f"({expr} / {self(value, key=key)})"
+        m, shift = magic(int(value))
+        mm = self(m, "uint", key=None if key is None else (key, "magic"))
+        ss = self(shift, "uint", key=None if key is None else (key, "shift"))
+        return f"clayout_div({expr}, {mm}, {ss})"
+
+    def mod(self, expr: str, value, key=None) -> str:
+        """``expr % value`` for an index ``expr`` and a dims-dependent divisor."""
+        if not self.magic_div or int(value) < 1:
+            return f"({expr} % {self(value, key=key)})"
+        return f"({expr} - {self.div(expr, value, key)} * {self(value, key=key)})"
 
     def unit(self, size: int) -> bool:
         """True when a baked axis of ``size`` contributes nothing (size 1);
@@ -142,8 +184,8 @@ def logical_names(layout, dims, names, num: Numbers, ndims: int | None = None) -
             for j, d in enumerate(group):
                 below = math.prod(dims[e] for e in group[j + 1:])
                 expr = paren(q) if j == len(group) - 1 else \
-                    f"({paren(q)} / {num(below, key=('below', d))})"
-                out[d] = expr if j == 0 else f"({expr} % {num(dims[d], key=('dim', d))})"
+                    num.div(paren(q), below, key=("below", d))
+                out[d] = expr if j == 0 else num.mod(expr, dims[d], key=("dim", d))
     return out[:ndims if ndims is not None else len(out)]
 
 

@@ -8,7 +8,7 @@ give exactly one source per family, and the engine builds each at most once.
 import numpy as np
 import pytest
 
-from runtime import IMAGE_LAYOUTS, MemoryDesc
+from runtime import IMAGE_LAYOUTS, ClayoutError, MemoryDesc
 from runtime.opencl import kernels, programs
 
 ACTIVATIONS = [(1, 3, 5, 7), (2, 17, 3, 4), (1, 8, 2, 2), (3, 5, 7, 1), (1, 1, 1, 1),
@@ -119,3 +119,48 @@ def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
             cl_engine.reorder(np.zeros(src.span, np.float32), src, dst)
     built = programs.STATS["builds"] - before
     assert built <= len(families), (built, len(families))
+
+
+def _plans_over_calls(dims, calls, layout="in_out_channel"):
+    src = MemoryDesc(dims)
+    return [kernels.plan_to_image(src, IMAGE_LAYOUTS[layout], "f32", True) for _ in range(calls)]
+
+
+def test_a_hot_shape_gets_its_baked_program(monkeypatch):
+    """A shape of at least HOT_BYTES converted more than specialize_after()
+    times is baked from then on; a smaller one stays generic."""
+    monkeypatch.delenv("CLAYOUT_SPECIALIZE_AFTER", raising=False)
+    monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
+    kernels.clear_cache()
+    kernels.USES.clear()
+    after = kernels.specialize_after()
+    hot = _plans_over_calls((1, 64, 32, 33), after + 3)        # 264 KiB
+    assert MemoryDesc((1, 64, 32, 33)).size >= kernels.HOT_BYTES
+    assert [k.generic for k in hot] == [True] * after + [False] * 3
+    cold = _plans_over_calls((1, 64, 32, 31), 3 * after)       # 248 KiB
+    assert all(k.generic for k in cold)
+
+
+def test_specializing_by_use_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "0")
+    kernels.clear_cache()
+    kernels.USES.clear()
+    assert all(k.generic for k in _plans_over_calls((1, 64, 32, 33), 20))
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "often")
+    with pytest.raises(ClayoutError, match="CLAYOUT_SPECIALIZE_AFTER='often' is not a count"):
+        _plans_over_calls((1, 64, 32, 35), 1)
+
+
+def test_the_baked_program_gives_the_same_bits(cl_engine, monkeypatch):
+    """Calls before and after a shape turns hot return the same image."""
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")
+    monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
+    kernels.clear_cache()
+    kernels.USES.clear()
+    dims = (1, 61, 33, 35)                                       # C tail, 275 KiB
+    x = np.random.default_rng(3).standard_normal(dims).astype(np.float32)
+    src = MemoryDesc(dims)
+    layout = IMAGE_LAYOUTS["in_out_height"]
+    images = [cl_engine.to_image(x.reshape(-1), layout, src, "f16") for _ in range(4)]
+    assert not kernels.plan_to_image(src, layout, "f16", cl_engine.staged(layout, "f16")).generic
+    assert all(np.array_equal(images[0].view(np.uint16), im.view(np.uint16)) for im in images)

@@ -27,6 +27,39 @@ def test_c_pixel_mirrors_pixel(name):
             assert (_eval(x, env), _eval(y, env), _eval(k, env)) == layout.pixel(dims, idx)
 
 
+def _declarations(c_lines: str):
+    """(name, expression) of each ``const idx_t a = ..., b = ...;`` declaration,
+    split at the commas outside parentheses."""
+    for stmt in c_lines.replace("const idx_t", "").split(";"):
+        depth, part = 0, ""
+        for ch in stmt + ",":
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                if part.strip():
+                    name, expr = part.split("=", 1)
+                    yield name.strip(), expr.strip()
+                part = ""
+            else:
+                part += ch
+
+
+def _decoded_ids(k, count):
+    """(g0, g1, g2) of work items 0..count-1 of a generic kernel: its id lines
+    evaluated in Python with its argument values (and its magic divisions)."""
+    lines = "const idx_t t = get_global_id(0), " + \
+        k.source.split("const idx_t t = get_global_id(0), ")[1].split("if (t")[0]
+    decls = [(n, e.replace("/", "//")) for n, e in _declarations(lines) if n != "t"]
+    env = {f"n{i}": int(v) for i, v in enumerate(k.args)}
+    env["clayout_div"] = lambda n, m, s: (n * m) >> s
+    out = []
+    for t in range(count):
+        scope = dict(env, t=t)
+        for name, expr in decls:
+            scope[name] = eval(expr, {}, scope)  # noqa: S307 - our own generated C
+        out.append((scope["g0"], scope["g1"], scope["g2"]))
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(IMAGE_LAYOUTS))
 def test_image_launch_stays_inside_the_image(name, monkeypatch):
     """oclgrind does not see an image write past the row end (it wraps), so the
@@ -42,8 +75,9 @@ def test_image_launch_stays_inside_the_image(name, monkeypatch):
         # arguments are the pixel count (the guard), the width and width x height
         # (x = t % width, y = t / width: inside the image for every t that passes)
         assert k.generic and "if (t >= n0)" in k.source
-        assert "g0 = t % n1, g1 = (t % n2) / n1, g2 = t / n2;" in k.source
-        assert [int(v) for v in k.args[:3]] == [width * height, width, width * height]
+        assert int(k.args[0]) == width * height
+        g = _decoded_ids(k, width * height + k.local[0])
+        assert all(g[t] == (t % width, t // width, 0) for t in range(width * height))
         assert "(int2)(g0, g1)" in k.source
         assert k.local == (kernels.GENERIC_LOCAL,) and k.launch[0] >= width * height
         assert k.launch[0] % k.local[0] == 0

@@ -15,9 +15,14 @@ sides (axis order, blocking, strided or not, halo or not, image layout), the
 dtype pair, the image access (direct or staged), the vector width, the axis
 the launch tiles along, the run length of the loads and the index type. A
 conversion of at least ``specialize_bytes()`` (16 MiB by default,
-``CLAYOUT_SPECIALIZE_BYTES``) bakes its numbers in instead: one program for
-that shape, whose divisions by constants the compiler turns into
-multiplications; small tensors (a model's weights) share programs.
+``CLAYOUT_SPECIALIZE_BYTES``), or of at least ``HOT_BYTES`` converted more
+than ``specialize_after()`` times (8, ``CLAYOUT_SPECIALIZE_AFTER``), bakes its
+numbers in instead: one program for that shape, whose divisions by constants
+the compiler turns into multiplications and whose 3-D launch the compiler
+vectorizes; a model's weights, converted once, share programs. A generic
+kernel divides by its arguments with magic numbers (``c_index.magic``) and
+launches in one dimension with one work-group size (PoCL compiles a kernel
+again for each local size).
 
 Launch geometry: a buffer destination splits its innermost axis into vectors
 of V elements (``vstoreV``) on dimension 0; dimension 1 is the destination
@@ -35,6 +40,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 from dataclasses import dataclass
 from importlib import resources
 
@@ -89,10 +95,48 @@ def specialize_bytes() -> int:
         raise ClayoutError(f"CLAYOUT_SPECIALIZE_BYTES={env!r} is not a byte count") from None
 
 
-def _bake(*descs: MemoryDesc) -> bool:
-    """The one place that chooses a specialized program over the generic one."""
+# A conversion of at least this many bytes converted more than
+# ``specialize_after()`` times with the same shape gets its baked program: the
+# per-frame activation of an inference engine pays one build for a kernel
+# 2-5x faster (at 1x64x224x224 f32 a staged image took 2.0 ms generic, 0.8 ms
+# baked); a weight converted once never does.
+HOT_BYTES = 256 << 10
+DEFAULT_SPECIALIZE_AFTER = 8
+
+
+def specialize_after() -> int:
+    """Conversions of one shape (of at least ``HOT_BYTES``) after which its
+    numbers are baked in (``CLAYOUT_SPECIALIZE_AFTER``; 0: never by use)."""
+    env = os.environ.get("CLAYOUT_SPECIALIZE_AFTER")
+    if env is None:
+        return DEFAULT_SPECIALIZE_AFTER
+    try:
+        return int(env)
+    except ValueError:
+        raise ClayoutError(f"CLAYOUT_SPECIALIZE_AFTER={env!r} is not a count of calls") from None
+
+
+USES = LRU("OpenCL conversion counts", "CLAYOUT_PLAN_CACHE", 4096)
+_USES_LOCK = threading.Lock()
+
+
+def _bake(kind, key, *descs: MemoryDesc) -> bool:
+    """The one place that chooses a specialized program over the generic
+    one: at least ``specialize_bytes()``, or at least ``HOT_BYTES`` and
+    converted more than ``specialize_after()`` times."""
     limit = specialize_bytes()
-    return limit >= 0 and max(d.size for d in descs) >= limit
+    if limit < 0:
+        return False
+    size = max(d.size for d in descs)
+    if size >= limit:
+        return True
+    after = specialize_after()
+    if after <= 0 or size < HOT_BYTES:
+        return False
+    count = USES.get((kind, key), lambda: [0])
+    with _USES_LOCK:
+        count[0] += 1
+        return count[0] > after
 
 
 def _vector_width(size: int, stride: int, itemsize: int, limit: int = 16) -> int:
@@ -107,8 +151,8 @@ def _decode(g: str, axes, sizes, num: Numbers) -> list[tuple[object, str]]:
     out = []
     for i, (a, n) in enumerate(zip(axes, sizes)):
         below = math.prod(sizes[i + 1:])
-        d = g if i == len(axes) - 1 else f"({g} / {num(below, key=(g, 'below', i))})"
-        out.append((a, d if i == 0 else f"({d} % {num(n, key=(g, 'size', i))})"))
+        d = g if i == len(axes) - 1 else num.div(g, below, key=(g, "below", i))
+        out.append((a, d if i == 0 else num.mod(d, n, key=(g, "size", i))))
     return out
 
 
@@ -156,9 +200,11 @@ def _work_item_ids(sizes, num: Numbers) -> tuple[str, str]:
         return ("const idx_t g0 = get_global_id(0), g1 = get_global_id(1), "
                 "g2 = get_global_id(2);",
                 " || ".join(f"g{i} >= {num(n)}" for i, n in enumerate(sizes)))
-    total, s0, s01 = num(math.prod(sizes)), num(sizes[0]), num(sizes[0] * sizes[1])
-    return (f"const idx_t t = get_global_id(0);\n"
-            f"    const idx_t g0 = t % {s0}, g1 = (t % {s01}) / {s0}, g2 = t / {s01};",
+    total = num(math.prod(sizes))
+    g01 = num.mod("t", sizes[0] * sizes[1], key="t01")
+    return (f"const idx_t t = get_global_id(0), g01 = {g01};\n"
+            f"    const idx_t g0 = {num.mod('g01', sizes[0], key='t0')}, "
+            f"g1 = {num.div('g01', sizes[0], key='t0')}, g2 = {num.div('t', sizes[0] * sizes[1], key='t01')};",
             f"t >= {total}")
 
 
@@ -190,7 +236,8 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, place=N
           aliased: bool = False, bake: bool = True) -> Kernel:
     """The kernel writing all of ``dst`` (a buffer desc, or the dense desc of
     ``dst_layout``'s image, whose placement is ``place``) from ``src``."""
-    num = Numbers(bake)
+    index_type = _index_type(src.desc, dst)
+    num = Numbers(bake, magic_div=index_type == "uint")
     src_dt, dst_dt = src.desc.dtype, dst.dtype
     nd = dst.ndims
     # a unit block is structure (never an axis); a unit outer axis only when baked
@@ -245,8 +292,12 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, place=N
     if bake:
         checked = [d for d in range(nd) if dst.halo_lower[d] or dst.padded_dims[d] > dst.dims[d]]
         tails = [d for d in range(nd) if dst.padded_dims[d] > dst.extent[d]]
-    else:   # structure only: blocked dims may have a tail, a halo touches every dim
-        checked = list(range(nd)) if halo else blocked
+    else:   # structure: which blocked dims have a tail; a halo touches every dim.
+        # Checks on dims without a tail would cost a branch per element whose
+        # other side (lane by lane loads) the compiler runs for every element
+        # of a vectorized loop: at 1x64x224x224 they made the kernel 1.8x slower.
+        with_tail = tuple(d for d in blocked if dst.padded_dims[d] > dst.dims[d])
+        checked = list(range(nd)) if halo else list(with_tail)
         tails = blocked if halo else []
     limit = {d: num(dst.dims[d]) for d in checked}
     common = [f"i{d} < {limit[d]}" for d in checked if d != vdim]
@@ -333,7 +384,6 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, place=N
         store = (f"vstore{vector}(({dst_t}{vector})({values}), 0, dst + ({off}));"
                  if vector > 1 else f"dst[{off}] = v0;")
     restrict = "" if aliased else "restrict "
-    index_type = _index_type(src.desc, dst)
     summary = (f"{'image ' + src.layout.name if src.layout else 'buffer'} "
                f"{_side(src.desc, bake)} -> {'image ' + dst_layout.name if dst_layout else 'buffer'} "
                f"{_side(dst, bake)}" + ("" if bake else " (generic: numbers are arguments)"))
@@ -357,7 +407,7 @@ def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, place=N
     family = (structure(src.desc), src.layout.name if src.layout else None, structure(dst),
               dst_layout.name if dst_layout else None, vector, run,
               dst.axes.index(tile) if dst_layout is None and tile else None, index_type,
-              aliased, bake)
+              aliased, bake, tuple(checked))
     local = (GENERIC_LOCAL,) if not bake else _local(sizes, dst_layout is not None, gather, far)
     return Kernel(source, sizes, local, vector,
                   src.layout is not None, dst_layout is not None, shape, args, not bake, family)
@@ -472,11 +522,12 @@ def _run_length(src: _Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> 
 PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096)
 
 
-def _cached(kind, key, make) -> Kernel:
+def _cached(kind, key, descs, make) -> Kernel:
     """Plans by exactly what changes the kernel or its arguments: kind and the
     exact fields of both sides (strides too: descs equal under oneDNN's rules
-    can differ in unit strides) and whether numbers are baked."""
-    return PLANS.get((kind, key, specialize_bytes()), make)
+    can differ in unit strides) and whether numbers are baked (``make(bake)``)."""
+    bake = _bake(kind, key, *descs)
+    return PLANS.get((kind, key, bake), lambda: make(bake))
 
 
 def _key(desc: MemoryDesc):
@@ -493,10 +544,10 @@ def plan_reorder(src: MemoryDesc, dst: MemoryDesc, aliased: bool = False) -> Ker
     """buffer ``src`` -> buffer ``dst`` (same dims). ``aliased``: src and dst
     may be the same buffer (no ``restrict``); each element is then read and
     written by the same work item, so an in-place same-desc pass is safe."""
-    def make():
+    def make(bake):
         source = _Source(src, None, src.dims, _identity, {d: d for d in range(src.ndims)})
-        return _plan(source, dst, None, aliased=aliased, bake=_bake(src, dst))
-    return _cached("reorder", (_key(src), _key(dst), aliased), make)
+        return _plan(source, dst, None, aliased=aliased, bake=bake)
+    return _cached("reorder", (_key(src), _key(dst), aliased), (src, dst), make)
 
 
 def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
@@ -507,14 +558,14 @@ def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
     dt = dtypes.image_dtype(image_dtype)
     image = layout.desc(src.dims, dt)
 
-    def make():
+    def make(bake):
         def to_src(names, num):   # image index -> the source's logical index
             return logical_names(layout, src.dims, names, num, src.ndims)
         mapped = {g: d for d, g in unchanged_dims(layout).items() if d < src.ndims}
         source = _Source(src, None, src.dims, to_src, mapped)
         return _plan(source, image, None if staged else layout, layout.placement(src.dims),
-                     bake=_bake(src, image))
-    return _cached("to_image", (_key(src), layout, dt.name, staged), make)
+                     bake=bake)
+    return _cached("to_image", (_key(src), layout, dt.name, staged), (src, image), make)
 
 
 def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
@@ -525,15 +576,14 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
     dt = dtypes.image_dtype(image_dtype)
     image = layout.desc(dst.dims, dt)
 
-    def make():
-        bake = _bake(image, dst)
+    def make(bake):
         if staged:
             def to_src(names, num):   # logical index -> the image dims' index
                 return image_names(layout, dst.dims, names, num)
             mapped = {d: g for d, g in unchanged_dims(layout).items() if d < dst.ndims}
             return _plan(_Source(image, None, image.dims, to_src, mapped), dst, None, bake=bake)
         return _plan(_Source(image, layout, dst.dims, _identity, {}), dst, None, bake=bake)
-    return _cached("from_image", (layout, dt.name, _key(dst), staged), make)
+    return _cached("from_image", (layout, dt.name, _key(dst), staged), (image, dst), make)
 
 
 def render_source(src=None, dst=None, *, layout=None, image_dtype=None,
@@ -559,7 +609,9 @@ def plan_for(src=None, dst=None, *, layout=None, image_dtype=None,
 
 
 def clear_cache() -> None:
+    """Forget every planned kernel and how often each shape was converted."""
     PLANS.clear()
+    USES.clear()
 
 
 @functools.lru_cache(maxsize=1)
