@@ -8,6 +8,8 @@ line on stderr, no traceback and no file left behind.
 """
 import io
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -503,6 +505,17 @@ def test_tile_keys_must_not_take_a_weight_name(tmp_path, capsys):
     # a weight whose name looks like a tile key is only a problem beside a split weight
     stored, manifest, _ = convert(tmp_path, capsys, path)
     assert set(stored) == {"w", "w.tile-1-0"}
+
+
+def test_the_tiled_entry_in_the_docs(tmp_path, capsys):
+    """docs/placement.md shows the sample CNN's fc.weight under --max-image 8,8."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "placement.md").read_text()
+    (shown,) = re.findall(r"```json\n(.*?)```", doc, re.S)
+    path = Path(runtime.__file__).parent / "data" / "sample_cnn.onnx"
+    stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8")
+    (fc,) = [e for e in manifest["tensors"] if e["name"] == "fc.weight"]
+    assert json.loads(shown) == fc
+    assert "11 images (3 in 7 tiles)" in out
 
 
 def test_stored_image_checks_the_tiles_against_the_manifest(tmp_path, capsys):
