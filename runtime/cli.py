@@ -230,7 +230,8 @@ def cmd_model(args) -> int:
     try:
         manifest, verified = model.convert_file(
             args.input, args.output, args.dtype, args.max_image, engine,
-            keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar)
+            keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar,
+            tiles=not args.no_tiles)
     finally:
         if bar:
             bar.close()
@@ -472,12 +473,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("f32", "f16"), default="f32", help="image dtype (f32)")
     p.add_argument("--max-image", type=parse_size, default=model.MAX_IMAGE, metavar="W,H",
                    help="largest image allowed (default 8192,8192, the OpenCL minimum); a weight "
-                   "over it goes to the first named layout of its kind that fits, else the "
-                   "command fails unless --keep-buffers")
+                   "over it goes to the first named layout of its kind that fits, else its "
+                   "role's layout is split into tiles of at most W x H, stored as NAME.tile-R-C "
+                   "(row R, column C) and listed in the manifest with their pixel ranges")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
     p.add_argument("--keep-buffers", action="store_true",
-                   help="store a weight that fits no image as a plain buffer (role 'buffer') "
-                   "instead of failing")
+                   help="store a weight that cannot go on an image (no image layout takes it, "
+                   "or with --no-tiles none fits) as a plain buffer (role 'buffer') instead of "
+                   "failing")
+    p.add_argument("--no-tiles", action="store_true",
+                   help="never split a weight into tiles (for engines that cannot read them): "
+                   "one that no layout fits within --max-image fails the command, or with "
+                   "--keep-buffers is stored as a buffer")
     p.add_argument("--verify", action="store_true",
                    help="read every stored tensor back and compare it with its ONNX weight, "
                    "bit for bit, before writing; exit 1 on any difference")

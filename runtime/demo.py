@@ -23,6 +23,7 @@ import numpy as np
 from . import manifest as mf, model
 from .api import to_image
 from .errors import ClayoutError
+from .tiles import plan_of
 
 SAMPLE = "data/sample_cnn.onnx"
 PPOCR_WHEEL = ("rapidocr-onnxruntime", "1.4.4")
@@ -74,13 +75,16 @@ def fetch_ppocr(cache: str, timeout: int = 60) -> dict[str, str]:
 
 
 def check(path: str, source_path: str, engine) -> list[tuple[str, bool, bool]]:
-    """(name, round trip identical, equal to the reference's image) per stored image."""
+    """(name, round trip identical, equal to the reference's image) per stored image
+    (a tiled one's tiles put together)."""
     images, manifest = mf.read_manifest(path)
     originals = model.weight_arrays(source_path)
     results = []
     for entry in manifest["tensors"]:
-        image, original = images[entry["name"]], originals[entry["name"]]
+        image, original = mf.stored_image(images, entry), originals[entry["name"]]
         back = model.read_back(image, entry, engine=engine)
+        if isinstance(image, tuple):
+            image = plan_of(entry["layout"], entry["dims"], image).join(image)
         want = model.stored_values(original, entry["dtype"])
         same = back.shape == want.shape and np.array_equal(mf.bits(back), mf.bits(want))
         logical = model.logical_weight(original, mf.steps_of(entry))

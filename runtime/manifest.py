@@ -10,14 +10,20 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
   buffer entry (``--keep-buffers``) has ``role: "buffer"``, a plain ``tag`` and
-  ``dims`` instead of a layout, plus ``image_role`` and ``reason``.
+  ``dims`` instead of a layout, plus ``image_role`` and ``reason``. A tiled
+  entry (an image over ``--max-image`` in every layout of its kind) is an image
+  entry whose ``width``/``height`` are the whole image's, with ``reason`` and
+  ``tiles``: one ``{key, row, col, x0, y0, width, height}`` per tile in
+  row-major order, each stored as its own tensor under ``key``
+  (``NAME.tile-R-C``) and covering pixels x in [x0, x0 + width), y in [y0, y0
+  + height) of the whole image (the rule of :mod:`runtime.tiles`).
 * ``skipped``: every other constant, with ``consumer`` and ``reason``.
 
 Example::
 
     >>> images, manifest = read_manifest("w.safetensors")           # doctest: +SKIP
     >>> e = manifest["tensors"][0]
-    >>> runtime.from_image(images[e["name"]], e["layout"], e["dims"])  # doctest: +SKIP
+    >>> runtime.from_image(stored_image(images, e), e["layout"], e["dims"])  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -58,6 +64,49 @@ def image_entry(w, layout, image: np.ndarray, fallback_from: str = "") -> dict:
     return entry
 
 
+def tile_key(name: str, tile) -> str:
+    """The tensor key of ``tile`` (row R, column C) of the weight ``name``:
+    ``NAME.tile-R-C``, as ``clayout to-image --max-image`` names its files."""
+    return f"{name}.tile-{tile.row}-{tile.col}"
+
+
+def tiled_entry(w, layout, tiles, plan, reason: str) -> dict:
+    """An image entry for the tiles of ``plan``; ``width``/``height`` are the
+    whole image's, ``bytes`` the tiles' together."""
+    entry = image_entry(w, layout, tiles[0])
+    entry["bytes"] = int(sum(t.nbytes for t in tiles))
+    entry["reason"] = reason
+    entry["tiles"] = [{"key": tile_key(w.name, t), "row": t.row, "col": t.col, "x0": t.x0,
+                       "y0": t.y0, "width": t.width, "height": t.height} for t in plan.tiles]
+    return entry
+
+
+def stored_image(tensors: dict, entry: dict):
+    """What an image entry reads back from: its array, or for a tiled entry
+    the tuple of its tiles in row-major order (``from_image`` takes either),
+    each tile checked against the pixel range the manifest gives it."""
+    if "tiles" not in entry:
+        return tensors[entry["name"]]
+    from .tiles import plan_of
+    name = printable(entry["name"])
+    missing = [t["key"] for t in entry["tiles"] if t["key"] not in tensors]
+    if missing:
+        raise ClayoutError(f"tensor {name!r}: tile {printable(missing[0])!r} listed in the "
+                           "manifest is not in the file")
+    arrays = tuple(tensors[t["key"]] for t in entry["tiles"])
+    try:
+        plan = plan_of(entry["layout"], entry["dims"], arrays)
+    except ClayoutError as exc:
+        raise ClayoutError(f"tensor {name!r}: {exc}") from None
+    ranges = [[t.row, t.col, t.x0, t.y0, t.width, t.height] for t in plan.tiles]
+    listed = [[t[k] for k in ("row", "col", "x0", "y0", "width", "height")]
+              for t in entry["tiles"]]
+    if listed != ranges or list(plan.image) != [entry["width"], entry["height"]]:
+        raise ClayoutError(f"tensor {name!r}: the manifest's tiles do not match the tile plan "
+                           f"of its {len(arrays)} stored tiles (runtime.tiles)")
+    return arrays
+
+
 def buffer_entry(w, buffer: np.ndarray, reason: str) -> dict:
     return {"name": w.name, "role": "buffer", "tag": PLAIN[:len(w.dims)], "dims": list(w.dims),
             "dtype": dtypes.of_array(buffer).name, "bytes": int(buffer.nbytes),
@@ -91,7 +140,8 @@ def table(manifest: dict, names_per_reason: int = 3) -> str:
         else:
             layout = e["layout"] + (f" (not {e['fallback_from']}: too big)"
                                     if "fallback_from" in e else "")
-            image = f"{e['width']}x{e['height']}"
+            image = f"{e['width']}x{e['height']}" + (f" in {len(e['tiles'])} tiles"
+                                                     if "tiles" in e else "")
         rows.append((printable(e["name"]), e["role"], layout, ",".join(map(str, e["dims"])),
                      image, e["dtype"], str(e["bytes"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
@@ -119,9 +169,12 @@ def summary(manifest: dict, output: str) -> str:
     images = [e for e in manifest["tensors"] if e["role"] != "buffer"]
     buffers = len(manifest["tensors"]) - len(images)
     total = sum(e["bytes"] for e in manifest["tensors"])
-    return (f"wrote {printable(output)}: {len(images)} images, {buffers} buffers ({total} bytes "
-            f"of {manifest['dtype']}), {len(manifest['skipped'])} skipped; manifest in metadata "
-            f"key {MANIFEST_KEY!r}; engine {manifest['engine']}")
+    tiled = [e for e in images if "tiles" in e]
+    split = (f" ({len(tiled)} in {sum(len(e['tiles']) for e in tiled)} tiles)"
+             if tiled else "")
+    return (f"wrote {printable(output)}: {len(images)} images{split}, {buffers} buffers "
+            f"({total} bytes of {manifest['dtype']}), {len(manifest['skipped'])} skipped; "
+            f"manifest in metadata key {MANIFEST_KEY!r}; engine {manifest['engine']}")
 
 
 # -- the file ---------------------------------------------------------------------------------

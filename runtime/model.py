@@ -38,10 +38,14 @@ A weight reaches a role through the first op reading it that gives one. Other
 tensors are listed in the manifest's ``skipped`` list with the op that reads
 them and the reason (integer tensors, scalars, other ops, steps of a folded
 chain). A tensor whose image would exceed ``max_image`` goes to the first named
-layout of its kind that fits (``fallback_from``). A tensor that ends on no image
-although it has a role, or feeds a Conv, ConvTranspose, Gemm or MatMul, makes
-the conversion fail with the list of them, unless ``keep_buffers``: then it is
-stored as a plain buffer (role ``buffer``, with its tag and dims).
+layout of its kind that fits (``fallback_from``); when none fits, its role's own
+layout is split into tiles of at most ``max_image`` (the rule of
+:mod:`runtime.tiles`), each stored as the tensor ``NAME.tile-R-C`` and listed
+with its pixel range in the entry's ``tiles``. A tensor that ends on no image
+(one with no role that feeds a Conv, ConvTranspose, Gemm or MatMul, or with
+``tiles=False`` one over the limit) makes the conversion fail with the list of
+them, unless ``keep_buffers``: then it is stored as a plain buffer (role
+``buffer``, with its tag and dims).
 
 Example::
 
@@ -62,6 +66,7 @@ from .api import from_image, to_image
 from .errors import ClayoutError
 from .image import ImageLayout, image_layout
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
+from .tiles import tile_plan
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
 MANIFEST_KEY = mf.MANIFEST_KEY
@@ -248,18 +253,24 @@ def _unplaced_error(unplaced) -> ClayoutError:
     shown = "; ".join(f"{printable(w.name)!r} {w.onnx_shape} ({printable(w.consumer)}): {why}"
                       for w, why in unplaced[:4])
     more = f"; and {len(unplaced) - 4} more" if len(unplaced) > 4 else ""
-    return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {shown}{more}; raise "
-                        "--max-image, or pass --keep-buffers to store them as plain buffers")
+    hint = ("raise --max-image, drop --no-tiles to split them into tiles, or pass "
+            "--keep-buffers" if any(w.role != "skipped" for w, _ in unplaced) else
+            "pass --keep-buffers")
+    return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {shown}{more}; "
+                        f"{hint} to store them as plain buffers")
 
 
 def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=None,
-                  keep_buffers=False, progress=None):
+                  keep_buffers=False, progress=None, tiles=True):
     """Place every weight of ``model`` (read from ``path``) on its image.
 
     Returns (stored, manifest, originals): ``stored`` maps tensor names to host
-    arrays (images, and buffers with ``keep_buffers``), ``manifest`` is the
-    JSON-ready description, ``originals`` the ONNX arrays of what was stored.
-    ``progress(done, total, nbytes)`` is called after each tensor."""
+    arrays (images, tiles under ``NAME.tile-R-C``, and buffers with
+    ``keep_buffers``), ``manifest`` is the JSON-ready description,
+    ``originals`` the ONNX arrays of what was stored (by weight name).
+    ``tiles=False`` treats a weight no layout fits like one with no role
+    instead of splitting it. ``progress(done, total, nbytes)`` is called
+    after each weight."""
     dt = dtypes.image_dtype(dtype)
     if dt.name not in ("f32", "f16"):
         raise ClayoutError(f"model images are f32 or f16, got {dt.name}")
@@ -269,10 +280,12 @@ def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=Non
     if not any(w.onnx_dtype in FLOAT_DTYPES for w in weights):
         raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants: "
                            "no weights to convert")
-    placed, unplaced = [], []
+    placed, unplaced, plans = [], [], {}
     for w in weights:
         if w.role != "skipped":
             layout, note = _choose_layout(w, max_image)
+            if layout is None and tiles:   # the role's own layout, cut to fit
+                layout, plans[w.name] = image_layout(w.role), tile_plan(w.role, w.dims, max_image)
             if layout is None:
                 unplaced.append((w, note))
             else:
@@ -285,20 +298,37 @@ def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=Non
         if w.name == "__metadata__":   # safetensors' header key: the file would not load
             raise ClayoutError(f"{path}: a weight is named '__metadata__', the key safetensors "
                                "reserves for its metadata; rename it in the model")
+    every_name = {w.name for w in weights}
+    for name, split in plans.items():   # tile keys share the file with the weights' names
+        for tile in split.tiles:
+            if mf.tile_key(name, tile) in every_name:
+                raise ClayoutError(
+                    f"{path}: tile {printable(mf.tile_key(name, tile))!r} of the weight "
+                    f"{printable(name)!r}, split for --max-image, is also the name of a tensor of "
+                    "the model; tensor names must be unique: rename that tensor in the model, "
+                    "or pass --no-tiles")
     stored, entries, originals, done_bytes = {}, [], {}, 0
     total = len(placed) + len(unplaced)
-    for w, layout, fallback_from in placed:
+    for w, layout, note in placed:
         source = arrays[w.name]
         if source.dtype == np.float64:   # not a clayout dtype: to f32 first, as stored_values
             source = source.astype(np.float32)
         logical = np.ascontiguousarray(logical_weight(source, w.steps))
+        split = plans.get(w.name)
         try:
-            image = to_image(logical, layout, dtype=dt.name, engine=engine)
+            image = to_image(logical, layout, dtype=dt.name, engine=engine,
+                             max_image=max_image if split is not None else None)
         except ClayoutError as exc:
             raise ClayoutError(f"tensor {printable(w.name)!r}: {exc}") from None
-        stored[w.name], originals[w.name] = image, arrays[w.name]
-        entries.append(mf.image_entry(w, layout, image, fallback_from))
-        done_bytes += image.nbytes
+        originals[w.name] = arrays[w.name]
+        if split is not None:   # note: why it was split
+            stored.update((mf.tile_key(w.name, t), a) for t, a in zip(split.tiles, image))
+            entries.append(mf.tiled_entry(w, layout, image, split, note))
+            done_bytes += sum(a.nbytes for a in image)
+        else:                   # note: the role it fell back from, or ""
+            stored[w.name] = image
+            entries.append(mf.image_entry(w, layout, image, note))
+            done_bytes += image.nbytes
         if progress:
             progress(len(entries), total, done_bytes)
     for w, why in unplaced:
@@ -321,8 +351,10 @@ def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=Non
     return stored, manifest, originals
 
 
-def read_back(array: np.ndarray, entry: dict, engine=None) -> np.ndarray:
-    """The ONNX tensor read back from a stored image or buffer (in its dtype)."""
+def read_back(array, entry: dict, engine=None) -> np.ndarray:
+    """The ONNX tensor read back from a stored image or buffer (in its dtype);
+    for a tiled entry ``array`` is the tuple of its tiles
+    (``manifest.stored_image(tensors, entry)`` gives either)."""
     if entry["role"] == "buffer":
         logical = array.reshape(entry["dims"])
     else:
@@ -335,7 +367,7 @@ def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[s
     bit for bit (after rounding to the manifest's dtype); [] when all do."""
     bad = []
     for entry in manifest["tensors"]:
-        back = read_back(stored[entry["name"]], entry, engine=engine)
+        back = read_back(mf.stored_image(stored, entry), entry, engine=engine)
         want = stored_values(originals[entry["name"]], entry["dtype"])
         if back.shape != want.shape or not np.array_equal(mf.bits(back), mf.bits(want)):
             bad.append(entry["name"])
@@ -343,7 +375,7 @@ def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[s
 
 
 def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engine=None,
-                 keep_buffers=False, verify_all=False, progress=None):
+                 keep_buffers=False, verify_all=False, progress=None, tiles=True):
     """``clayout model``: convert ``path`` and write ``output`` atomically.
 
     With ``verify_all`` every tensor of the written bytes is read back (images
@@ -352,7 +384,7 @@ def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engin
     from .fileio import atomic_write
     model = onnx_graph.load(path)
     stored, manifest, originals = convert_model(model, path, dtype, max_image, engine,
-                                                keep_buffers, progress)
+                                                keep_buffers, progress, tiles)
     data = mf.safetensors_bytes(stored, manifest)
     verified = None
     if verify_all:

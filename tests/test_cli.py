@@ -17,7 +17,7 @@ import pytest
 import runtime
 from runtime import cli, dtypes, model, reference
 from runtime.desc import MemoryDesc
-from runtime.manifest import steps_of
+from runtime.manifest import steps_of, stored_image
 
 from conftest import bits
 
@@ -415,9 +415,21 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     assert "not weight_width: too big" in out
     check_images(images, manifest, path)
 
+    # no filter layout fits 16x16: weight_width is split into tiles of at most 16x16 ...
+    images, manifest, out = convert(tmp_path, capsys, path, "--max-image", "16,16")
+    (entry,) = manifest["tensors"]
+    assert entry["layout"] == "weight_width" and (entry["width"], entry["height"]) == (2, 300)
+    assert [(t["key"], t["y0"], t["height"]) for t in entry["tiles"]][-1] == ("fc.w.tile-18-0",
+                                                                               288, 12)
+    assert sorted(images) == sorted(t["key"] for t in entry["tiles"])
+    back = model.read_back(stored_image(images, entry), entry, engine="reference")
+    assert same_bits(back, model.weight_arrays(str(path))["fc.w"])
+    assert "1 images (1 in 19 tiles)" in out
+
+    # ... unless --no-tiles: then it fails and leaves the output as it was
     (tmp_path / "keep.safetensors").write_bytes(b"old")
     code, _, err = run(capsys, "model", path, "-o", tmp_path / "keep.safetensors",
-                       "--max-image", "16,16")
+                       "--max-image", "16,16", "--no-tiles")
     assert code == 1 and "'fc.w'" in err and "16,16" in err and err.count("\n") == 1
     assert (tmp_path / "keep.safetensors").read_bytes() == b"old"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

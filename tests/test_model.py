@@ -8,6 +8,8 @@ line on stderr, no traceback and no file left behind.
 """
 import io
 import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -367,15 +369,20 @@ def _oversize_model(tmp_path):
 
 def test_oversize_without_keep_buffers(tmp_path, capsys):
     path, _, _ = _oversize_model(tmp_path)
-    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8"],
+    # 'big' is split into tiles; the 1-D convolution has no image layout to split
+    err = fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8"],
+                "1 weight(s) cannot go on an image", "'c1d' (4, 3, 5)", "--keep-buffers")
+    assert "'big'" not in err and "--no-tiles" not in err
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
+                             "--no-tiles"],
           "2 weight(s) cannot go on an image", "'big' (16, 16, 3, 3)", "over --max-image 8,8",
-          "'c1d' (4, 3, 5)", "--keep-buffers")
+          "'c1d' (4, 3, 5)", "drop --no-tiles", "--keep-buffers")
 
 
 def test_oversize_with_keep_buffers(tmp_path, capsys):
     path, big, conv1d = _oversize_model(tmp_path)
     stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8",
-                                    "--keep-buffers", "--dtype", "f16")
+                                    "--keep-buffers", "--no-tiles", "--dtype", "f16")
     by = {e["name"]: e for e in manifest["tensors"]}
     assert by["big"]["role"] == "buffer" and by["big"]["image_role"] == "conv2d_filter"
     assert by["big"]["tag"] == "abcd" and by["big"]["dims"] == [16, 16, 3, 3]
@@ -385,6 +392,146 @@ def test_oversize_with_keep_buffers(tmp_path, capsys):
     assert np.array_equal(bits(stored["c1d"]), bits(dtypes.convert(conv1d, "f16")))
     assert by["bias"]["layout"] == "argument"                  # 4x1 fits
     assert "buffer abcd" in out and "1 images, 2 buffers" in out
+    # without --no-tiles only the 1-D convolution is a buffer; 'big' comes in tiles
+    stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8",
+                                    "--keep-buffers", "--dtype", "f16")
+    by = {e["name"]: e for e in manifest["tensors"]}
+    assert by["c1d"]["role"] == "buffer" and "big" not in stored
+    assert by["big"]["layout"] == "conv2d_filter" and len(by["big"]["tiles"]) == 10
+    assert "2 images (1 in 10 tiles), 1 buffers" in out
+
+
+# -- tiles -----------------------------------------------------------------------------------
+def _tiled_model(tmp_path):
+    """A Conv weight and a Gemm (fc) weight over --max-image 8,8 in every layout of
+    their kind, and the Conv's bias, which fits."""
+    big = values(16, 16, 3, 3)          # conv2d_filter 16 x 36 pixels
+    fc = values(40, 12)                 # Gemm B, transB=1: weight_width (40, 12, 1, 1), 3 x 40
+    bias = values(16)                   # argument 4 x 1
+    nodes = [helper.make_node("Conv", ["x", "big", "bias"], ["a"], name="conv"),
+             helper.make_node("Flatten", ["a"], ["b"]),
+             helper.make_node("Gemm", ["b", "fc"], ["y"], transB=1, name="fc")]
+    path = build(tmp_path, nodes, [numpy_helper.from_array(big, "big"),
+                                   numpy_helper.from_array(bias, "bias"),
+                                   numpy_helper.from_array(fc, "fc")])
+    return path, {"big": big, "fc": fc.reshape(40, 12, 1, 1)}, bias
+
+
+@pytest.mark.parametrize("engine", ["cpu", "opencl"])
+def test_oversize_weights_are_tiled(tmp_path, capsys, request, engine):
+    if engine == "opencl":
+        request.getfixturevalue("cl_engine")
+    path, logical, bias = _tiled_model(tmp_path)
+    stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8",
+                                    "--engine", engine)
+    assert manifest["engine"] == engine
+    by = {e["name"]: e for e in manifest["tensors"]}
+    assert set(by) == {"big", "fc", "bias"}
+    keys = {t["key"] for name in logical for t in by[name]["tiles"]}
+    assert set(stored) == {"bias"} | keys                # no whole image of a split weight
+    for name, want in logical.items():
+        e = by[name]
+        assert (e["role"], e["layout"], tuple(e["dims"])) == \
+            ({"big": "conv2d_filter", "fc": "weight_width"}[name],) * 2 + (want.shape,)
+        assert "fallback_from" not in e and "no named filter layout fits" in e["reason"]
+        whole = runtime.to_image(want, e["layout"], engine=engine)       # without a limit
+        assert np.array_equal(bits(whole), bits(runtime.to_image(want, e["layout"],
+                                                                 engine="reference")))
+        assert (e["width"], e["height"]) == (whole.shape[1], whole.shape[0])
+        cover = np.zeros(whole.shape[:2], np.int64)
+        for t in e["tiles"]:
+            assert t["key"] == f"{name}.tile-{t['row']}-{t['col']}"
+            tile = stored[t["key"]]
+            assert tile.shape == (t["height"], t["width"], 4) and tile.dtype == np.float32
+            assert 1 <= t["width"] <= 8 and 1 <= t["height"] <= 8
+            y, x = slice(t["y0"], t["y0"] + t["height"]), slice(t["x0"], t["x0"] + t["width"])
+            cover[y, x] += 1
+            assert np.array_equal(bits(tile), bits(whole[y, x])), t["key"]
+        assert (cover == 1).all(), name                  # no overlap, every pixel covered
+        rows = 1 + max(t["row"] for t in e["tiles"])
+        cols = 1 + max(t["col"] for t in e["tiles"])
+        assert len(e["tiles"]) == rows * cols
+        joined = np.concatenate([np.concatenate([stored[f"{name}.tile-{r}-{c}"]
+                                                 for c in range(cols)], axis=1)
+                                 for r in range(rows)], axis=0)
+        assert np.array_equal(bits(joined), bits(whole)), name
+        assert e["bytes"] == sum(stored[k].nbytes for k in keys if k.startswith(name + "."))
+        tiles = tuple(stored[t["key"]] for t in e["tiles"])
+        back = model.read_back(tiles, e, engine=engine)
+        assert np.array_equal(bits(back), bits(want.reshape(e["onnx_shape"])))
+    assert [len(by[n]["tiles"]) for n in ("big", "fc")] == [10, 5]   # 2 x 5 and 1 x 5
+    expect(stored, manifest, "bias", "argument", bias)
+    assert "16x36 in 10 tiles" in out and "3x40 in 5 tiles" in out
+    assert "3 images (2 in 15 tiles), 0 buffers" in out
+
+
+def test_a_bad_tile_fails_verify(tmp_path, capsys, monkeypatch):
+    path, _, _ = _tiled_model(tmp_path)
+    real = model.to_image
+
+    def one_bad_tile(*args, **kw):
+        out = real(*args, **kw)
+        if isinstance(out, tuple) and out[0].shape == (8, 8, 4):     # the Conv weight's
+            out[3].reshape(-1).view(np.uint32)[7] ^= 1
+        return out
+    monkeypatch.setattr(model, "to_image", one_bad_tile)
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
+                             "--verify"],
+          "--verify: 1 of 3 tensors do not read back bit for bit: 'big'", "not written")
+
+
+def test_no_tiles(tmp_path, capsys):
+    path, logical, _ = _tiled_model(tmp_path)
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
+                             "--no-tiles"],
+          "2 weight(s) cannot go on an image", "'big' (16, 16, 3, 3)", "'fc' (40, 12)",
+          "over --max-image 8,8")
+    stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8", "--no-tiles",
+                                    "--keep-buffers")
+    by = {e["name"]: e for e in manifest["tensors"]}
+    assert [by[n]["role"] for n in ("big", "fc", "bias")] == ["buffer", "buffer", "argument"]
+    assert not [e for e in manifest["tensors"] if "tiles" in e] and set(stored) == set(by)
+    assert np.array_equal(bits(stored["fc"]), bits(logical["fc"]))
+    assert "1 images, 2 buffers" in out
+
+
+def test_tile_keys_must_not_take_a_weight_name(tmp_path, capsys):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"]),
+             helper.make_node("Conv", ["a", "w.tile-1-0"], ["y"])]
+    path = build(tmp_path, nodes, [numpy_helper.from_array(values(16, 16, 3, 3), "w"),
+                                   numpy_helper.from_array(W, "w.tile-1-0")])
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8"],
+          "tile 'w.tile-1-0' of the weight 'w'", "unique", "--no-tiles")
+    # a weight whose name looks like a tile key is only a problem beside a split weight
+    stored, manifest, _ = convert(tmp_path, capsys, path)
+    assert set(stored) == {"w", "w.tile-1-0"}
+
+
+def test_the_tiled_entry_in_the_docs(tmp_path, capsys):
+    """docs/placement.md shows the sample CNN's fc.weight under --max-image 8,8."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "placement.md").read_text()
+    (shown,) = re.findall(r"```json\n(.*?)```", doc, re.S)
+    path = Path(runtime.__file__).parent / "data" / "sample_cnn.onnx"
+    stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8")
+    (fc,) = [e for e in manifest["tensors"] if e["name"] == "fc.weight"]
+    assert json.loads(shown) == fc
+    assert "11 images (3 in 7 tiles)" in out
+
+
+def test_stored_image_checks_the_tiles_against_the_manifest(tmp_path, capsys):
+    path, _, _ = _tiled_model(tmp_path)
+    stored, manifest, _ = convert(tmp_path, capsys, path, "--max-image", "8,8")
+    (e,) = [e for e in manifest["tensors"] if e["name"] == "fc"]
+    assert len(runtime.manifest.stored_image(stored, e)) == 5
+    moved = json.loads(json.dumps(e))
+    moved["tiles"][1]["y0"] += 1
+    with pytest.raises(ClayoutError, match="do not match the tile plan"):
+        runtime.manifest.stored_image(stored, moved)
+    with pytest.raises(ClayoutError, match="'fc.tile-4-0' listed in the manifest is not in"):
+        runtime.manifest.stored_image({k: v for k, v in stored.items() if k != "fc.tile-4-0"}, e)
+    short = dict(stored, **{"fc.tile-2-0": stored["fc.tile-2-0"][:5]})
+    with pytest.raises(ClayoutError, match="tensor 'fc': tiles of layout 'weight_width'"):
+        runtime.manifest.stored_image(short, e)
 
 
 # -- not a model ---------------------------------------------------------------------------------
