@@ -5,15 +5,15 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
 
 * ``tensors``: one entry per stored tensor. An image entry has ``role``,
   ``layout`` (they differ after a ``--max-image`` fallback, which also sets
-  ``fallback_from``), logical ``dims``, image ``width``/``height``, ``dtype``,
+  ``fallback_from``), ``choice`` (why that layout: runtime.placement's reason,
+  with the size of every candidate it rejected), logical ``dims``, image ``width``/``height``, ``dtype``,
   ``bytes``, the ONNX ``onnx_shape``/``onnx_dtype``, the ``consumer`` node, the
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
   buffer entry (``--keep-buffers``) has ``role: "buffer"``, a plain ``tag`` and
   ``dims`` instead of a layout, plus ``image_role`` and ``reason``. A tiled
   entry (an image over ``--max-image`` in every layout of its kind) is an image
-  entry whose ``width``/``height`` are the whole image's, with ``reason`` and
-  ``tiles``: one ``{key, row, col, x0, y0, width, height}`` per tile in
+  entry whose ``width``/``height`` are the whole image's, with ``tiles``: one ``{key, row, col, x0, y0, width, height}`` per tile in
   row-major order, each stored as its own tensor under ``key``
   (``NAME.tile-R-C``) and covering pixels x in [x0, x0 + width), y in [y0, y0
   + height) of the whole image (the rule of :mod:`runtime.tiles`).
@@ -37,7 +37,7 @@ from .errors import ClayoutError
 from .onnx_graph import printable
 
 MANIFEST_KEY = "clayout"
-FORMAT = "clayout-model/2"
+FORMAT = "clayout-model/3"   # 3: tiled entries, choice
 PLAIN = "abcdefghijkl"
 
 
@@ -54,13 +54,18 @@ def _common(w) -> dict:
             "transposed": any(kind == "transpose" for kind, _ in w.steps)}
 
 
-def image_entry(w, layout, image: np.ndarray, fallback_from: str = "") -> dict:
+def image_entry(w, layout, image: np.ndarray, fallback_from: str = "", choice: str = "") -> dict:
+    """The entry of a weight on one image; ``choice`` says why that layout
+    (runtime.placement's reason), ``fallback_from`` the role's own layout
+    when another was chosen."""
     width, height = layout.image_shape(w.dims)
     entry = {"name": w.name, "role": w.role, "layout": layout.name, "dims": list(w.dims),
              "width": width, "height": height, "dtype": dtypes.of_array(image).name,
              "bytes": int(image.nbytes), **_common(w)}
     if fallback_from:
         entry["fallback_from"] = fallback_from
+    if choice:
+        entry["choice"] = choice
     return entry
 
 
@@ -70,12 +75,11 @@ def tile_key(name: str, tile) -> str:
     return f"{name}.tile-{tile.row}-{tile.col}"
 
 
-def tiled_entry(w, layout, tiles, plan, reason: str) -> dict:
+def tiled_entry(w, layout, tiles, plan, choice: str) -> dict:
     """An image entry for the tiles of ``plan``; ``width``/``height`` are the
     whole image's, ``bytes`` the tiles' together."""
-    entry = image_entry(w, layout, tiles[0])
+    entry = image_entry(w, layout, tiles[0], choice=choice)
     entry["bytes"] = int(sum(t.nbytes for t in tiles))
-    entry["reason"] = reason
     entry["tiles"] = [{"key": tile_key(w.name, t), "row": t.row, "col": t.col, "x0": t.x0,
                        "y0": t.y0, "width": t.width, "height": t.height} for t in plan.tiles]
     return entry

@@ -37,8 +37,11 @@ Add/Sub/Mul/Div constants
 A weight reaches a role through the first op reading it that gives one. Other
 tensors are listed in the manifest's ``skipped`` list with the op that reads
 them and the reason (integer tensors, scalars, other ops, steps of a folded
-chain). A tensor whose image would exceed ``max_image`` goes to the first named
-layout of its kind that fits (``fallback_from``); when none fits, its role's own
+chain). Each weight's layout is what :func:`runtime.placement.layout_choice`
+chooses for its role (conv2d_filter: filter, weight_width: fc_weight,
+dw_conv2d_filter: depthwise, argument) under ``max_image``, and its entry
+records why (``choice``); a layout other than the role's own is noted as
+``fallback_from``. When no candidate fits, its role's own
 layout is split into tiles of at most ``max_image`` (the rule of
 :mod:`runtime.tiles`), each stored as the tensor ``NAME.tile-R-C`` and listed
 with its pixel range in the entry's ``tiles``. A tensor that ends on no image
@@ -61,7 +64,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import dtypes, manifest as mf, onnx_graph
+from . import dtypes, manifest as mf, onnx_graph, placement
 from .api import from_image, to_image
 from .errors import ClayoutError
 from .image import ImageLayout, image_layout
@@ -235,18 +238,22 @@ def stored_values(array: np.ndarray, dtype: str) -> np.ndarray:
 
 
 # -- conversion --------------------------------------------------------------------------------
-def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout | None, str]:
-    """The role's layout, else the first of its kind that fits ``max_image``,
-    else (None, why)."""
-    layout = image_layout(w.role)
-    width, height = layout.image_shape(w.dims)
-    if width <= max_image[0] and height <= max_image[1]:
-        return layout, ""
-    fits = layout.fitting(w.dims, *max_image)
-    if fits:
-        return fits[0], w.role
-    return None, (f"{w.role} needs a {width}x{height} image, over --max-image "
-                  f"{max_image[0]},{max_image[1]}, and no named {layout.kind} layout fits")
+# a weight's role names its layout when it fits: the first candidate of a
+# placement role (conv2d_filter: filter, weight_width: fc_weight, ...)
+PLACEMENT_ROLE = {names[0][0]: role for role, names in placement.ROLES.items()}
+
+
+def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout | None, str, str]:
+    """(layout, the role it fell back from or "", why): what
+    ``placement.layout_choice`` chooses for the weight under ``max_image``;
+    layout None when no candidate fits."""
+    choice = placement.layout_choice(PLACEMENT_ROLE[w.role], w.dims, limits=max_image)
+    if not choice.fits:
+        width, height = choice.chosen.size
+        return None, "", (f"{w.role} needs a {width}x{height} image, over --max-image "
+                          f"{max_image[0]},{max_image[1]}, and no {choice.role} layout fits ("
+                          + ", ".join(c.describe() for c in choice.rejected) + ")")
+    return choice.layout, "" if choice.layout.name == w.role else w.role, choice.reason
 
 
 def _unplaced_error(unplaced) -> ClayoutError:
@@ -283,13 +290,13 @@ def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=Non
     placed, unplaced, plans = [], [], {}
     for w in weights:
         if w.role != "skipped":
-            layout, note = _choose_layout(w, max_image)
+            layout, fallback, why = _choose_layout(w, max_image)
             if layout is None and tiles:   # the role's own layout, cut to fit
                 layout, plans[w.name] = image_layout(w.role), tile_plan(w.role, w.dims, max_image)
             if layout is None:
-                unplaced.append((w, note))
+                unplaced.append((w, why))
             else:
-                placed.append((w, layout, note))
+                placed.append((w, layout, fallback, why))
         elif w.compute and w.onnx_dtype in FLOAT_DTYPES and w.consumer:
             unplaced.append((w, w.reason))
     if unplaced and not keep_buffers:
@@ -309,7 +316,7 @@ def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=Non
                     "or pass --no-tiles")
     stored, entries, originals, done_bytes = {}, [], {}, 0
     total = len(placed) + len(unplaced)
-    for w, layout, note in placed:
+    for w, layout, fallback, why in placed:
         source = arrays[w.name]
         if source.dtype == np.float64:   # not a clayout dtype: to f32 first, as stored_values
             source = source.astype(np.float32)
@@ -321,13 +328,13 @@ def convert_model(model, path: str, dtype="f32", max_image=MAX_IMAGE, engine=Non
         except ClayoutError as exc:
             raise ClayoutError(f"tensor {printable(w.name)!r}: {exc}") from None
         originals[w.name] = arrays[w.name]
-        if split is not None:   # note: why it was split
+        if split is not None:
             stored.update((mf.tile_key(w.name, t), a) for t, a in zip(split.tiles, image))
-            entries.append(mf.tiled_entry(w, layout, image, split, note))
+            entries.append(mf.tiled_entry(w, layout, image, split, why))
             done_bytes += sum(a.nbytes for a in image)
-        else:                   # note: the role it fell back from, or ""
+        else:
             stored[w.name] = image
-            entries.append(mf.image_entry(w, layout, image, note))
+            entries.append(mf.image_entry(w, layout, image, fallback, why))
             done_bytes += image.nbytes
         if progress:
             progress(len(entries), total, done_bytes)

@@ -409,9 +409,13 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     path, m = build_model(tmp_path, nodes, [_f32("fc.w", 300, 8)])
     images, manifest, out = convert(tmp_path, capsys, path, "--max-image", "128,128")
     (entry,) = manifest["tensors"]
-    # weight_width would be 2 x 300; conv2d_filter (8 x 75) is the first filter layout that fits
+    # weight_width would be 2 x 300; weight_height (8 x 75) is the next fc_weight candidate,
+    # as choose_layout("fc_weight", ...) says, and the manifest says why
     assert entry["role"] == "weight_width" and entry["fallback_from"] == "weight_width"
-    assert entry["layout"] == "conv2d_filter" and (entry["width"], entry["height"]) == (8, 75)
+    assert entry["layout"] == "weight_height" and (entry["width"], entry["height"]) == (8, 75)
+    assert entry["layout"] == runtime.choose_layout("fc_weight", (300, 8, 1, 1),
+                                                    limits=(128, 128)).name
+    assert "rejected (over the limit): weight_width 2x300" in entry["choice"]
     assert "not weight_width: too big" in out
     check_images(images, manifest, path)
 

@@ -433,7 +433,7 @@ def test_oversize_weights_are_tiled(tmp_path, capsys, request, engine):
         e = by[name]
         assert (e["role"], e["layout"], tuple(e["dims"])) == \
             ({"big": "conv2d_filter", "fc": "weight_width"}[name],) * 2 + (want.shape,)
-        assert "fallback_from" not in e and "no named filter layout fits" in e["reason"]
+        assert "fallback_from" not in e and "over --max-image 8,8, and no" in e["choice"]
         whole = runtime.to_image(want, e["layout"], engine=engine)       # without a limit
         assert np.array_equal(bits(whole), bits(runtime.to_image(want, e["layout"],
                                                                  engine="reference")))
