@@ -9,10 +9,11 @@
 >>> bool((back == x).all())
 True
 """
-from .api import from_image, physical_shape, reorder, to_image
+from .api import from_image, reorder, to_image
 from .desc import Axis, MemoryDesc
 from .dtypes import convert
 from .errors import ClayoutError
+from .hostarray import physical_shape
 from .image import NAMED as IMAGE_LAYOUTS
 from .image import ImageLayout, image_layout
 from .placement import LayoutChoice, choose_layout, layout_choice

@@ -12,9 +12,9 @@ from . import dtypes
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
+from .hostarray import dims_from_shape, physical_input, physical_shape
 from .image import ImageLayout, image_layout
 from .limits import check_host_bytes
-from .tags import parse_tag
 
 
 
@@ -29,19 +29,6 @@ def _held(data) -> bool:
         return True
     except ClayoutError:
         return False
-
-
-def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
-    """``data`` as desc's 1-D physical array, after checking dtype and size.
-    A plain desc also takes its physical shape (an nhwc array of shape N,H,W,C)."""
-    arr = dtypes.host_array(data, desc.dtype, what)
-    got = dtypes.of_array(arr)
-    if got != desc.dtype:
-        raise ClayoutError(f"{what} has dtype {got.name} but its desc says {desc.dtype.name}")
-    if arr.size != desc.span and not (desc.is_zero and arr.size == 0):
-        raise ClayoutError(f"{what} has {arr.size} elements but {desc.describe()} needs "
-                           f"{desc.span} (its physical size, padding included)")
-    return arr.reshape(-1)
 
 
 def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> np.ndarray:
@@ -69,31 +56,6 @@ def _no_host_out(out, what: str, where: str) -> None:
     if out is not None:
         raise ClayoutError(f"{what} of a Memory: out= takes a numpy array and goes with a host "
                            f"array input; to write into a Memory pass it as {where}")
-
-
-def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
-    """Shape an array in ``desc`` is given as: its physical shape for a dense,
-    unpadded plain layout (nhwc -> N,H,W,C), else 1-D."""
-    if desc.inner_blks or desc.has_padding or desc.offset0 or not desc.is_dense:
-        return (desc.span,)
-    return tuple(desc.dims[d] for d in desc.order)
-
-
-def dims_from_shape(shape, tag: str, hint: str = "dims=") -> tuple[int, ...]:
-    """Logical dims of an array given in the physical shape of plain ``tag``,
-    the inverse of physical_shape: an nhwc array of shape (1, 5, 7, 3) has dims
-    (1, 3, 5, 7). ``hint`` names the option that gives dims instead."""
-    parsed = parse_tag(tag)
-    if parsed.blocks:
-        raise ClayoutError(f"a {tag!r} array is 1-D (blocked layout); pass {hint} with the "
-                           "logical dims")
-    if len(shape) != parsed.ndims:
-        raise ClayoutError(f"array of shape {tuple(shape)} has {len(shape)} dims but tag "
-                           f"{tag!r} has {parsed.ndims}; pass {hint} or a matching tag")
-    logical = [0] * parsed.ndims
-    for pos, d in enumerate(parsed.order):
-        logical[d] = shape[pos]
-    return tuple(logical)
 
 
 def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None):

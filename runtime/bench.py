@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from . import api, cpu
+from . import api, cpu, hostarray
 from .desc import MemoryDesc
 from .image import image_layout
 
@@ -86,7 +86,7 @@ def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
         return lambda: api.reorder(x, src, target, engine=engine, out=out)
     layout = target
     tag = next(t for t in ("nchw", "nhwc", "oihw") if MemoryDesc(src.dims, tag=t) == src)
-    arr = x.reshape(api.physical_shape(src))
+    arr = x.reshape(hostarray.physical_shape(src))
     out = np.empty(layout.array_shape(src.dims), src.dtype.np)
     return lambda: api.to_image(arr, layout, src=tag, engine=engine, out=out)
 

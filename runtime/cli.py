@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-from . import api, dtypes, model, placement, tiles
+from . import api, dtypes, hostarray, model, placement, tiles
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
@@ -79,9 +79,9 @@ def input_desc(arr: np.ndarray, tag: str, dims) -> MemoryDesc:
     physical shape of a plain tag; the array's shape must match either way."""
     dt = dtypes.of_array(arr)  # float64 and the like: converted by numeric_input first
     if dims is None:
-        dims = api.dims_from_shape(arr.shape, tag, hint="--dims")
+        dims = hostarray.dims_from_shape(arr.shape, tag, hint="--dims")
     desc = MemoryDesc(dims, dt, tag=tag)
-    want = api.physical_shape(desc)
+    want = hostarray.physical_shape(desc)
     if arr.ndim > 1 and arr.shape != want:
         raise ClayoutError(f"array of shape {arr.shape} does not match --dims "
                            f"{','.join(map(str, dims))} in {tag!r}: expected shape {want} "
@@ -214,7 +214,7 @@ def cmd_reorder(args) -> int:
     src = input_desc(arr, args.src, args.dims)
     dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
     out = api.reorder(arr.reshape(-1), src, dst, engine=args.engine)
-    out = out.reshape(api.physical_shape(dst))
+    out = out.reshape(hostarray.physical_shape(dst))
     save_npy(args.output, out, [args.input])
     print(f"wrote {args.output}: {dst} (from {src}), array {out.shape}")
     return 0

@@ -25,6 +25,7 @@ from . import cpu, dtypes
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
+from .hostarray import physical_input
 from .image import ImageLayout, image_layout
 from .limits import check_host_bytes
 
@@ -97,7 +98,6 @@ class Memory:
         width[, 4]), with ``dims``)."""
         arr = np.asarray(array)
         if isinstance(desc, MemoryDesc):
-            from .api import physical_input
             mem = cls(desc, engine, queue=queue)
             mem._write(physical_input(arr, desc))
             return mem

@@ -34,6 +34,7 @@ from . import dtypes
 from .desc import MemoryDesc
 from .engine import _as_dims, plain
 from .errors import ClayoutError
+from .hostarray import physical_shape
 from .image import ImageLayout, image_layout
 
 
@@ -187,7 +188,7 @@ def to_image_tiles(engine, flat, layout: ImageLayout, src: MemoryDesc, image_dty
 def from_image_tiles(engine, tiles, layout: ImageLayout, dims, dst=None, dtype=None):
     """from_image of a tuple of tiles, checked against the plan they imply
     (count, shapes, dtypes); returns the buffer as from_image does."""
-    from .api import from_image, physical_shape
+    from .api import from_image
     plan = plan_of(layout, dims, tiles)
     if not plan.split:
         return from_image(tiles[0], layout, dims, dst, dtype, engine)
