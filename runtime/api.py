@@ -15,11 +15,8 @@ from .errors import ClayoutError
 from .hostarray import dims_from_shape, physical_input, physical_shape
 from .image import ImageLayout, image_layout
 from .limits import check_host_bytes
+from .memory import Memory, from_image_memory, reorder_memory, to_image_memory
 
-
-
-def _is_memory(obj) -> bool:
-    return type(obj).__name__ == "Memory" and hasattr(obj, "desc")
 
 
 def _held(data) -> bool:
@@ -78,9 +75,8 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     ...         out=frame) is frame
     True
     """
-    if _is_memory(data):
+    if isinstance(data, Memory):
         _no_host_out(out, "reorder", "dst_desc")
-        from .memory import reorder_memory
         if src_desc is not None and src_desc != data.desc:
             raise ClayoutError(f"reorder of a Memory in {data.desc.describe()}: src_desc "
                                f"{src_desc.describe()} does not describe it; pass None or its desc")
@@ -118,15 +114,14 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     Memory on the same engine (``out``: an image Memory to write into).
     """
     layout = image_layout(layout)
-    if _is_memory(array):
+    if isinstance(array, Memory):
         if max_image is not None:
             raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
-        from .memory import to_image_memory
-        if out is not None and not _is_memory(out):
+        if out is not None and not isinstance(out, Memory):
             raise ClayoutError(f"to_image of a Memory: out= takes an image Memory, got "
                                f"{type(out).__name__}; a numpy out= goes with a host array input")
         return to_image_memory(array, layout, dtype, engine, out=out)
-    if _is_memory(out):
+    if isinstance(out, Memory):
         raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
                            "a host array input takes a numpy array as out=")
     arr = dtypes.host_array(array, dtypes.image_dtype(dtype) if dtype is not None else None,
@@ -164,9 +159,8 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
     shape and dtype). A tuple of tiles from ``to_image(..., max_image=...)``
     is accepted in place of the image."""
     layout = image_layout(layout)
-    if _is_memory(image):
+    if isinstance(image, Memory):
         _no_host_out(out, "from_image", "dst")
-        from .memory import from_image_memory
         return from_image_memory(image, layout, dims, dst, dtype, engine)
     if isinstance(image, tuple):
         if out is not None:
