@@ -16,6 +16,7 @@ from .hostarray import dims_from_shape, physical_input, physical_shape
 from .image import ImageLayout, image_layout
 from .limits import check_host_bytes
 from .memory import Memory, from_image_memory, reorder_memory, to_image_memory
+from .tiles import from_image_tiles, plan_of, to_image_tiles
 
 
 
@@ -140,7 +141,6 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
         if out is not None:
             raise ClayoutError("to_image: out= and max_image= do not go together (tiles are "
                                "new arrays); pass one of them")
-        from .tiles import to_image_tiles
         return to_image_tiles(eng, physical_input(arr, desc), layout, desc, img_dt, max_image)
     limits = getattr(eng, "image_limits", None)
     if limits is not None:
@@ -165,8 +165,11 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
     if isinstance(image, tuple):
         if out is not None:
             raise ClayoutError("from_image: out= goes with one image array, not a tuple of tiles")
-        from .tiles import from_image_tiles
-        return from_image_tiles(engines.get(engine), image, layout, dims, dst, dtype)
+        eng = engines.get(engine)
+        plan = plan_of(layout, dims, image)
+        if plan.split:
+            return from_image_tiles(eng, image, plan, dims, dst, dtype)
+        image, engine = image[0], eng   # within the limit: the one tile is the image
     arr = np.asarray(image)
     if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
         arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")

@@ -185,13 +185,11 @@ def to_image_tiles(engine, flat, layout: ImageLayout, src: MemoryDesc, image_dty
     return plan.cut(engine.to_image(flat, layout, src, image_dtype))
 
 
-def from_image_tiles(engine, tiles, layout: ImageLayout, dims, dst=None, dtype=None):
-    """from_image of a tuple of tiles, checked against the plan they imply
-    (count, shapes, dtypes); returns the buffer as from_image does."""
-    from .api import from_image
-    plan = plan_of(layout, dims, tiles)
-    if not plan.split:
-        return from_image(tiles[0], layout, dims, dst, dtype, engine)
+def from_image_tiles(engine, tiles, plan: TilePlan, dims, dst=None, dtype=None):
+    """from_image of a tuple of tiles that ``plan_of`` checked against the plan
+    they imply (count, shapes, dtypes) and found split; returns the buffer as
+    from_image does."""
+    layout = plan.layout
     img_dt = dtypes.image_dtype(dtypes.of_array(tiles[0]))
     dims = tuple(int(d) for d in dims)
     desc = MemoryDesc(dims, dtype if dtype is not None else img_dt,
