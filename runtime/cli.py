@@ -336,30 +336,6 @@ def opencl_devices():
     return found, "" if found else "no OpenCL device found"
 
 
-def choose_engine(name):
-    """(engine, sentence): the engine ``name`` gives and why ('auto' says what it chose)."""
-    if name is None:
-        name = os.environ.get("CLAYOUT_ENGINE", "cpu")
-        why = "CLAYOUT_ENGINE" if "CLAYOUT_ENGINE" in os.environ else "the default"
-        eng = engines.get(name)
-        return eng, f"{getattr(eng, 'name', name)} ({why})"
-    if name != "auto":
-        eng = engines.get(name)
-        return eng, f"{getattr(eng, 'name', name)} (asked for)"
-    try:
-        from .opencl import engine as cl_engine
-    except ImportError as exc:
-        return engines.get("cpu"), f"cpu (auto: the OpenCL engine could not be loaded: {exc})"
-    try:
-        ok = cl_engine.available()
-    except Exception as exc:
-        return engines.get("cpu"), f"cpu (auto: the OpenCL engine failed to start: {exc})"
-    if not ok:
-        return engines.get("cpu"), f"cpu (auto: {cl_engine.why_not() or 'no OpenCL device with image support was found'})"
-    eng = engines.get("opencl")
-    device = getattr(getattr(eng, "device", None), "name", None)
-    return eng, "opencl (auto: found an OpenCL device with image support" + \
-        (f": {device.strip()})" if device else ")")
 
 
 def cmd_devices(args) -> int:
@@ -373,7 +349,7 @@ def cmd_devices(args) -> int:
         print(f"{plat.strip()}: {dev.strip()} [{info['type']}, {info['version'].strip()}] {image}, "
               f"max alloc {info['max_alloc'] >> 20} MiB, fp16 {'yes' if info['fp16'] else 'no'}")
     try:
-        print("engine auto: " + choose_engine("auto")[1])
+        print("engine auto: " + engines.choose_engine("auto")[1])
     except ClayoutError as exc:
         print(f"engine auto: unavailable ({exc})")
     return 0

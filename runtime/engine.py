@@ -139,3 +139,29 @@ def get(name=None):
             raise ClayoutError(f"engine 'opencl' is not available: {exc}") from None
         return cl_engine.default()
     return _ENGINES[name]
+
+
+def choose_engine(name):
+    """(engine, sentence): the engine ``name`` gives and why ('auto' says what it chose)."""
+    if name is None:
+        name = os.environ.get("CLAYOUT_ENGINE", "cpu")
+        why = "CLAYOUT_ENGINE" if "CLAYOUT_ENGINE" in os.environ else "the default"
+        eng = get(name)
+        return eng, f"{getattr(eng, 'name', name)} ({why})"
+    if name != "auto":
+        eng = get(name)
+        return eng, f"{getattr(eng, 'name', name)} (asked for)"
+    try:
+        from .opencl import engine as cl_engine
+    except ImportError as exc:
+        return get("cpu"), f"cpu (auto: the OpenCL engine could not be loaded: {exc})"
+    try:
+        ok = cl_engine.available()
+    except Exception as exc:
+        return get("cpu"), f"cpu (auto: the OpenCL engine failed to start: {exc})"
+    if not ok:
+        return get("cpu"), f"cpu (auto: {cl_engine.why_not() or 'no OpenCL device with image support was found'})"
+    eng = get("opencl")
+    device = getattr(getattr(eng, "device", None), "name", None)
+    return eng, "opencl (auto: found an OpenCL device with image support" + \
+        (f": {device.strip()})" if device else ")")
