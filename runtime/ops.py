@@ -41,9 +41,7 @@ def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
                                "right border")
         padded[d] = desc.padded_dims[d] - off if at_border else n
         offset0 += off // blk * desc.strides[d]
-    fields = desc._fields()
-    fields.update(dims=dims, padded=tuple(padded), offset0=offset0)
-    return MemoryDesc._raw(**fields)
+    return desc.replace(dims=dims, padded_dims=tuple(padded), offset0=offset0)
 
 
 def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
@@ -58,12 +56,11 @@ def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
             out[perm[i]] = v
         return tuple(out)
 
-    fields = desc._fields()
-    fields.update(dims=move(desc.dims), padded=move(desc.padded_dims),
-                  strides=move(desc.strides), lower=move(desc.halo_lower),
-                  upper=move(desc.halo_upper), inner_idxs=tuple(perm[d] for d in desc.inner_idxs),
-                  order=tuple(perm[d] for d in desc.order))
-    return MemoryDesc._raw(**fields)
+    return desc.replace(dims=move(desc.dims), padded_dims=move(desc.padded_dims),
+                        strides=move(desc.strides), halo_lower=move(desc.halo_lower),
+                        halo_upper=move(desc.halo_upper),
+                        inner_idxs=tuple(perm[d] for d in desc.inner_idxs),
+                        order=tuple(perm[d] for d in desc.order))
 
 
 def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
@@ -153,11 +150,9 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
             order.insert(pos, j)
             strides[j] = (strides[right] * max(1, padded[right] // _blk(desc, new_of[right]))
                           if right is not None else 1)
-    fields = desc._fields()
-    fields.update(dims=new_dims, padded=tuple(padded), strides=tuple(strides),
-                  lower=tuple(lower), upper=tuple(upper), order=tuple(order),
-                  inner_idxs=tuple(remap[d] for d in desc.inner_idxs))
-    return MemoryDesc._raw(**fields)
+    return desc.replace(dims=new_dims, padded_dims=tuple(padded), strides=tuple(strides),
+                        halo_lower=tuple(lower), halo_upper=tuple(upper), order=tuple(order),
+                        inner_idxs=tuple(remap[d] for d in desc.inner_idxs))
 
 
 def _blk(desc: MemoryDesc, how) -> int:
