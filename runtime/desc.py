@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, ops
 from .errors import ClayoutError
 from .tags import LETTERS, MAX_DIMS, Tag, parse_tag
 
@@ -378,19 +378,17 @@ class MemoryDesc:
         """A view of part of this memory (oneDNN rules): ``offsets`` a multiple of
         each dim's block; a part that does not reach the right border must be a
         whole number of blocks or smaller than one block."""
-        from .ops import submemory
-        return submemory(self, dims, offsets)
+        return ops.submemory(self, _ints(dims, "submemory dims"),
+                             _ints(offsets, "submemory offsets"))
 
     def reshape(self, dims) -> "MemoryDesc":
         """Same memory, other dims: only joins or splits of dense, unblocked,
         unpadded dims, and adding/removing unit dims (oneDNN rules)."""
-        from .ops import reshape
-        return reshape(self, dims)
+        return ops.reshape(self, _ints(dims, "reshape dims"))
 
     def permute_axes(self, perm) -> "MemoryDesc":
         """Rename dims: ``new.dims[perm[i]] = dims[i]`` (oneDNN's permute_axes)."""
-        from .ops import permute_axes
-        return permute_axes(self, perm)
+        return ops.permute_axes(self, _ints(perm, "perm"))
 
 
 def letter(d: int) -> str:

@@ -1,14 +1,20 @@
 """submemory, reshape and permute_axes of a MemoryDesc (oneDNN's rules, docs/formats.md).
 
 Each is a pure function from a desc to a new desc; a refused case raises
-ClayoutError naming the rule that refused it.
+ClayoutError naming the rule that refused it. The MemoryDesc methods of the
+same names turn their arguments into tuples of integers (or refuse them)
+and call these; each result is built with ``desc.replace``, so this module
+needs nothing of runtime.desc but its type (runtime.desc imports this one).
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from .desc import MemoryDesc, _ints
 from .errors import ClayoutError
+
+if TYPE_CHECKING:
+    from .desc import MemoryDesc
 
 
 def _no_halo(desc: MemoryDesc, what: str) -> None:
@@ -18,7 +24,6 @@ def _no_halo(desc: MemoryDesc, what: str) -> None:
 
 
 def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
-    dims, offsets = _ints(dims, "submemory dims"), _ints(offsets, "submemory offsets")
     _no_halo(desc, "submemory")
     where = f"submemory of {desc.describe()}"
     if len(dims) != desc.ndims or len(offsets) != desc.ndims:
@@ -45,7 +50,6 @@ def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
 
 
 def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
-    perm = _ints(perm, "perm")
     if sorted(perm) != list(range(desc.ndims)):
         raise ClayoutError(f"permute_axes of {desc.describe()}: {perm} is not a permutation of "
                            f"0..{desc.ndims - 1}")
@@ -64,7 +68,6 @@ def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
 
 
 def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
-    new_dims = _ints(new_dims, "reshape dims")
     where = f"reshape of {desc.describe()} to {new_dims}"
     if math.prod(new_dims) != desc.nelems or min(new_dims, default=0) < 0:
         raise ClayoutError(f"{where}: the volumes differ "
