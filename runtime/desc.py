@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes, ops
+from .c_index import Numbers, offset_expr
 from .errors import ClayoutError
 from .tags import LETTERS, MAX_DIMS, Tag, parse_tag
 
@@ -246,7 +247,6 @@ class MemoryDesc:
         """The offset as an OpenCL C expression of the logical indices ``names``
         (one C expression per dim), constants baked in; mirrors ``offset``
         (runtime.c_index emits it, also with the numbers as kernel arguments)."""
-        from .c_index import Numbers, offset_expr
         return offset_expr(self, list(names), Numbers(bake=True))
 
     # -- names ------------------------------------------------------------------

@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from . import dtypes
+from .c_index import Numbers, pixel_expr
 from .desc import MemoryDesc
 from .errors import ClayoutError
 from .tags import LETTERS, parse_tag
@@ -158,7 +159,6 @@ class ImageLayout:
         per dim of ``dims``) as C expressions with constants baked in; mirrors
         ``pixel``. ``image_layout("in_out_channel").c_pixel((2, 8, 2, 3),
         ["n", "c", "h", "w"])`` is ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
-        from .c_index import Numbers, pixel_expr
         return pixel_expr(self, dims, names, Numbers(bake=True))
 
     # -- device limits --------------------------------------------------------
