@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 
-from . import api, cpu, hostarray
+from . import cpu
+from .bench_call import public_call
 from .desc import MemoryDesc
 from .image import image_layout
 
@@ -77,18 +78,6 @@ def naive(src: MemoryDesc, dst: MemoryDesc):
     return run
 
 
-def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
-    """A call of runtime.reorder (``target`` a MemoryDesc) or runtime.to_image
-    (``target`` an ImageLayout) on host array ``x`` (src's physical elements)
-    writing into one reused ``out=`` array."""
-    if isinstance(target, MemoryDesc):
-        out = np.empty(target.span, target.dtype.np)
-        return lambda: api.reorder(x, src, target, engine=engine, out=out)
-    layout = target
-    tag = next(t for t in ("nchw", "nhwc", "oihw") if MemoryDesc(src.dims, tag=t) == src)
-    arr = x.reshape(hostarray.physical_shape(src))
-    out = np.empty(layout.array_shape(src.dims), src.dtype.np)
-    return lambda: api.to_image(arr, layout, src=tag, engine=engine, out=out)
 
 
 def torch_channels_last():
