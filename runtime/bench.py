@@ -20,9 +20,10 @@ import time
 
 import numpy as np
 
-from . import cpu
+from . import bench_model, cpu
 from .bench_call import public_call
 from .desc import MemoryDesc
+from .engine import opencl_available
 from .image import image_layout
 
 SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
@@ -153,7 +154,6 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="f32", choices=("f32", "f16"), help="with --model")
     args = ap.parse_args(argv)
     if args.model:
-        from . import bench_model
         return bench_model.main(args.model, args.dtype, 3 if args.quick else args.repeat)
     sizes = ["224", "C17"] if args.quick else args.sizes.split(",")
     for s in sizes:
@@ -170,7 +170,6 @@ def main(argv=None) -> int:
               f"memcpy, public call with out= {geomean_pct(rows, 'out=', 'memcpy', s):.0f}%, "
               f"naive numpy {geomean_pct(rows, 'numpy', 'memcpy', s):.0f}%")
     if not args.no_opencl:
-        from .engine import opencl_available
         if not opencl_available():
             print("\nOpenCL: no device with image support; skipped")
         else:

@@ -23,6 +23,10 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
+from . import engine, model
+
 _CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -41,7 +45,6 @@ print(json.dumps({"seconds": t2 - t1, "builds": programs.STATS["builds"],
 def synthetic_model(path: str, count: int = 60) -> str:
     """A model of ``count`` 3x3 convolutions with distinct weight shapes
     (channels 8, 9, 10, ...), written to ``path``; returns the path."""
-    import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(0)
@@ -86,7 +89,6 @@ def _timed(fn, repeat: int) -> float:
 
 def run(path: str, dtype: str = "f32", repeat: int = 3, out=print) -> dict:
     """Measure and print the four figures for the model at ``path``."""
-    from . import engine, model
     onnx_model = model.onnx_graph.load(path)
     cpu = engine.get("cpu")
     count = len(model.convert_model(onnx_model, path, dtype, engine=cpu)[1]["tensors"])

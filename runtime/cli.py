@@ -25,13 +25,17 @@ import sys
 
 import numpy as np
 
-from . import api, dtypes, hostarray, model, placement, tiles
+from . import api, dtypes, figure, hostarray, model, placement, tiles
 from . import engine as engines
+from .demo import run as run_demo
 from .desc import MemoryDesc
 from .errors import ClayoutError
 from .fileio import atomic_write, check_output, load_npy, save_npy
 from .image import KINDS, NAMED, image_layout
+from .manifest import summary, table
+from .progress import Progress
 from .tags import parse_tag
+from .where import explain
 
 PROG = "clayout"
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
@@ -222,8 +226,6 @@ def cmd_reorder(args) -> int:
 
 # -- model -----------------------------------------------------------------------------
 def cmd_model(args) -> int:
-    from .manifest import summary, table
-    from .progress import Progress
     check_output(args.output, [args.input])
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
     bar = Progress("clayout model") if not args.quiet else None
@@ -286,7 +288,6 @@ def cmd_info(args) -> int:
 
 
 def cmd_where(args) -> int:
-    from .where import explain
     layout = image_layout(args.layout)
     formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
     for line in explain(layout, args.dims, pixel=args.pixel, index=args.index, formula=formula):
@@ -296,7 +297,6 @@ def cmd_where(args) -> int:
 
 def cmd_show(args) -> int:
     """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
-    from . import figure
     figure.require_matplotlib()   # before any work: without it, one line and nothing written
     check_output(args.output)
     layout = image_layout(args.layout)
@@ -389,8 +389,7 @@ def cmd_kernel(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import run
-    return run(args)
+    return run_demo(args)
 
 
 # -- parser ------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from mako.template import Template
 from .. import dtypes
 from ..desc import MemoryDesc
 from ..errors import ClayoutError
-from ..image import ImageLayout
+from ..image import ImageLayout, image_layout
 from . import convert
 from ..c_index import Numbers, arg_value, logical_names, image_names, offset_expr, paren, \
     pixel_expr, unchanged_dims
@@ -570,7 +570,6 @@ def plan_for(src=None, dst=None, *, layout=None, image_dtype=None,
     """The planned kernel of one conversion (see ``render_source``)."""
     if layout is None:
         return plan_reorder(src, dst)
-    from ..image import image_layout
     layout = image_layout(layout)
     if src is not None:
         return plan_to_image(src, layout, image_dtype or src.dtype, staged)

@@ -15,6 +15,7 @@ import threading
 
 import pyopencl as cl
 
+from . import kernels
 from .kernels import KERNEL_NAME, LRU, cache_size
 
 PROGRAMS = LRU(cache_size("CLAYOUT_PROGRAM_CACHE", 256))
@@ -47,6 +48,5 @@ def cached_count() -> int:
 
 def clear_cache() -> None:
     """Forget every built program (and the planned kernels that feed them)."""
-    from . import kernels
     PROGRAMS.clear()
     kernels.clear_cache()
