@@ -173,7 +173,7 @@ def main(argv=None) -> int:
         if not opencl_available():
             print("\nOpenCL: no device with image support; skipped")
         else:
-            from .opencl import bench as cl_bench
+            from .opencl import bench as cl_bench   # pyopencl: only with a device
             print("\nOpenCL: % = the device's own copy of the same bytes (clEnqueueCopyBuffer, "
                   "or clEnqueueCopyBufferToImage for images) / conversion time")
             cl_bench.run([SIZES[s] for s in sizes if s != "C3"], print, repeats=max(5, 3 * repeat))

@@ -45,7 +45,7 @@ print(json.dumps({"seconds": t2 - t1, "builds": programs.STATS["builds"],
 def synthetic_model(path: str, count: int = 60) -> str:
     """A model of ``count`` 3x3 convolutions with distinct weight shapes
     (channels 8, 9, 10, ...), written to ``path``; returns the path."""
-    import onnx
+    import onnx   # the optional model extra: only a synthetic model needs it here
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(0)
     nodes, inits = [], []

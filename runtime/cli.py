@@ -368,7 +368,7 @@ def cmd_bench(args) -> int:
 
 def cmd_kernel(args) -> int:
     """Print the OpenCL C source clayout renders for one conversion."""
-    from .opencl.kernels import plan_for
+    from .opencl.kernels import plan_for   # mako (the kernel templates): this command only
     sides = (args.src is not None, args.layout is not None, args.dst is not None)
     if sides not in ((True, False, True), (True, True, False), (False, True, True)):
         raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "

@@ -30,6 +30,9 @@ from .desc import MemoryDesc
 from .errors import ClayoutError
 from .image import ImageLayout
 
+# runtime.opencl (pyopencl, mako) is imported inside the functions that ask for
+# it, so that the cpu and reference engines work without those packages.
+
 log = logging.getLogger("clayout")
 NAMES = ("auto", "cpu", "opencl", "reference")
 

@@ -30,6 +30,9 @@ from . import dtypes
 from .errors import ClayoutError
 from .onnx_graph import printable
 
+# safetensors (the optional model extra) is imported inside the two functions
+# that read and write the file, so that the manifest's printing works without it.
+
 MANIFEST_KEY = "clayout"
 FORMAT = "clayout-model/2"
 PLAIN = "abcdefghijkl"

@@ -29,6 +29,9 @@ from .hostarray import physical_input
 from .image import ImageLayout, image_layout
 from .limits import check_host_bytes
 
+# pyopencl and runtime.opencl are imported where a device is involved (_cl,
+# _engine_for), so that Memory on the cpu engine works without pyopencl.
+
 
 def _cl():
     import pyopencl

@@ -37,6 +37,9 @@ from .errors import ClayoutError
 from .hostarray import physical_shape
 from .image import ImageLayout, image_layout
 
+# pyopencl is imported inside the two device functions at the end only: the host
+# engines cut and join tiles without it.
+
 
 @dataclass(frozen=True)
 class Tile:
