@@ -160,10 +160,11 @@ class _Source:
         return pixel_expr(self.layout, self.dims, names, num)
 
 
-def _plan(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None, image_shape=None,
-          aliased: bool = False, bake: bool = True) -> Kernel:
+def _render_kernel(src: _Source, dst: MemoryDesc, dst_layout: ImageLayout | None,
+                   image_shape=None, aliased: bool = False, bake: bool = True) -> Kernel:
     """The kernel writing all of ``dst`` (a buffer desc, or the dense desc of
-    ``dst_layout``'s image) from ``src``."""
+    ``dst_layout``'s image) from ``src``: launch geometry, loads and store
+    planned, the source rendered from ``convert.cl.mako``."""
     num = Numbers(bake)
     src_dt, dst_dt = src.desc.dtype, dst.dtype
     nd = dst.ndims
@@ -514,7 +515,7 @@ def plan_reorder(src: MemoryDesc, dst: MemoryDesc, aliased: bool = False) -> Ker
     written by the same work item, so an in-place same-desc pass is safe."""
     def make():
         source = _Source(src, None, src.dims, _identity, {d: d for d in range(src.ndims)})
-        return _plan(source, dst, None, aliased=aliased, bake=_bake(src, dst))
+        return _render_kernel(source, dst, None, aliased=aliased, bake=_bake(src, dst))
     return _cached("reorder", (_key(src), _key(dst), aliased), make)
 
 
@@ -531,8 +532,8 @@ def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
             return logical_names(layout, src.dims, names, num, src.ndims)
         mapped = {g: d for d, g in unchanged_dims(layout).items() if d < src.ndims}
         source = _Source(src, None, src.dims, to_src, mapped)
-        return _plan(source, image, None if staged else layout, layout.image_shape(src.dims),
-                     bake=_bake(src, image))
+        return _render_kernel(source, image, None if staged else layout,
+                              layout.image_shape(src.dims), bake=_bake(src, image))
     return _cached("to_image", (_key(src), layout, dt.name, staged), make)
 
 
@@ -550,8 +551,9 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
             def to_src(names, num):   # logical index -> the image dims' index
                 return image_names(layout, dst.dims, names, num)
             mapped = {d: g for d, g in unchanged_dims(layout).items() if d < dst.ndims}
-            return _plan(_Source(image, None, image.dims, to_src, mapped), dst, None, bake=bake)
-        return _plan(_Source(image, layout, dst.dims, _identity, {}), dst, None, bake=bake)
+            return _render_kernel(_Source(image, None, image.dims, to_src, mapped), dst, None,
+                                  bake=bake)
+        return _render_kernel(_Source(image, layout, dst.dims, _identity, {}), dst, None, bake=bake)
     return _cached("from_image", (layout, dt.name, _key(dst), staged), make)
 
 
