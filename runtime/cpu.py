@@ -402,7 +402,3 @@ def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.
         out = flat = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
     reorder_into(np.asarray(data).reshape(-1), src, flat, dst, zeroed=zero)
     return out
-
-
-def clear_cache() -> None:
-    _build_plan.cache_clear()

@@ -21,7 +21,7 @@ import numpy as np
 from . import dtypes, ops
 from .c_index import Numbers, offset_expr
 from .errors import ClayoutError
-from .tags import LETTERS, MAX_DIMS, Tag, parse_tag
+from .tags import MAX_DIMS, Tag, parse_tag
 
 
 @dataclass(frozen=True)
@@ -389,7 +389,3 @@ class MemoryDesc:
     def permute_axes(self, perm) -> "MemoryDesc":
         """Rename dims: ``new.dims[perm[i]] = dims[i]`` (oneDNN's permute_axes)."""
         return ops.permute_axes(self, _ints(perm, "perm"))
-
-
-def letter(d: int) -> str:
-    return LETTERS[d]

@@ -37,10 +37,6 @@ log = logging.getLogger("clayout")
 NAMES = ("auto", "cpu", "opencl", "reference")
 
 
-def plain(desc_dims, dtype) -> MemoryDesc:
-    return MemoryDesc(desc_dims, dtype)
-
-
 def _as_dims(data: np.ndarray, desc: MemoryDesc, dims, engine) -> tuple[np.ndarray, MemoryDesc]:
     """The same logical tensor viewed with other dims (a row-major logical
     reshape): free when the desc allows it, else through a plain copy."""
@@ -49,8 +45,8 @@ def _as_dims(data: np.ndarray, desc: MemoryDesc, dims, engine) -> tuple[np.ndarr
     try:
         return data, desc.reshape(dims)
     except ClayoutError:
-        flat = engine.reorder(data, desc, plain(desc.dims, desc.dtype))
-        return flat, plain(dims, desc.dtype)
+        flat = engine.reorder(data, desc, MemoryDesc(desc.dims, desc.dtype))
+        return flat, MemoryDesc(dims, desc.dtype)
 
 
 class HostEngine:
@@ -82,8 +78,9 @@ class HostEngine:
         image = layout.desc(dst.dims, image_array.dtype)
         if dst.dims == image.dims:
             return self._reorder(image_array.reshape(-1), image, dst, out)
-        flat = self._reorder(image_array.reshape(-1), image, plain(image.dims, dst.dtype), None)
-        return self._reorder(flat, plain(dst.dims, dst.dtype), dst, out)
+        flat = self._reorder(image_array.reshape(-1), image, MemoryDesc(image.dims, dst.dtype),
+                             None)
+        return self._reorder(flat, MemoryDesc(dst.dims, dst.dtype), dst, out)
 
     def __repr__(self) -> str:
         return f"<clayout engine {self.name}>"

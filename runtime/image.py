@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import dtypes
 from .c_index import Numbers, pixel_expr
 from .desc import MemoryDesc
 from .errors import ClayoutError
@@ -231,7 +230,3 @@ def image_layout(name) -> ImageLayout:
             return ImageLayout(name, tag, rows_i, lanes_i, "custom", ndims)
     raise ClayoutError(f"unknown image layout {name!r}; named layouts: {', '.join(NAMED)}; "
                        "or a custom 'TAG:ROWS[:LANES]' such as 'acBd4b:2'")
-
-
-def image_dtype(dtype) -> dtypes.DType:
-    return dtypes.image_dtype(dtype)

@@ -32,7 +32,7 @@ import numpy as np
 
 from . import dtypes
 from .desc import MemoryDesc
-from .engine import _as_dims, plain
+from .engine import _as_dims
 from .errors import ClayoutError
 from .hostarray import physical_shape
 from .image import ImageLayout, image_layout
@@ -241,10 +241,10 @@ def _device_join(engine, tiles, plan: TilePlan, dst: MemoryDesc) -> np.ndarray:
     if dst.dims == image.dims:
         engine.enqueue_reorder(image_buf, image, dst_buf, dst, zero_first=True)
     else:  # grouped or 2-D: through a plain buffer, reshaped for free
-        mid = plain(image.dims, dst.dtype)
+        mid = MemoryDesc(image.dims, dst.dtype)
         mid_buf = engine.new_buffer(mid.size)
         engine.enqueue_reorder(image_buf, image, mid_buf, mid)
-        engine.enqueue_reorder(mid_buf, plain(dst.dims, dst.dtype), dst_buf, dst,
+        engine.enqueue_reorder(mid_buf, MemoryDesc(dst.dims, dst.dtype), dst_buf, dst,
                                zero_first=True)
     cl.enqueue_copy(engine.queue, out, dst_buf)
     return out
