@@ -13,7 +13,7 @@ from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
 from .hostarray import dims_from_shape, physical_input, physical_shape
-from .image import ImageLayout, image_layout
+from .image import image_layout
 from .limits import check_host_bytes
 from .memory import Memory, from_image_memory, reorder_memory, to_image_memory
 from .tiles import from_image_tiles, plan_of, to_image_tiles

@@ -65,7 +65,6 @@ from .image import ImageLayout, image_layout
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
-MANIFEST_KEY = mf.MANIFEST_KEY
 COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 ELEMENTWISE_OPS = ("Add", "Sub", "Mul", "Div", "PRelu")
 FLOAT_DTYPES = ("float32", "float16", "float64", "bfloat16")

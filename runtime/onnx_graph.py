@@ -36,7 +36,6 @@ from .errors import ClayoutError
 # what to install; the others run only on a model it loaded.
 
 FOLDED_OPS = ("Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
-SUBGRAPH_OPS = ("If", "Loop", "Scan")
 
 
 def need_onnx():
