@@ -96,7 +96,7 @@ def _copied(result: np.ndarray, out) -> np.ndarray:
 
 
 class ReferenceEngine(HostEngine):
-    """The reference evaluates §2's pixel formulas for named image layouts."""
+    """The reference evaluates the pixel formulas of docs/layouts.md for named image layouts."""
 
     def __init__(self):
         super().__init__("reference",
