@@ -16,7 +16,8 @@ import threading
 import pyopencl as cl
 
 from . import kernels
-from .kernels import KERNEL_NAME, LRU, cache_size
+from .kernels import LRU, cache_size
+from .render import KERNEL_NAME
 
 PROGRAMS = LRU(cache_size("CLAYOUT_PROGRAM_CACHE", 256))
 STATS = {"builds": 0, "hits": 0}
