@@ -9,12 +9,14 @@
 >>> bool((back == x).all())
 True
 """
-from .api import from_image, physical_shape, reorder, to_image
+from .api import from_image, reorder, to_image
 from .desc import Axis, MemoryDesc
 from .dtypes import convert
 from .errors import ClayoutError
+from .hostarray import physical_shape
 from .image import NAMED as IMAGE_LAYOUTS
 from .image import ImageLayout, image_layout
+from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
 from .tags import parse_tag
 from .tiles import TilePlan, tile_plan
@@ -22,10 +24,3 @@ from .tiles import TilePlan, tile_plan
 __all__ = ["MemoryDesc", "Axis", "ImageLayout", "image_layout", "IMAGE_LAYOUTS", "reorder",
            "to_image", "from_image", "physical_shape", "convert", "parse_tag", "ClayoutError",
            "Memory", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan"]
-
-
-def __getattr__(name):
-    if name == "Memory":  # the Memory type pulls in the engines lazily
-        from .memory import Memory
-        return Memory
-    raise AttributeError(name)

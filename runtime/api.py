@@ -12,14 +12,12 @@ from . import dtypes
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
-from .image import ImageLayout, image_layout
+from .hostarray import dims_from_shape, physical_input, physical_shape
+from .image import image_layout
 from .limits import check_host_bytes
-from .tags import parse_tag
+from .memory import Memory, from_image_memory, reorder_memory, to_image_memory
+from .tiles import from_image_tiles, plan_of, to_image_tiles
 
-
-
-def _is_memory(obj) -> bool:
-    return type(obj).__name__ == "Memory" and hasattr(obj, "desc")
 
 
 def _held(data) -> bool:
@@ -29,19 +27,6 @@ def _held(data) -> bool:
         return True
     except ClayoutError:
         return False
-
-
-def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
-    """``data`` as desc's 1-D physical array, after checking dtype and size.
-    A plain desc also takes its physical shape (an nhwc array of shape N,H,W,C)."""
-    arr = dtypes.host_array(data, desc.dtype, what)
-    got = dtypes.of_array(arr)
-    if got != desc.dtype:
-        raise ClayoutError(f"{what} has dtype {got.name} but its desc says {desc.dtype.name}")
-    if arr.size != desc.span and not (desc.is_zero and arr.size == 0):
-        raise ClayoutError(f"{what} has {arr.size} elements but {desc.describe()} needs "
-                           f"{desc.span} (its physical size, padding included)")
-    return arr.reshape(-1)
 
 
 def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> np.ndarray:
@@ -71,31 +56,6 @@ def _no_host_out(out, what: str, where: str) -> None:
                            f"array input; to write into a Memory pass it as {where}")
 
 
-def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
-    """Shape an array in ``desc`` is given as: its physical shape for a dense,
-    unpadded plain layout (nhwc -> N,H,W,C), else 1-D."""
-    if desc.inner_blks or desc.has_padding or desc.offset0 or not desc.is_dense:
-        return (desc.span,)
-    return tuple(desc.dims[d] for d in desc.order)
-
-
-def dims_from_shape(shape, tag: str, hint: str = "dims=") -> tuple[int, ...]:
-    """Logical dims of an array given in the physical shape of plain ``tag``,
-    the inverse of physical_shape: an nhwc array of shape (1, 5, 7, 3) has dims
-    (1, 3, 5, 7). ``hint`` names the option that gives dims instead."""
-    parsed = parse_tag(tag)
-    if parsed.blocks:
-        raise ClayoutError(f"a {tag!r} array is 1-D (blocked layout); pass {hint} with the "
-                           "logical dims")
-    if len(shape) != parsed.ndims:
-        raise ClayoutError(f"array of shape {tuple(shape)} has {len(shape)} dims but tag "
-                           f"{tag!r} has {parsed.ndims}; pass {hint} or a matching tag")
-    logical = [0] * parsed.ndims
-    for pos, d in enumerate(parsed.order):
-        logical[d] = shape[pos]
-    return tuple(logical)
-
-
 def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None):
     """Reorder ``data`` (physical, in ``src_desc``) into ``dst_desc``; returns
     dst's 1-D physical array (dtype from ``dst_desc``). ``out``: a writable,
@@ -116,9 +76,8 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     ...         out=frame) is frame
     True
     """
-    if _is_memory(data):
+    if isinstance(data, Memory):
         _no_host_out(out, "reorder", "dst_desc")
-        from .memory import reorder_memory
         if src_desc is not None and src_desc != data.desc:
             raise ClayoutError(f"reorder of a Memory in {data.desc.describe()}: src_desc "
                                f"{src_desc.describe()} does not describe it; pass None or its desc")
@@ -156,15 +115,14 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     Memory on the same engine (``out``: an image Memory to write into).
     """
     layout = image_layout(layout)
-    if _is_memory(array):
+    if isinstance(array, Memory):
         if max_image is not None:
             raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
-        from .memory import to_image_memory
-        if out is not None and not _is_memory(out):
+        if out is not None and not isinstance(out, Memory):
             raise ClayoutError(f"to_image of a Memory: out= takes an image Memory, got "
                                f"{type(out).__name__}; a numpy out= goes with a host array input")
         return to_image_memory(array, layout, dtype, engine, out=out)
-    if _is_memory(out):
+    if isinstance(out, Memory):
         raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
                            "a host array input takes a numpy array as out=")
     arr = dtypes.host_array(array, dtypes.image_dtype(dtype) if dtype is not None else None,
@@ -183,7 +141,6 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
         if out is not None:
             raise ClayoutError("to_image: out= and max_image= do not go together (tiles are "
                                "new arrays); pass one of them")
-        from .tiles import to_image_tiles
         return to_image_tiles(eng, physical_input(arr, desc), layout, desc, img_dt, max_image)
     limits = getattr(eng, "image_limits", None)
     if limits is not None:
@@ -202,15 +159,17 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
     shape and dtype). A tuple of tiles from ``to_image(..., max_image=...)``
     is accepted in place of the image."""
     layout = image_layout(layout)
-    if _is_memory(image):
+    if isinstance(image, Memory):
         _no_host_out(out, "from_image", "dst")
-        from .memory import from_image_memory
         return from_image_memory(image, layout, dims, dst, dtype, engine)
     if isinstance(image, tuple):
         if out is not None:
             raise ClayoutError("from_image: out= goes with one image array, not a tuple of tiles")
-        from .tiles import from_image_tiles
-        return from_image_tiles(engines.get(engine), image, layout, dims, dst, dtype)
+        eng = engines.get(engine)
+        plan = plan_of(layout, dims, image)
+        if plan.split:
+            return from_image_tiles(eng, image, plan, dims, dst, dtype)
+        image, engine = image[0], eng   # within the limit: the one tile is the image
     arr = np.asarray(image)
     if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
         arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")

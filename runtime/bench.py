@@ -20,8 +20,10 @@ import time
 
 import numpy as np
 
-from . import api, cpu
+from . import bench_model, cpu
+from .bench_call import public_call
 from .desc import MemoryDesc
+from .engine import opencl_available
 from .image import image_layout
 
 SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
@@ -77,18 +79,6 @@ def naive(src: MemoryDesc, dst: MemoryDesc):
     return run
 
 
-def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
-    """A call of runtime.reorder (``target`` a MemoryDesc) or runtime.to_image
-    (``target`` an ImageLayout) on host array ``x`` (src's physical elements)
-    writing into one reused ``out=`` array."""
-    if isinstance(target, MemoryDesc):
-        out = np.empty(target.span, target.dtype.np)
-        return lambda: api.reorder(x, src, target, engine=engine, out=out)
-    layout = target
-    tag = next(t for t in ("nchw", "nhwc", "oihw") if MemoryDesc(src.dims, tag=t) == src)
-    arr = x.reshape(api.physical_shape(src))
-    out = np.empty(layout.array_shape(src.dims), src.dtype.np)
-    return lambda: api.to_image(arr, layout, src=tag, engine=engine, out=out)
 
 
 def torch_channels_last():
@@ -164,7 +154,6 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="f32", choices=("f32", "f16"), help="with --model")
     args = ap.parse_args(argv)
     if args.model:
-        from . import bench_model
         return bench_model.main(args.model, args.dtype, 3 if args.quick else args.repeat)
     sizes = ["224", "C17"] if args.quick else args.sizes.split(",")
     for s in sizes:
@@ -181,11 +170,10 @@ def main(argv=None) -> int:
               f"memcpy, public call with out= {geomean_pct(rows, 'out=', 'memcpy', s):.0f}%, "
               f"naive numpy {geomean_pct(rows, 'numpy', 'memcpy', s):.0f}%")
     if not args.no_opencl:
-        from .engine import opencl_available
         if not opencl_available():
             print("\nOpenCL: no device with image support; skipped")
         else:
-            from .opencl import bench as cl_bench
+            from .opencl import bench as cl_bench   # pyopencl: only with a device
             print("\nOpenCL: % = the device's own copy of the same bytes (clEnqueueCopyBuffer, "
                   "or clEnqueueCopyBufferToImage for images) / conversion time")
             cl_bench.run([SIZES[s] for s in sizes if s != "C3"], print, repeats=max(5, 3 * repeat))

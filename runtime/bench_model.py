@@ -28,6 +28,10 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
+from . import engine, model
+
 _CHILD = """
 import json, sys
 from runtime import engine, model
@@ -43,8 +47,7 @@ print(json.dumps({"builds": programs.STATS["builds"] if name == "opencl" else 0,
 def synthetic_model(path: str, count: int = 60) -> str:
     """A model of ``count`` 3x3 convolutions with distinct weight shapes
     (channels 8, 9, 10, ...), written to ``path``; returns the path."""
-    import numpy as np
-    import onnx
+    import onnx   # the optional model extra: only a synthetic model needs it here
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(0)
     nodes, inits = [], []
@@ -110,7 +113,6 @@ def _timed(fn, repeat: int) -> float:
 
 def run(path: str, dtype: str = "f32", repeat: int = 3, out=print) -> dict:
     """Measure and print the start-up and in-process figures for the model at ``path``."""
-    from . import engine, model
     onnx_model = model.onnx_graph.load(path)
     cpu = engine.get("cpu")
     count = len(model.convert_model(onnx_model, path, dtype, engine=cpu)[1]["tensors"])

@@ -29,10 +29,12 @@ Numbers that are structure (block sizes, the 4 lanes) are literals in both.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .desc import MemoryDesc
+if TYPE_CHECKING:   # runtime.desc and runtime.image import this module
+    from .desc import MemoryDesc
 
 
 # Divisions by a number known only at run time: an integer division costs tens

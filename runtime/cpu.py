@@ -2,13 +2,15 @@
 
 A reorder is planned once per (src desc, dst desc) and applied cheaply:
 
-1. *refine*: per logical dim, the block divisors of both sides are merged into
-   one chain (16c and 8c give digits c//16, (c//8)%2, c%8), so that the two
-   physical layouts become two strided views of the same shape;
+1. *shared digits* (``_shared_digits``): per logical dim, the block divisors of
+   both sides are merged into one chain (16c and 8c give digits c//16,
+   (c//8)%2, c%8), so that the two physical layouts become two strided views
+   of the same shape;
 2. *boxes*: the logical range of every dim is cut into boxes of whole digits
    (a tail such as C=17 in 16c blocks is its own box);
-3. *apply*: each box pair is one ``np.copyto`` between ``as_strided`` views,
-   cut into cache-sized tiles spread over threads (numpy releases the GIL).
+3. *apply*: each box pair is one ``np.copyto`` between ``as_strided`` views
+   (``_as_wide_items``), cut into cache-sized tiles spread over threads
+   (``_copy_in_tiles``; numpy releases the GIL).
 
 Padding of the destination (block tails: zero; halo: the fill value) is
 written the same way, box by box, so nothing outside the desc's footprint is
@@ -83,7 +85,7 @@ def _digit_axes(desc: MemoryDesc, d: int):
     return [a for a in desc.axes if a.dim == d and (a.outer or a.size > 1)]
 
 
-def _refine(src: MemoryDesc, dst: MemoryDesc, d: int):
+def _shared_digits(src: MemoryDesc, dst: MemoryDesc, d: int):
     """Digits of dim d shared by both sides: (base, divisors, src strides, dst
     strides, src shift, dst shift), or None when the blockings do not chain."""
     sides = (src, dst)
@@ -143,18 +145,18 @@ def plan(src: MemoryDesc, dst: MemoryDesc) -> Plan | None:
     intermediate; cached by the exact fields of both sides (descs equal
     under oneDNN's rules may differ in unit strides and order)."""
     key = (src, dst, src.strides, src.order, dst.strides, dst.order)
-    return PLANS.get(key, lambda: _plan(src, dst))
+    return PLANS.get(key, lambda: _build_plan(src, dst))
 
 
 PLANS = LRU("cpu plans", "CLAYOUT_CPU_PLAN_CACHE", 256)
 
 
-def _plan(src: MemoryDesc, dst: MemoryDesc) -> Plan | None:
-    refined = [_refine(src, dst, d) for d in range(src.ndims)]
-    if any(r is None for r in refined):
+def _build_plan(src: MemoryDesc, dst: MemoryDesc) -> Plan | None:
+    shared = [_shared_digits(src, dst, d) for d in range(src.ndims)]
+    if any(r is None for r in shared):
         return None
     per_dim = []
-    for d, (base, divs, s_str, d_str, s_shift, d_shift) in enumerate(refined):
+    for d, (base, divs, s_str, d_str, s_shift, d_shift) in enumerate(shared):
         boxes = list(_interval_boxes(base, base + src.dims[d], divs))
         per_dim.append([(box, s_str[::-1], d_str[::-1], s_shift, d_shift) for box in boxes])
     pairs = []
@@ -246,7 +248,7 @@ def _needs_staging(dst_v: np.ndarray, src_v: np.ndarray, tile) -> bool:
     return tile[inner] >= 32 and abs(src_v.strides[inner]) >= 4096
 
 
-def _short_inner(dst_v: np.ndarray, src_v: np.ndarray, tile) -> int | None:
+def _peelable_inner_axis(dst_v: np.ndarray, src_v: np.ndarray, tile) -> int | None:
     """dst's innermost axis when it is short (<= 8, e.g. the RGBA lane) and not
     contiguous in src: copying it one index at a time lets numpy's inner loop
     run along a long axis instead of 4-element runs."""
@@ -276,7 +278,9 @@ def _staging_view(tmp: np.ndarray, shape, itemsize: int) -> np.ndarray:
     return tmp[:rows * pitch].reshape(rows, pitch)[:, :shape[-1]].reshape(shape)
 
 
-def _copy_box(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: bool):
+def _copy_in_tiles(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: bool):
+    """``src_v`` into ``dst_v`` (converted to ``dtype``): one copy when small,
+    else cache-sized tiles (staged or peeled when that helps) over the pool."""
     def put(d, s):
         np.copyto(d, s if s.dtype == d.dtype else dtypes.convert(s, dtype))
 
@@ -286,7 +290,7 @@ def _copy_box(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads
     nd = dst_v.ndim
     tile = _tiles(dst_v.shape, src_v.strides, dst_v.strides)
     stage = _needs_staging(dst_v, src_v, tile)
-    peel = None if stage else _short_inner(dst_v, src_v, tile)
+    peel = None if stage else _peelable_inner_axis(dst_v, src_v, tile)
     src_order = sorted(range(nd), key=lambda i: -abs(src_v.strides[i]))
     back = np.argsort(src_order)
     # outer iteration follows dst's memory order so writes stream
@@ -331,7 +335,7 @@ _WIDE = {16: np.dtype(np.complex128), 8: np.dtype(np.uint64), 4: np.dtype(np.uin
          2: np.dtype(np.uint16)}  # copies of these move bits unchanged (NaN payloads too)
 
 
-def _widened(src_buf, s: View, dst_buf, d: View):
+def _as_wide_items(src_buf, s: View, dst_buf, d: View):
     """Both views as arrays; where one axis is contiguous on both sides, runs
     of up to 16 bytes along it become single items (numpy's inner loop then
     moves 16 bytes per step instead of 4)."""
@@ -379,8 +383,8 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
         if what == "halo" or not zeroed:
             np.copyto(view.of(dst_buf), fill_value(dst, what))
     for s, d in p.pairs:
-        s_arr, d_arr = _widened(src_buf, s, dst_buf, d)
-        _copy_box(d_arr, s_arr, dst.dtype, threads)
+        s_arr, d_arr = _as_wide_items(src_buf, s, dst_buf, d)
+        _copy_in_tiles(d_arr, s_arr, dst.dtype, threads)
 
 
 def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
@@ -401,7 +405,3 @@ def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.
         out = flat = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
     reorder_into(np.asarray(data).reshape(-1), src, flat, dst, zeroed=zero)
     return out
-
-
-def clear_cache() -> None:
-    PLANS.clear()

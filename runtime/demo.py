@@ -22,6 +22,7 @@ import numpy as np
 
 from . import manifest as mf, model
 from .api import to_image
+from .engine import choose_engine
 from .errors import ClayoutError
 from .tiles import plan_of
 
@@ -121,7 +122,6 @@ def _convert_and_check(path: str, out: str, engine, show_rows: int | None) -> bo
 
 
 def run(args) -> int:
-    from .cli import choose_engine
     engine, why = choose_engine(args.engine)
     path = sample_path()
     source = model.load(path)

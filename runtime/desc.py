@@ -12,14 +12,16 @@ sits at 1*384 + (16//16)*192 + 2*64 + 3*16 + 16%16 = 752.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, ops
+from .c_index import Numbers, offset_expr
 from .errors import ClayoutError
-from .tags import LETTERS, MAX_DIMS, Tag, parse_tag
+from .tags import MAX_DIMS, Tag, parse_tag
 
 
 @dataclass(frozen=True)
@@ -116,18 +118,6 @@ class MemoryDesc:
                             ("halo_upper", tuple(upper)), ("fill", float(fill)),
                             ("order", tuple(order))):
             object.__setattr__(self, name, value)
-
-    @classmethod
-    def _raw(cls, **fields) -> "MemoryDesc":
-        obj = cls.__new__(cls)
-        obj._init(**fields)
-        return obj
-
-    def _fields(self) -> dict:
-        return dict(dims=self.dims, dtype=self.dtype, padded=self.padded_dims,
-                    strides=self.strides, inner_blks=self.inner_blks,
-                    inner_idxs=self.inner_idxs, offset0=self.offset0, lower=self.halo_lower,
-                    upper=self.halo_upper, fill=self.fill, order=self.order)
 
     @staticmethod
     def _halo(halo, nd):
@@ -257,7 +247,6 @@ class MemoryDesc:
         """The offset as an OpenCL C expression of the logical indices ``names``
         (one C expression per dim), constants baked in; mirrors ``offset``
         (runtime.c_index emits it, also with the numbers as kernel arguments)."""
-        from .c_index import Numbers, offset_expr
         return offset_expr(self, list(names), Numbers(bake=True))
 
     # -- names ------------------------------------------------------------------
@@ -315,29 +304,88 @@ class MemoryDesc:
                      self.inner_blks, self.inner_idxs, self.halo_lower, self.halo_upper))
 
     # -- operations ---------------------------------------------------------------
+    def replace(self, **fields) -> "MemoryDesc":
+        """This desc with some fields changed, checked before it is built.
+
+        ``fields`` are attribute names: dims, dtype, padded_dims, strides,
+        inner_blks, inner_idxs, offset0, halo_lower, halo_upper, fill, order;
+        values as the constructor takes them (sequences of integers, a dtype
+        name or DType). The check is of the structure: every per-dim field
+        has one non-negative integer per dim, ``order`` is a permutation of
+        the dims, each inner block names a dim and has a size of at least 1,
+        and each padded dim holds its dim with the halo. What the strides
+        address is the caller's to get right (submemory, reshape and
+        permute_axes build their results with this).
+
+        Worked example: channels 16..31 of an nChw16c desc are one channel
+        block in, so the part keeps every stride, starts 192 elements later
+        (one step of the outer C axis) and is padded to a single block:
+
+        >>> d = MemoryDesc((2, 32, 3, 4), tag="nChw16c")
+        >>> d.strides
+        (384, 192, 64, 16)
+        >>> part = d.replace(dims=(2, 16, 3, 4), padded_dims=(2, 16, 3, 4), offset0=192)
+        >>> part.describe(), part == d.submemory((2, 16, 3, 4), (0, 16, 0, 0))
+        ('f32 2x16x3x4 strides=384,192,64,16 offset0=192', True)
+        >>> d.replace(order=(0, 1, 2))
+        Traceback (most recent call last):
+        ...
+        runtime.errors.ClayoutError: replace: order (0, 1, 2) is not a permutation of 4 dims
+        """
+        names = [f.name for f in dataclasses.fields(self)]
+        unknown = sorted(set(fields) - set(names))
+        if unknown:
+            raise ClayoutError(f"replace: unknown field(s) {', '.join(unknown)}; a MemoryDesc "
+                               f"has {', '.join(names)}")
+        new = {name: fields.get(name, getattr(self, name)) for name in names}
+        dims = _ints(new["dims"], "replace: dims")
+        nd = len(dims)
+        if not 1 <= nd <= MAX_DIMS:
+            raise ClayoutError(f"replace: dims {dims}: expected 1 to {MAX_DIMS} sizes")
+        per_dim = {}
+        for name in ("dims", "padded_dims", "strides", "halo_lower", "halo_upper"):
+            values = _ints(new[name], f"replace: {name}")
+            if len(values) != nd or min(values) < 0:
+                raise ClayoutError(f"replace: {name} {values} must be {nd} non-negative "
+                                   "integers, one per dim")
+            per_dim[name] = values
+        blks = _ints(new["inner_blks"], "replace: inner_blks")
+        idxs = _ints(new["inner_idxs"], "replace: inner_idxs")
+        if len(blks) != len(idxs) or any(b < 1 for b in blks) or \
+                any(not 0 <= i < nd for i in idxs):
+            raise ClayoutError(f"replace: inner_blks {blks} and inner_idxs {idxs} must pair "
+                               f"block sizes of at least 1 with dims 0..{nd - 1}")
+        order = _ints(new["order"], "replace: order")
+        if sorted(order) != list(range(nd)):
+            raise ClayoutError(f"replace: order {order} is not a permutation of {nd} dims")
+        (offset0,) = _ints((new["offset0"],), "replace: offset0")
+        if offset0 < 0:
+            raise ClayoutError(f"replace: offset0 {offset0} must be >= 0")
+        lower, upper, padded = per_dim["halo_lower"], per_dim["halo_upper"], per_dim["padded_dims"]
+        short = [d for d in range(nd) if padded[d] < lower[d] + dims[d] + upper[d]]
+        if short:
+            raise ClayoutError(f"replace: padded_dims {padded} do not hold dims {dims} with "
+                               f"the halo {lower}/{upper} (dim {short[0]})")
+        obj = MemoryDesc.__new__(MemoryDesc)
+        obj._init(dims, dtypes.dtype(new["dtype"]), padded, per_dim["strides"], blks, idxs,
+                  offset0, lower, upper, new["fill"], order)
+        return obj
+
     def with_dtype(self, dtype) -> "MemoryDesc":
-        fields = self._fields()
-        fields["dtype"] = dtypes.dtype(dtype)
-        return MemoryDesc._raw(**fields)
+        return self.replace(dtype=dtype)
 
     def submemory(self, dims, offsets) -> "MemoryDesc":
         """A view of part of this memory (oneDNN rules): ``offsets`` a multiple of
         each dim's block; a part that does not reach the right border must be a
         whole number of blocks or smaller than one block."""
-        from .ops import submemory
-        return submemory(self, dims, offsets)
+        return ops.submemory(self, _ints(dims, "submemory dims"),
+                             _ints(offsets, "submemory offsets"))
 
     def reshape(self, dims) -> "MemoryDesc":
         """Same memory, other dims: only joins or splits of dense, unblocked,
         unpadded dims, and adding/removing unit dims (oneDNN rules)."""
-        from .ops import reshape
-        return reshape(self, dims)
+        return ops.reshape(self, _ints(dims, "reshape dims"))
 
     def permute_axes(self, perm) -> "MemoryDesc":
         """Rename dims: ``new.dims[perm[i]] = dims[i]`` (oneDNN's permute_axes)."""
-        from .ops import permute_axes
-        return permute_axes(self, perm)
-
-
-def letter(d: int) -> str:
-    return LETTERS[d]
+        return ops.permute_axes(self, _ints(perm, "perm"))

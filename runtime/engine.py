@@ -30,12 +30,11 @@ from .desc import MemoryDesc
 from .errors import ClayoutError
 from .image import ImageLayout
 
+# runtime.opencl (pyopencl, mako) is imported inside the functions that ask for
+# it, so that the cpu and reference engines work without those packages.
+
 log = logging.getLogger("clayout")
 NAMES = ("auto", "cpu", "opencl", "reference")
-
-
-def plain(desc_dims, dtype) -> MemoryDesc:
-    return MemoryDesc(desc_dims, dtype)
 
 
 def _as_dims(data: np.ndarray, desc: MemoryDesc, dims, engine) -> tuple[np.ndarray, MemoryDesc]:
@@ -46,8 +45,8 @@ def _as_dims(data: np.ndarray, desc: MemoryDesc, dims, engine) -> tuple[np.ndarr
     try:
         return data, desc.reshape(dims)
     except ClayoutError:
-        flat = engine.reorder(data, desc, plain(desc.dims, desc.dtype))
-        return flat, plain(dims, desc.dtype)
+        flat = engine.reorder(data, desc, MemoryDesc(desc.dims, desc.dtype))
+        return flat, MemoryDesc(dims, desc.dtype)
 
 
 class HostEngine:
@@ -79,8 +78,9 @@ class HostEngine:
         image = layout.desc(dst.dims, image_array.dtype)
         if dst.dims == image.dims:
             return self._reorder(image_array.reshape(-1), image, dst, out)
-        flat = self._reorder(image_array.reshape(-1), image, plain(image.dims, dst.dtype), None)
-        return self._reorder(flat, plain(dst.dims, dst.dtype), dst, out)
+        flat = self._reorder(image_array.reshape(-1), image, MemoryDesc(image.dims, dst.dtype),
+                             None)
+        return self._reorder(flat, MemoryDesc(dst.dims, dst.dtype), dst, out)
 
     def __repr__(self) -> str:
         return f"<clayout engine {self.name}>"
@@ -96,7 +96,7 @@ def _copied(result: np.ndarray, out) -> np.ndarray:
 
 
 class ReferenceEngine(HostEngine):
-    """The reference evaluates §2's pixel formulas for named image layouts."""
+    """The reference evaluates the pixel formulas of docs/layouts.md for named image layouts."""
 
     def __init__(self):
         super().__init__("reference",
@@ -139,3 +139,29 @@ def get(name=None):
             raise ClayoutError(f"engine 'opencl' is not available: {exc}") from None
         return cl_engine.default()
     return _ENGINES[name]
+
+
+def choose_engine(name):
+    """(engine, sentence): the engine ``name`` gives and why ('auto' says what it chose)."""
+    if name is None:
+        name = os.environ.get("CLAYOUT_ENGINE", "cpu")
+        why = "CLAYOUT_ENGINE" if "CLAYOUT_ENGINE" in os.environ else "the default"
+        eng = get(name)
+        return eng, f"{getattr(eng, 'name', name)} ({why})"
+    if name != "auto":
+        eng = get(name)
+        return eng, f"{getattr(eng, 'name', name)} (asked for)"
+    try:
+        from .opencl import engine as cl_engine
+    except ImportError as exc:
+        return get("cpu"), f"cpu (auto: the OpenCL engine could not be loaded: {exc})"
+    try:
+        ok = cl_engine.available()
+    except Exception as exc:
+        return get("cpu"), f"cpu (auto: the OpenCL engine failed to start: {exc})"
+    if not ok:
+        return get("cpu"), f"cpu (auto: {cl_engine.why_not() or 'no OpenCL device with image support was found'})"
+    eng = get("opencl")
+    device = getattr(getattr(eng, "device", None), "name", None)
+    return eng, "opencl (auto: found an OpenCL device with image support" + \
+        (f": {device.strip()})" if device else ")")

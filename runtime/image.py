@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import dtypes
+from .c_index import Numbers, pixel_expr
 from .cache import LRU
 from .desc import MemoryDesc
 from .errors import ClayoutError
@@ -161,7 +161,6 @@ class ImageLayout:
         per dim of ``dims``) as C expressions with constants baked in; mirrors
         ``pixel``. ``image_layout("in_out_channel").c_pixel((2, 8, 2, 3),
         ["n", "c", "h", "w"])`` is ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
-        from .c_index import Numbers, pixel_expr
         return pixel_expr(self, dims, names, Numbers(bake=True))
 
     # -- device limits --------------------------------------------------------
@@ -276,7 +275,3 @@ def image_layout(name) -> ImageLayout:
             return ImageLayout(name, tag, rows_i, lanes_i, "custom", ndims)
     raise ClayoutError(f"unknown image layout {name!r}; named layouts: {', '.join(NAMED)}; "
                        "or a custom 'TAG:ROWS[:LANES]' such as 'acBd4b:2'")
-
-
-def image_dtype(dtype) -> dtypes.DType:
-    return dtypes.image_dtype(dtype)

@@ -35,6 +35,10 @@ import numpy as np
 from . import dtypes
 from .errors import ClayoutError
 from .onnx_graph import printable
+from .tiles import plan_of
+
+# safetensors (the optional model extra) is imported inside the two functions
+# that read and write the file, so that the manifest's printing works without it.
 
 MANIFEST_KEY = "clayout"
 FORMAT = "clayout-model/3"   # 3: tiled entries, choice
@@ -91,7 +95,6 @@ def stored_image(tensors: dict, entry: dict):
     each tile checked against the pixel range the manifest gives it."""
     if "tiles" not in entry:
         return tensors[entry["name"]]
-    from .tiles import plan_of
     name = printable(entry["name"])
     missing = [t["key"] for t in entry["tiles"] if t["key"] not in tensors]
     if missing:

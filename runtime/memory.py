@@ -25,8 +25,12 @@ from . import cpu, dtypes
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
+from .hostarray import physical_input
 from .image import ImageLayout, image_layout
 from .limits import check_host_bytes
+
+# pyopencl and runtime.opencl are imported where a device is involved (_cl,
+# _engine_for), so that Memory on the cpu engine works without pyopencl.
 
 
 def _cl():
@@ -97,7 +101,6 @@ class Memory:
         width[, 4]), with ``dims``)."""
         arr = np.asarray(array)
         if isinstance(desc, MemoryDesc):
-            from .api import physical_input
             mem = cls(desc, engine, queue=queue)
             mem._write(physical_input(arr, desc))
             return mem

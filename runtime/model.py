@@ -67,12 +67,12 @@ import numpy as np
 from . import dtypes, manifest as mf, onnx_graph, placement
 from .api import from_image, to_image
 from .errors import ClayoutError
+from .fileio import atomic_write
 from .image import ImageLayout, image_layout
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
 from .tiles import tile_plan
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
-MANIFEST_KEY = mf.MANIFEST_KEY
 COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 ELEMENTWISE_OPS = ("Add", "Sub", "Mul", "Div", "PRelu")
 FLOAT_DTYPES = ("float32", "float16", "float64", "bfloat16")
@@ -388,7 +388,6 @@ def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engin
     With ``verify_all`` every tensor of the written bytes is read back (images
     with ``from_image``) and compared with its ONNX weight before the file is
     renamed into place. Returns (manifest, number verified or None)."""
-    from .fileio import atomic_write
     model = onnx_graph.load(path)
     stored, manifest, originals = convert_model(model, path, dtype, max_image, engine,
                                                 keep_buffers, progress, tiles)

@@ -32,8 +32,10 @@ import numpy as np
 
 from .errors import ClayoutError
 
+# onnx (the optional model extra) is imported inside functions: need_onnx() says
+# what to install; the others run only on a model it loaded.
+
 FOLDED_OPS = ("Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
-SUBGRAPH_OPS = ("If", "Loop", "Scan")
 
 
 def need_onnx():

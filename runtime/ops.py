@@ -1,14 +1,20 @@
 """submemory, reshape and permute_axes of a MemoryDesc (oneDNN's rules, docs/formats.md).
 
 Each is a pure function from a desc to a new desc; a refused case raises
-ClayoutError naming the rule that refused it.
+ClayoutError naming the rule that refused it. The MemoryDesc methods of the
+same names turn their arguments into tuples of integers (or refuse them)
+and call these; each result is built with ``desc.replace``, so this module
+needs nothing of runtime.desc but its type (runtime.desc imports this one).
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from .desc import MemoryDesc, _ints
 from .errors import ClayoutError
+
+if TYPE_CHECKING:
+    from .desc import MemoryDesc
 
 
 def _no_halo(desc: MemoryDesc, what: str) -> None:
@@ -18,7 +24,6 @@ def _no_halo(desc: MemoryDesc, what: str) -> None:
 
 
 def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
-    dims, offsets = _ints(dims, "submemory dims"), _ints(offsets, "submemory offsets")
     _no_halo(desc, "submemory")
     where = f"submemory of {desc.describe()}"
     if len(dims) != desc.ndims or len(offsets) != desc.ndims:
@@ -41,13 +46,10 @@ def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
                                "right border")
         padded[d] = desc.padded_dims[d] - off if at_border else n
         offset0 += off // blk * desc.strides[d]
-    fields = desc._fields()
-    fields.update(dims=dims, padded=tuple(padded), offset0=offset0)
-    return MemoryDesc._raw(**fields)
+    return desc.replace(dims=dims, padded_dims=tuple(padded), offset0=offset0)
 
 
 def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
-    perm = _ints(perm, "perm")
     if sorted(perm) != list(range(desc.ndims)):
         raise ClayoutError(f"permute_axes of {desc.describe()}: {perm} is not a permutation of "
                            f"0..{desc.ndims - 1}")
@@ -58,16 +60,14 @@ def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
             out[perm[i]] = v
         return tuple(out)
 
-    fields = desc._fields()
-    fields.update(dims=move(desc.dims), padded=move(desc.padded_dims),
-                  strides=move(desc.strides), lower=move(desc.halo_lower),
-                  upper=move(desc.halo_upper), inner_idxs=tuple(perm[d] for d in desc.inner_idxs),
-                  order=tuple(perm[d] for d in desc.order))
-    return MemoryDesc._raw(**fields)
+    return desc.replace(dims=move(desc.dims), padded_dims=move(desc.padded_dims),
+                        strides=move(desc.strides), halo_lower=move(desc.halo_lower),
+                        halo_upper=move(desc.halo_upper),
+                        inner_idxs=tuple(perm[d] for d in desc.inner_idxs),
+                        order=tuple(perm[d] for d in desc.order))
 
 
 def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
-    new_dims = _ints(new_dims, "reshape dims")
     where = f"reshape of {desc.describe()} to {new_dims}"
     if math.prod(new_dims) != desc.nelems or min(new_dims, default=0) < 0:
         raise ClayoutError(f"{where}: the volumes differ "
@@ -153,11 +153,9 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
             order.insert(pos, j)
             strides[j] = (strides[right] * max(1, padded[right] // _blk(desc, new_of[right]))
                           if right is not None else 1)
-    fields = desc._fields()
-    fields.update(dims=new_dims, padded=tuple(padded), strides=tuple(strides),
-                  lower=tuple(lower), upper=tuple(upper), order=tuple(order),
-                  inner_idxs=tuple(remap[d] for d in desc.inner_idxs))
-    return MemoryDesc._raw(**fields)
+    return desc.replace(dims=new_dims, padded_dims=tuple(padded), strides=tuple(strides),
+                        halo_lower=tuple(lower), halo_upper=tuple(upper), order=tuple(order),
+                        inner_idxs=tuple(remap[d] for d in desc.inner_idxs))
 
 
 def _blk(desc: MemoryDesc, how) -> int:

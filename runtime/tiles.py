@@ -32,9 +32,13 @@ import numpy as np
 
 from . import dtypes
 from .desc import MemoryDesc
-from .engine import _as_dims, plain
+from .engine import _as_dims
 from .errors import ClayoutError
+from .hostarray import physical_shape
 from .image import ImageLayout, image_layout
+
+# pyopencl is imported inside the two device functions at the end only: the host
+# engines cut and join tiles without it.
 
 
 @dataclass(frozen=True)
@@ -184,13 +188,11 @@ def to_image_tiles(engine, flat, layout: ImageLayout, src: MemoryDesc, image_dty
     return plan.cut(engine.to_image(flat, layout, src, image_dtype))
 
 
-def from_image_tiles(engine, tiles, layout: ImageLayout, dims, dst=None, dtype=None):
-    """from_image of a tuple of tiles, checked against the plan they imply
-    (count, shapes, dtypes); returns the buffer as from_image does."""
-    from .api import from_image, physical_shape
-    plan = plan_of(layout, dims, tiles)
-    if not plan.split:
-        return from_image(tiles[0], layout, dims, dst, dtype, engine)
+def from_image_tiles(engine, tiles, plan: TilePlan, dims, dst=None, dtype=None):
+    """from_image of a tuple of tiles that ``plan_of`` checked against the plan
+    they imply (count, shapes, dtypes) and found split; returns the buffer as
+    from_image does."""
+    layout = plan.layout
     img_dt = dtypes.image_dtype(dtypes.of_array(tiles[0]))
     dims = tuple(int(d) for d in dims)
     desc = MemoryDesc(dims, dtype if dtype is not None else img_dt,
@@ -239,10 +241,10 @@ def _device_join(engine, tiles, plan: TilePlan, dst: MemoryDesc) -> np.ndarray:
     if dst.dims == image.dims:
         engine.enqueue_reorder(image_buf, image, dst_buf, dst, zero_first=True)
     else:  # grouped or 2-D: through a plain buffer, reshaped for free
-        mid = plain(image.dims, dst.dtype)
+        mid = MemoryDesc(image.dims, dst.dtype)
         mid_buf = engine.new_buffer(mid.size)
         engine.enqueue_reorder(image_buf, image, mid_buf, mid)
-        engine.enqueue_reorder(mid_buf, plain(dst.dims, dst.dtype), dst_buf, dst,
+        engine.enqueue_reorder(mid_buf, MemoryDesc(dst.dims, dst.dtype), dst_buf, dst,
                                zero_first=True)
     cl.enqueue_copy(engine.queue, out, dst_buf)
     return out

@@ -1,5 +1,5 @@
 ## One kernel family for every conversion: buffer->buffer, buffer->image,
-## image->buffer. Python (runtime/opencl/kernels.py) hands in finished C
+## image->buffer. Python (runtime/opencl/render.py) hands in finished C
 ## snippets; this file only gives them their structure. One work item writes
 ## one destination vector (a buffer run of V elements) or one pixel.
 // clayout ${summary}

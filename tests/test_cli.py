@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime import cli, dtypes, model, reference
+from runtime import cli, dtypes, engine, model, reference
 from runtime.desc import MemoryDesc
 from runtime.manifest import steps_of, stored_image
 
@@ -489,13 +489,13 @@ def test_demo(tmp_path, capsys):
 
 
 def test_auto_says_what_it_chose(monkeypatch):
-    eng, why = cli.choose_engine("auto")
+    eng, why = engine.choose_engine("auto")
     assert why.startswith(f"{eng.name} (auto: ") and eng.name in ("cpu", "opencl")
     monkeypatch.setitem(sys.modules, "runtime.opencl", None)     # no OpenCL engine in the build
-    eng, why = cli.choose_engine("auto")
+    eng, why = engine.choose_engine("auto")
     assert eng.name == "cpu" and why.startswith("cpu (auto: the OpenCL engine could not be loaded")
     monkeypatch.setenv("CLAYOUT_ENGINE", "reference")
-    assert cli.choose_engine(None)[1] == "reference (CLAYOUT_ENGINE)"
+    assert engine.choose_engine(None)[1] == "reference (CLAYOUT_ENGINE)"
 
 
 def test_demo_in_temporary_folder(capsys, monkeypatch):

@@ -5,6 +5,7 @@
 * size, equality, submemory, reshape, permute_axes and halo by oneDNN's rules,
   each accepted op checked element by element against its parent.
 """
+import doctest
 import math
 
 import numpy as np
@@ -558,3 +559,27 @@ def test_submemory_of_submemory(pair, data):
     assert set(got.tolist()) <= parent_offsets
     assert set(got.tolist()) <= set(sub.offsets(grid(sub.dims)).tolist())
     assert len(np.unique(got)) == got.size
+
+
+def test_replace_worked_example():
+    """MemoryDesc.replace's docstring runs as written."""
+    runner = doctest.DocTestRunner()
+    for test in doctest.DocTestFinder().find(MemoryDesc.replace, "replace",
+                                             globs={"MemoryDesc": MemoryDesc}):
+        runner.run(test)
+    assert runner.failures == 0 and runner.tries == 5
+    desc = MemoryDesc((2, 32, 3, 4), tag="nChw16c")
+    assert desc.replace() == desc and desc.replace(dtype="f16").dtype.name == "f16"
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"colour": 1}, "unknown field"),
+    ({"strides": (1, 2, 3)}, "strides"),
+    ({"dims": (2, 32, 3, 4.5)}, "must be integers"),
+    ({"inner_idxs": (4,)}, "inner_blks"),
+    ({"padded_dims": (2, 16, 3, 4)}, "padded_dims"),
+    ({"offset0": -1}, "offset0"),
+])
+def test_replace_refuses_fields_that_do_not_fit(fields, words):
+    with pytest.raises(ClayoutError, match=words):
+        MemoryDesc((2, 32, 3, 4), tag="nChw16c").replace(**fields)

@@ -1,6 +1,6 @@
 """Generic kernels: one program per conversion family, whatever the dims.
 
-A family is what a generic kernel's source depends on (kernels.structure of
+A family is what a generic kernel's source depends on (render.structure of
 both sides, the image layout, the vector width, the tiling axis, the run
 length, the index type). Converting every layout over 20 different dims must
 give exactly one source per family, and the engine builds each at most once.

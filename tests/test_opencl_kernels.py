@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from runtime import IMAGE_LAYOUTS, MemoryDesc
-from runtime.opencl import kernels, programs
+from runtime.opencl import kernels, programs, render
 
 DIMS = {"activation": [(2, 5, 3, 3), (1, 17, 2, 5), (3, 4, 1, 1), (2, 3)],
         "filter": [(5, 3, 2, 3), (17, 1, 1, 1)], "depthwise": [(2, 5, 3, 3)],
@@ -79,7 +79,7 @@ def test_image_launch_stays_inside_the_image(name, monkeypatch):
         g = _decoded_ids(k, width * height + k.local[0])
         assert all(g[t] == (t % width, t // width, 0) for t in range(width * height))
         assert "(int2)(g0, g1)" in k.source
-        assert k.local == (kernels.GENERIC_LOCAL,) and k.launch[0] >= width * height
+        assert k.local == (render.GENERIC_LOCAL,) and k.launch[0] >= width * height
         assert k.launch[0] % k.local[0] == 0
 
 

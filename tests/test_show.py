@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime import cli, figure, reference
+from runtime import cli, commands, figure, reference
 
 from conftest import require
 
@@ -66,7 +66,7 @@ def test_show_one_channel(tmp_path, capsys, plot):
 
 
 def test_labels_activation(plot):
-    fig = figure.figure("in_out_channel", (1, 6, 3, 5), formula=cli.PIXEL_FORMULA["in_out_channel"])
+    fig = figure.figure("in_out_channel", (1, 6, 3, 5), formula=commands.PIXEL_FORMULA["in_out_channel"])
     found = texts(fig)
     assert "c5 h0 w2" in found and "c0 h2 w4" in found
     assert found.count("pad") == 2 * 5 * 3        # lanes of c = 6, 7 at every (h, w)

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import runtime
-from runtime import ClayoutError, cli, engine, image_layout
+from runtime import ClayoutError, cli, commands, engine, image_layout
 from runtime.image import NAMED
 from runtime.where import explain
 
@@ -112,7 +112,7 @@ def test_where_formulas_evaluate_to_the_answer(name):
     layout = NAMED[name]
     dims = (3, 5, 6, 3) if layout.ndims == 4 else (9,)
     idx = tuple(d - 1 for d in dims)
-    lines = explain(layout, dims, index=idx, formula=cli.PIXEL_FORMULA[name])
+    lines = explain(layout, dims, index=idx, formula=commands.PIXEL_FORMULA[name])
     formula = next(line for line in lines if line.startswith("formula"))[10:]
     values = dict(zip("xyk", layout.pixel(dims, idx)))
     values.update(zip(["n", "c", "h", "w"] if layout.kind == "activation" else

@@ -1,2 +1,3 @@
-"""The OpenCL engine: kernels rendered from templates/convert.cl.mako (see
-kernels.py), built and cached per context (programs.py), run by engine.py."""
+"""The OpenCL engine: kernels planned by kernels.py and rendered from
+templates/convert.cl.mako by render.py, built and cached per context
+(programs.py), run by engine.py."""

@@ -27,6 +27,7 @@ import time
 import numpy as np
 import pyopencl as cl
 
+from ..bench_call import public_call
 from ..desc import MemoryDesc
 from ..image import image_layout
 from . import programs
@@ -155,8 +156,7 @@ class _Bench:
 
     def host_out_ms(self, src: MemoryDesc, target) -> float:
         """Median wall-clock ms of the public call on a host array into a
-        reused out= array (runtime.bench.public_call)."""
-        from ..bench import public_call
+        reused out= array (runtime.bench_call.public_call)."""
         call = public_call(np.ones(src.span, np.float32), src, target, self.eng)
         return _median_event_ms(self.q, call, self.repeats)
 

@@ -16,7 +16,8 @@ import threading
 import pyopencl as cl
 
 from ..cache import LRU
-from .kernels import KERNEL_NAME
+from . import kernels
+from .render import KERNEL_NAME
 
 PROGRAMS = LRU("OpenCL programs", "CLAYOUT_PROGRAM_CACHE", 256)
 STATS = {"builds": 0, "hits": 0}
@@ -48,6 +49,5 @@ def cached_count() -> int:
 
 def clear_cache() -> None:
     """Forget every built program (and the planned kernels that feed them)."""
-    from . import kernels
     PROGRAMS.clear()
     kernels.clear_cache()

@@ -1,0 +1,358 @@
+"""The commands of the ``clayout`` command line (docs/cli.md): runtime.cli
+parses the arguments and calls one ``cmd_*`` function with them, which
+returns the exit status. The helpers before them read the inputs and write
+the outputs (runtime.fileio: a failure never leaves a half-written file).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import numpy as np
+
+from . import api, dtypes, figure, hostarray, model, placement, tiles
+from . import engine as engines
+from .demo import run as run_demo
+from .desc import MemoryDesc
+from .errors import ClayoutError
+from .fileio import atomic_write, check_output, load_npy, save_npy
+from .image import KINDS, NAMED, image_layout
+from .manifest import summary, table
+from .progress import Progress
+from .tags import parse_tag
+from .where import explain
+
+PROG = "clayout"
+LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
+PIXEL_FORMULA = {  # docs/layouts.md: pixel (x, y), lane k -> logical index
+    "in_out_channel": "n=y/H, h=y%H, c=4(x/W)+k, w=x%W",
+    "in_out_height": "n=y/ceil(H/4), h=4(y%ceil(H/4))+k, c=x/W, w=x%W",
+    "in_out_width": "n=y/H, h=y%H, c=x/ceil(W/4), w=4(x%ceil(W/4))+k",
+    "conv2d_filter": "o=4(y/HW)+k, h=(y%HW)/W, w=y%W, i=x",
+    "dw_conv2d_filter": "i=4y+k, m=x/HW, h=(x%HW)/W, w=x%W",
+    "argument": "w=4x+k",
+    "weight_height": "o=4y+k, h=x/(W*I), w=(x/I)%W, i=x%I",
+    "weight_width": "o=y, h=x/(W*ceil(I/4)), w=(x/ceil(I/4))%W, i=4(x%ceil(I/4))+k",
+    "image_2d_weights_c4_fyx_b": "o=y, f=4x+k with f=(i*H+h)*W+w",
+    "image_2d_weights_c1_b_fyx": "o=x, y=(i*H+h)*W+w (one channel)",
+    "texture_2d": "x=w*N+n, y=h*ceil(C/4)+c/4, k=c%4",
+}
+
+
+# -- files: runtime.fileio -----------------------------------------------------------
+
+
+def input_desc(arr: np.ndarray, tag: str, dims) -> MemoryDesc:
+    """The desc of an input array in ``tag``: dims from ``--dims``, else from the
+    physical shape of a plain tag; the array's shape must match either way."""
+    dt = dtypes.of_array(arr)  # float64 and the like: converted by numeric_input first
+    if dims is None:
+        dims = hostarray.dims_from_shape(arr.shape, tag, hint="--dims")
+    desc = MemoryDesc(dims, dt, tag=tag)
+    want = hostarray.physical_shape(desc)
+    if arr.ndim > 1 and arr.shape != want:
+        raise ClayoutError(f"array of shape {arr.shape} does not match --dims "
+                           f"{','.join(map(str, dims))} in {tag!r}: expected shape {want} "
+                           f"or a 1-D array of {desc.span} elements")
+    if arr.ndim <= 1 and arr.size != desc.span:
+        raise ClayoutError(f"array has {arr.size} elements but {tag!r} with dims "
+                           f"{','.join(map(str, dims))} needs {desc.span} (padding included)")
+    return desc
+
+
+def numeric_input(path: str, dtype) -> np.ndarray:
+    """The array of ``path``; one of another numeric type (float64, int64) is
+    rounded once to ``dtype`` (--dtype), and refused with that hint without it."""
+    arr = load_npy(path)
+    return dtypes.host_array(arr, dtype, path)
+
+
+def _dims_text(dims) -> str:
+    return "x".join(map(str, dims))
+
+
+# -- conversion commands ------------------------------------------------------------
+def layout_arg(args):
+    """--layout, where 'any' stands for the role's first candidate until
+    ``choose`` has the dims; --role goes with 'any' only."""
+    role = getattr(args, "role", None)
+    if args.layout != "any":
+        if role is not None:
+            raise ClayoutError(f"--role {role} goes with --layout any (let clayout choose); "
+                               f"got the layout {args.layout!r}")
+        return image_layout(args.layout)
+    if role is None:
+        raise ClayoutError(f"layout 'any' needs --role R to choose for: "
+                           f"{', '.join(placement.ROLES)}")
+    return NAMED[placement.candidates(role)[0]]
+
+
+def choose(args, dims, dtype, engine=None):
+    """The layout 'any' picks for ``dims``, its reason printed on stderr; and
+    the tile limit: --max-image, or the limits nothing fitted (tiles then)."""
+    choice = placement.layout_choice(args.role, dims, dtype, args.max_image, engine)
+    verdict = "chose" if choice.fits else "will split"
+    print(f"{PROG}: layout any {verdict} {choice.layout.name}: {choice.reason}", file=sys.stderr)
+    return choice.layout, args.max_image or (None if choice.fits else choice.limits)
+
+
+def tile_path(path: str, tile) -> str:
+    """OUT.npy -> OUT.tile-R-C.npy: the file of the tile at row R, column C."""
+    stem = path[:-4] if path.endswith(".npy") else path
+    return f"{stem}.tile-{tile.row}-{tile.col}.npy"
+
+
+def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
+    """One .npy per tile beside ``path``; on a failure the ones written are removed."""
+    for tile in plan.tiles:
+        check_output(tile_path(path, tile), inputs)
+    written = []
+    try:
+        for tile, arr in zip(plan.tiles, arrays):
+            save_npy(tile_path(path, tile), arr, inputs)
+            written.append(tile_path(path, tile))
+    except BaseException:
+        for done in written:
+            os.unlink(done)
+        raise
+    return written
+
+
+def cmd_to_image(args) -> int:
+    check_output(args.output, [args.input])
+    layout = layout_arg(args)
+    arr = numeric_input(args.input, args.dtype)
+    tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
+    desc = input_desc(arr, tag, args.dims)
+    max_image = args.max_image
+    if args.layout == "any":
+        layout, max_image = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
+    image = api.to_image(arr.reshape(-1), layout, src=tag, dtype=args.dtype,
+                         engine=args.engine, dims=desc.dims, max_image=max_image)
+    if isinstance(image, tuple):
+        plan = tiles.tile_plan(layout, desc.dims, max_image)
+        paths = save_tiles(args.output, image, plan, [args.input])
+        print(f"wrote {len(paths)} tiles of the {layout.name} image {plan.image[0]}x"
+              f"{plan.image[1]} ({plan.rows} row(s) x {plan.cols} column(s), at most "
+              f"{plan.max_image[0]}x{plan.max_image[1]} each; row-major):")
+        for tile, path in zip(plan.tiles, paths):
+            print(f"  {path}: {tile.region}")
+        return 0
+    save_npy(args.output, image, [args.input])
+    width, height = layout.image_shape(desc.dims)
+    print(f"wrote {args.output}: {layout.name} image {width}x{height} "
+          f"{'RGBA' if layout.lanes == 4 else 'R'} {dtypes.of_array(image).name}, array "
+          f"{image.shape} (from {tag} {_dims_text(desc.dims)} {desc.dtype.name})")
+    return 0
+
+
+def cmd_from_image(args) -> int:
+    check_output(args.output, [args.input])
+    layout = image_layout(args.layout)
+    image = numeric_input(args.input, args.dtype) if args.max_image is None else \
+        load_tiles(args, layout)
+    out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
+                         engine=args.engine)
+    save_npy(args.output, out, [args.input])
+    print(f"wrote {args.output}: {args.dst or 'default tag'} {_dims_text(args.dims)} "
+          f"{dtypes.of_array(out).name}, array {out.shape} (from {layout.name} image)")
+    return 0
+
+
+def load_tiles(args, layout):
+    """The image or the tuple of tiles to-image --max-image wrote for IN.npy."""
+    plan = tiles.tile_plan(layout, args.dims, args.max_image)
+    if not plan.split:
+        return load_npy(args.input)
+    paths = [tile_path(args.input, t) for t in plan.tiles]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise ClayoutError(f"the {layout.name} image {plan.image[0]}x{plan.image[1]} over "
+                           f"--max-image {plan.max_image[0]},{plan.max_image[1]} comes as "
+                           f"{len(paths)} tiles {paths[0]} .. {paths[-1]}; missing: "
+                           + ", ".join(missing))
+    arrays = tuple(load_npy(p) for p in paths)
+    plan.check(arrays)
+    return arrays
+
+
+def cmd_reorder(args) -> int:
+    check_output(args.output, [args.input])
+    arr = numeric_input(args.input, args.dtype)
+    src = input_desc(arr, args.src, args.dims)
+    dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
+    out = api.reorder(arr.reshape(-1), src, dst, engine=args.engine)
+    out = out.reshape(hostarray.physical_shape(dst))
+    save_npy(args.output, out, [args.input])
+    print(f"wrote {args.output}: {dst} (from {src}), array {out.shape}")
+    return 0
+
+
+# -- model -----------------------------------------------------------------------------
+def cmd_model(args) -> int:
+    check_output(args.output, [args.input])
+    engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
+    bar = Progress("clayout model") if not args.quiet else None
+    try:
+        manifest, verified = model.convert_file(
+            args.input, args.output, args.dtype, args.max_image, engine,
+            keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar,
+            tiles=not args.no_tiles)
+    finally:
+        if bar:
+            bar.close()
+    if not args.quiet:
+        print(table(manifest))
+        print(summary(manifest, args.output))
+        if verified is not None:
+            print(f"verified {verified} tensors: each reads back to its ONNX weight bit for bit")
+    return 0
+
+
+# -- layouts ---------------------------------------------------------------------------
+def cmd_info(args) -> int:
+    layout = layout_arg(args)
+    if args.layout == "any":
+        layout, _ = choose(args, args.dims, "f32")
+    dims = layout.logical_dims(args.dims)
+    width, height = layout.image_shape(dims)
+    names = KINDS.get(layout.kind, ",".join("abcdefghijkl"[:layout.ndims]))
+    lanes = "4 (RGBA, CL_RGBA)" if layout.lanes == 4 else "1 (CL_R)"
+    slots = width * height * layout.lanes
+    count = int(np.prod(dims))
+    print(f"layout    {layout.name} ({layout.kind}: {names})")
+    outer, inner = parse_tag(layout.tag).tokens()
+    lane = inner.pop() if layout.lanes == 4 else None
+    y_axes = ",".join(outer[:layout.rows]) or "(none: one row)"
+    x_axes = ",".join(outer[layout.rows:] + inner) or "(none: one column)"
+    print(f"tag       {layout.tag}, rows {layout.rows}: y = {y_axes}; x = {x_axes}"
+          + (f"; lane = {lane}" if lane else ""))
+    print(f"lanes     {lanes}")
+    print(f"dims      {','.join(map(str, dims))}")
+    print(f"image     {width} x {height} pixels (width x height)")
+    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
+    print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
+    print(f"elements  {count} logical, {slots} image lanes ({slots - count} padding)")
+    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in dtypes.IMAGE_NAMES)
+    print(f"bytes     {sizes}")
+    for max_w, max_h in LIMITS:
+        if width <= max_w and height <= max_h:
+            verdict = "fits"
+        else:
+            others = [o.name for o in layout.fitting(dims, max_w, max_h)]
+            verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
+                                   "; no named layout of this kind fits")
+        print(f"limit     {max_w}x{max_h}: {verdict}")
+    if args.max_image is not None:
+        plan = tiles.tile_plan(layout, dims, args.max_image)
+        limit = f"{plan.max_image[0]}x{plan.max_image[1]}"
+        print(f"tiles     {limit}: " + ("fits, one image" if not plan.split else
+              f"{len(plan.tiles)} tiles, {plan.rows} row(s) x {plan.cols} column(s): "
+              + ", ".join(f"({t.row},{t.col}) {t.region}" for t in plan.tiles)))
+    return 0
+
+
+def cmd_where(args) -> int:
+    layout = image_layout(args.layout)
+    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
+    for line in explain(layout, args.dims, pixel=args.pixel, index=args.index, formula=formula):
+        print(line)
+    return 0
+
+
+def cmd_show(args) -> int:
+    """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
+    figure.require_matplotlib()   # before any work: without it, one line and nothing written
+    check_output(args.output)
+    layout = image_layout(args.layout)
+    dims = layout.logical_dims(args.dims)
+    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
+    fig = figure.figure(layout, dims, formula=formula)
+    atomic_write(args.output, lambda f: figure.save_png(fig, f))
+    width, height = layout.image_shape(dims)
+    px_w, px_h = (round(v) for v in fig.get_size_inches() * fig.dpi)
+    print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {width}x{height} {layout.name} image "
+          f"(dims {','.join(map(str, dims))})")
+    return 0
+
+
+# -- devices, bench ----------------------------------------------------------------------
+def opencl_devices():
+    """[(platform, device, {info})] of every OpenCL device, or (None, reason)."""
+    try:
+        import pyopencl as cl
+        platforms = cl.get_platforms()
+    except Exception as exc:  # import errors, missing ICD loader, no platform (-1001)
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    found = []
+    for plat in platforms:
+        try:
+            devices = plat.get_devices()
+        except Exception:
+            continue
+        for dev in devices:
+            info = {"type": cl.device_type.to_string(dev.type),
+                    "image_support": bool(dev.image_support),
+                    "image2d": (dev.image2d_max_width, dev.image2d_max_height)
+                    if dev.image_support else None,
+                    "max_alloc": dev.max_mem_alloc_size, "global_mem": dev.global_mem_size,
+                    "fp16": "cl_khr_fp16" in dev.extensions, "version": dev.version}
+            found.append((plat.name, dev.name, info))
+    return found, "" if found else "no OpenCL device found"
+
+
+
+
+def cmd_devices(args) -> int:
+    found, reason = opencl_devices()
+    if not found:
+        print(f"no OpenCL device found ({reason}); clayout uses the cpu engine")
+        return 0
+    for plat, dev, info in found:
+        image = f"images up to {info['image2d'][0]}x{info['image2d'][1]}" \
+            if info["image_support"] else "no image support"
+        print(f"{plat.strip()}: {dev.strip()} [{info['type']}, {info['version'].strip()}] {image}, "
+              f"max alloc {info['max_alloc'] >> 20} MiB, fp16 {'yes' if info['fp16'] else 'no'}")
+    try:
+        print("engine auto: " + engines.choose_engine("auto")[1])
+    except ClayoutError as exc:
+        print(f"engine auto: unavailable ({exc})")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    try:
+        bench = importlib.import_module("runtime.bench")
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("runtime.bench", None):
+            raise  # runtime.bench exists but needs something missing: say what
+        raise ClayoutError("bench is not available in this build (runtime.bench is missing)") \
+            from None
+    return int(bench.main(list(args.rest)) or 0)
+
+
+def cmd_kernel(args) -> int:
+    """Print the OpenCL C source clayout renders for one conversion."""
+    from .opencl.kernels import plan_for   # mako (the kernel templates): this command only
+    sides = (args.src is not None, args.layout is not None, args.dst is not None)
+    if sides not in ((True, False, True), (True, True, False), (False, True, True)):
+        raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "
+                           "--src and --layout (to an image), --layout and --dst (from an image)")
+    dtype = args.dtype or "f32"
+    src = MemoryDesc(args.dims, dtype, tag=args.src) if args.src else None
+    dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else None
+    image_dtype = args.image_dtype or (dtype if dtype != "bf16" else "f32")
+    if args.bake:
+        os.environ["CLAYOUT_SPECIALIZE_BYTES"] = "0"
+    plan = plan_for(src, dst, layout=args.layout, image_dtype=image_dtype, staged=args.staged)
+    print(plan.source)
+    if plan.generic:   # the numbers this shape passes to the family's program
+        names = [f"n{i}={int(v) if np.issubdtype(type(v), np.integer) else v!r}"
+                 for i, v in enumerate(plan.args)]
+        print(f"// arguments for dims {','.join(map(str, args.dims))}: {' '.join(names)}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    return run_demo(args)

@@ -1,0 +1,241 @@
+"""The import structure of the runtime package.
+
+- Every module imports on its own, in an interpreter where no other runtime
+  module was imported first: once through a bare package (runtime/__init__.py
+  not run, so the package's own imports cannot hide a missing one) and once
+  the ordinary way.
+- The imports between runtime's modules, read with ``ast`` from every
+  runtime/**/*.py (top-level and inside functions; ``if TYPE_CHECKING:``
+  blocks are never executed and left out), form no cycle; a cycle planted
+  into the graph is found, so the check itself works.
+- An import inside a function is there for an optional or heavy package
+  only (OPTIONAL), directly or through a runtime module that imports one at
+  its top, so that the cpu engine never needs them; every other import is at
+  the top of its module.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "runtime"
+
+# imported inside functions so that the cpu engine works without them
+OPTIONAL = {"pyopencl", "mako", "onnx", "matplotlib", "safetensors", "torch"}
+# runtime modules a function may import although they need nothing of OPTIONAL:
+# `clayout bench` says so in one line when a build leaves runtime.bench out
+LAZY_ALLOWED = {"runtime.bench"}
+# a script, not a module: importing it runs the command line
+NOT_IMPORTED_ALONE = {"runtime.__main__"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+# -- (a) each module alone ---------------------------------------------------------------
+ALONE = r"""
+import importlib, importlib.util, json, sys, traceback
+root, optional, modules = sys.argv[1], set(sys.argv[2].split(",")), sys.argv[3:]
+sys.path.insert(0, root)
+
+def forget():
+    for name in [n for n in sys.modules if n == "runtime" or n.startswith("runtime.")]:
+        del sys.modules[name]
+
+def bare_package():
+    spec = importlib.util.spec_from_file_location(
+        "runtime", f"{root}/runtime/__init__.py",
+        submodule_search_locations=[f"{root}/runtime"])
+    sys.modules["runtime"] = importlib.util.module_from_spec(spec)   # not executed
+
+report = {"failed": [], "skipped": []}
+for name in modules:
+    for how in ("bare package", "ordinary import"):
+        forget()
+        if how == "bare package":
+            bare_package()
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] in optional:
+                report["skipped"].append(f"{name} ({how}): needs {exc.name}")
+            else:
+                report["failed"].append(f"{name} ({how}):\n{traceback.format_exc()}")
+        except BaseException:
+            report["failed"].append(f"{name} ({how}):\n{traceback.format_exc()}")
+print(json.dumps(report))
+"""
+
+
+def test_each_module_imports_alone():
+    names = sorted(set(MODULES) - NOT_IMPORTED_ALONE)
+    done = subprocess.run([sys.executable, "-c", ALONE, str(ROOT), ",".join(sorted(OPTIONAL)),
+                           *names], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    if report["failed"]:
+        pytest.fail("\n".join(report["failed"]), pytrace=False)
+
+
+# -- (b) the static graph --------------------------------------------------------------------
+def _type_checking_only(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+
+
+def _runtime_module(dotted: str) -> str | None:
+    """The runtime module an absolute import of ``dotted`` loads last, or None."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        if ".".join(parts[:n]) in MODULES:
+            return ".".join(parts[:n])
+    return None
+
+
+def imports_of(name: str, path: Path) -> list[dict]:
+    """Every import statement of one module that is executed at some point
+    (``if TYPE_CHECKING:`` blocks are not), plus importlib.import_module calls
+    with a literal name: the runtime module or third-party package it loads,
+    and whether it sits in a function."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+
+    def add(target, node, in_function, runtime):
+        found.append({"target": target, "runtime": runtime, "in_function": in_function,
+                      "where": f"{path.relative_to(ROOT)}:{node.lineno}"})
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if _type_checking_only(child):
+                continue
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                      ast.Lambda))
+            if isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package.split(".")[:len(package.split(".")) - child.level + 1]
+                    source = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    source = child.module
+                for alias in child.names:
+                    sub = f"{source}.{alias.name}"
+                    if sub in MODULES:
+                        add(sub, child, inner, True)
+                    elif _runtime_module(source):
+                        add(_runtime_module(source), child, inner, True)
+                    else:
+                        add(source.split(".")[0], child, inner, False)
+            elif isinstance(child, ast.Import):
+                for alias in child.names:
+                    target = _runtime_module(alias.name)
+                    add(target or alias.name.split(".")[0], child, inner, target is not None)
+            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                    and child.func.attr == "import_module" and child.args \
+                    and isinstance(child.args[0], ast.Constant) \
+                    and isinstance(child.args[0].value, str):
+                target = _runtime_module(child.args[0].value)
+                if target:
+                    add(target, child, inner, True)
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text(), str(path)), False)
+    return found
+
+
+IMPORTS = {name: imports_of(name, path) for name, path in MODULES.items()}
+
+
+def find_cycle(graph: dict[str, list[dict]]) -> list[dict] | None:
+    """The edges of one import cycle among runtime modules, or None."""
+    state, stack = {}, []
+
+    def walk(module):
+        state[module] = "open"
+        for edge in graph[module]:
+            if not edge["runtime"]:
+                continue
+            stack.append(edge)
+            if state.get(edge["target"]) == "open":
+                start = next(i for i, e in enumerate(stack) if e["from"] == edge["target"])
+                return stack[start:]
+            if edge["target"] not in state:
+                cycle = walk(edge["target"])
+                if cycle:
+                    return cycle
+            stack.pop()
+        state[module] = "done"
+        return None
+
+    for module in sorted(graph):
+        if module not in state:
+            cycle = walk(module)
+            if cycle:
+                return cycle
+    return None
+
+
+def _edges(imports):
+    return {name: [dict(edge, **{"from": name}) for edge in found]
+            for name, found in imports.items()}
+
+
+def describe(cycle: list[dict]) -> str:
+    return "import cycle:\n" + "\n".join(
+        f"  {e['from']} -> {e['target']} ({'in a function' if e['in_function'] else 'top'}, "
+        f"{e['where']})" for e in cycle)
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(_edges(IMPORTS))
+    if cycle:
+        pytest.fail(describe(cycle), pytrace=False)
+
+
+def test_the_scan_finds_a_planted_cycle():
+    # the check itself: a function-level import of runtime.api from runtime.desc
+    # (api imports desc at its top) must be reported, with both edges
+    planted = _edges(IMPORTS)
+    planted["runtime.desc"].append({"from": "runtime.desc", "target": "runtime.api",
+                                    "runtime": True, "in_function": True,
+                                    "where": "runtime/desc.py:0"})
+    cycle = find_cycle(planted)
+    assert cycle is not None and {e["from"] for e in cycle} >= {"runtime.desc", "runtime.api"}
+
+
+def _needs_optional() -> set[str]:
+    """Runtime modules that import an OPTIONAL package at their top, directly
+    or through runtime modules they import at their top."""
+    heavy = {name for name, found in IMPORTS.items()
+             if any(not e["runtime"] and not e["in_function"] and e["target"] in OPTIONAL
+                    for e in found)}
+    grew = True
+    while grew:
+        more = {name for name, found in IMPORTS.items()
+                if any(e["runtime"] and not e["in_function"] and e["target"] in heavy
+                       for e in found)}
+        grew = not more <= heavy
+        heavy |= more
+    return heavy
+
+
+def test_function_level_imports_are_for_optional_packages():
+    heavy = _needs_optional()
+    wrong = [f"{e['where']}: {e['target']}" for found in IMPORTS.values() for e in found
+             if e["in_function"] and not (
+                 (not e["runtime"] and e["target"] in OPTIONAL) or
+                 (e["runtime"] and (e["target"] in heavy or e["target"] in LAZY_ALLOWED)))]
+    if wrong:
+        pytest.fail("imports inside functions of modules that are neither optional nor heavy; "
+                    "move them to the top of the module:\n  " + "\n  ".join(wrong), pytrace=False)
