@@ -14,9 +14,10 @@ the old file whole and no temporary file behind. Before any work
 A symbolic link is followed: its target is replaced and the link stays a
 link. Every message names the path the user gave, never the temporary one.
 
-Inputs (``load_npy``): the header is read first and the data size it claims is
-compared with the file's, so a header promising petabytes is refused before
-anything is allocated.
+Inputs (``load_npy``): anything but a regular file (a FIFO, device, socket or
+folder) is refused without reading it; the header is read first and the data
+size it claims is compared with the host memory limit and the file's size,
+so a header promising petabytes is refused before anything is allocated.
 
 >>> import tempfile, os
 >>> folder = tempfile.mkdtemp()
@@ -36,6 +37,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import ClayoutError
+from .limits import check_host_bytes
 
 _KINDS = ((stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"),
           (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO (named pipe)"),
@@ -100,6 +102,12 @@ def atomic_write(path: str, write, inputs=()) -> None:
         raise
 
 
+def _refuse_special(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise ClayoutError(f"cannot read {path}: it is a {_kind(mode)}, not a regular file; "
+                           "give a .npy file")
+
+
 def _npy_header(path: str, f):
     """(shape, fortran_order, dtype, data offset) of an open .npy file."""
     fmt = np.lib.format
@@ -121,12 +129,22 @@ def load_npy(path: str) -> np.ndarray:
     """A .npy array, its header checked against the file's size first; a
     2-byte void array ('V2', how numpy saves ml_dtypes' bfloat16) is read as
     bf16, and a non-native byte order is converted (losslessly) to native."""
-    try:
-        size = os.stat(path).st_size
-        f = open(path, "rb")
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
+        try:  # a socket cannot be opened at all: say what it is
+            _refuse_special(path, os.stat(path).st_mode)
+        except OSError:
+            pass
         raise ClayoutError(f"cannot read {path}: {exc.strerror}") from None
-    with f:
+    st = os.fstat(fd)
+    try:
+        _refuse_special(path, st.st_mode)
+    except ClayoutError:
+        os.close(fd)
+        raise
+    size = st.st_size
+    with os.fdopen(fd, "rb") as f:
         if size == 0:
             raise ClayoutError(f"{path}: empty file (0 bytes), not a .npy array")
         if f.read(6) != b"\x93NUMPY":
@@ -138,6 +156,8 @@ def load_npy(path: str) -> np.ndarray:
             raise ClayoutError(f"{path}: holds Python objects (a pickled array); give a "
                                "numeric array")
         need = math.prod(shape) * dtype.itemsize
+        check_host_bytes(need, f"{path}: its header's shape {tuple(shape)} {dtype}",
+                         "a corrupt or foreign .npy file?")
         have = size - offset
         if need != have:
             raise ClayoutError(f"{path}: header says shape {tuple(shape)} {dtype} "

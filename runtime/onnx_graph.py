@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ClayoutError
+from .limits import check_host_bytes
 
 FOLDED_OPS = ("Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
 SUBGRAPH_OPS = ("If", "Loop", "Scan")
@@ -114,6 +115,9 @@ def _external_bytes(tensor, nbytes: int, folder: str, where: str) -> bytes:
     except OSError as exc:
         raise ClayoutError(f"{where}: {shown} keeps its data in {location!r}: "
                            f"{exc.strerror}") from None
+    if not os.path.isfile(path):
+        raise ClayoutError(f"{where}: {shown} keeps its data in {location!r}, which is not a "
+                           "regular file")
     if length != nbytes or offset < 0 or offset + length > size:
         raise ClayoutError(f"{where}: {shown} with dims {tuple(tensor.dims)} needs {nbytes} bytes "
                            f"of external data; {location!r} offers {length} at offset {offset} "
@@ -134,7 +138,9 @@ def tensor_array(tensor, where: str, folder: str) -> np.ndarray | None:
         return None
     count = math.prod(dims)
     nbytes = count * dtype.itemsize
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:   # read into memory: checked first
+        check_host_bytes(nbytes, f"{where}: tensor {printable(tensor.name)!r} with dims {dims}",
+                         "a corrupt model?")
         raw = _external_bytes(tensor, nbytes, folder, where)
     elif tensor.HasField("raw_data"):
         raw = tensor.raw_data
