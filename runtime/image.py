@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from . import dtypes
-from .desc import MemoryDesc
+from .desc import MemoryDesc, _ints
 from .errors import ClayoutError
 from .tags import LETTERS, parse_tag
 
@@ -60,7 +60,7 @@ class ImageLayout:
     # -- dims ---------------------------------------------------------------
     def logical_dims(self, dims) -> tuple[int, ...]:
         """The canonical logical dims: 2-D activations (N, C) become (N, C, 1, 1)."""
-        dims = tuple(int(d) for d in dims)
+        dims = _ints(dims, "dims")
         if self.kind == "activation" and len(dims) == 2:
             dims = dims + (1, 1)
         if len(dims) != self.ndims or min(dims, default=0) < 0:

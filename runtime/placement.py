@@ -114,6 +114,8 @@ class LayoutChoice:
 def resolve_limits(limits=None, engine=None) -> tuple[int, int] | None:
     """``limits`` as (width, height), else the engine's device limits, else None."""
     if limits is None:
+        if hasattr(engine, "image_limits"):   # an engine, or any object naming a device's limits
+            return engine.image_limits
         return getattr(engines.get(engine), "image_limits", None)
     return image_limit(limits, "image limits")
 
