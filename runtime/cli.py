@@ -29,7 +29,8 @@ from . import api, dtypes, model, placement, tiles
 from . import engine as engines
 from .desc import MemoryDesc
 from .errors import ClayoutError
-from .fileio import atomic_write, check_output, load_npy, save_npy
+from . import fileio
+from .fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from .image import KINDS, NAMED, image_layout
 from .tags import parse_tag
 
@@ -135,19 +136,11 @@ def tile_path(path: str, tile) -> str:
 
 
 def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
-    """One .npy per tile beside ``path``; on a failure the ones written are removed."""
-    for tile in plan.tiles:
-        check_output(tile_path(path, tile), inputs)
-    written = []
-    try:
-        for tile, arr in zip(plan.tiles, arrays):
-            save_npy(tile_path(path, tile), arr, inputs)
-            written.append(tile_path(path, tile))
-    except BaseException:
-        for done in written:
-            os.unlink(done)
-        raise
-    return written
+    """One .npy per tile beside ``path``, all written before any is renamed
+    into place: a failure leaves every old tile file as it was."""
+    paths = [tile_path(path, tile) for tile in plan.tiles]
+    atomic_write_all([(p, npy_writer(arr)) for p, arr in zip(paths, arrays)], inputs)
+    return paths
 
 
 def cmd_to_image(args) -> int:
@@ -159,6 +152,9 @@ def cmd_to_image(args) -> int:
     max_image = args.max_image
     if args.layout == "any":
         layout, max_image = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
+    if max_image is not None:   # the tile files are outputs too: checked before the work
+        for tile in tiles.tile_plan(layout, desc.dims, max_image).tiles:
+            check_output(tile_path(args.output, tile), [args.input])
     image = api.to_image(arr.reshape(-1), layout, src=tag, dtype=args.dtype,
                          engine=args.engine, dims=desc.dims, max_image=max_image)
     if isinstance(image, tuple):
@@ -547,6 +543,9 @@ class Terminated(BaseException):
 
 
 def _raise_terminated(signum, frame):
+    for name in _Signals.NAMES:   # once: a second signal must not cut the clean-up short
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     raise Terminated(signum)
 
 
@@ -601,6 +600,7 @@ def main(argv=None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if args.command == "bench":
         args.rest = argv[argv.index("bench") + 1:]
+    fileio.COMMITTED.clear()
     try:
         with _Signals():
             return int(args.func(args) or 0)
@@ -613,7 +613,9 @@ def main(argv=None) -> int:
         return 130
     except Terminated as exc:
         name = signal.Signals(exc.signum).name
-        print(f"{PROG}: error: stopped by {name}; nothing was written", file=sys.stderr)
+        done = (f"after writing {', '.join(fileio.COMMITTED)}" if fileio.COMMITTED else
+                "nothing was written")
+        print(f"{PROG}: error: stopped by {name}; {done}", file=sys.stderr)
         return 128 + exc.signum
     except Exception as exc:  # one line, no traceback: every failure is the user's to read
         if os.environ.get("CLAYOUT_DEBUG"):
