@@ -139,6 +139,7 @@ def get(name=None):
         try:
             from .opencl import engine as cl_engine
         except ImportError as exc:
-            raise ClayoutError(f"engine 'opencl' is not available: {exc}") from None
+            raise ClayoutError(f"engine 'opencl' is not available: {exc}; engine='cpu' "
+                               "(--engine cpu) works without OpenCL") from None
         return cl_engine.default()
     return _ENGINES[name]

@@ -47,7 +47,8 @@ def check_host_bytes(nbytes: int, what: str,
     ClayoutError naming ``what``, its size and the limit (then ``hint``)."""
     limit = host_limit()
     if nbytes > limit:
-        raise ClayoutError(f"{what} needs {human(nbytes)} ({nbytes} bytes), over the host "
+        exact = "" if human(nbytes).endswith(" bytes") else f" ({nbytes} bytes)"
+        raise ClayoutError(f"{what} needs {human(nbytes)}{exact}, over the host "
                            f"memory limit of {human(limit)} (physical memory, or "
                            f"CLAYOUT_MAX_BYTES); {hint}")
     return nbytes

@@ -305,8 +305,11 @@ def load(path: str):
     :func:`tensor_array`); anything that is not one is a one-line error."""
     onnx = need_onnx()
     if not os.path.isfile(path):
-        raise ClayoutError(f"{path}: no such file" if not os.path.exists(path) else
-                           f"{path}: not a regular file")
+        if not os.path.exists(path):
+            raise ClayoutError(f"{path}: no such file")
+        from .fileio import _kind
+        raise ClayoutError(f"cannot read {path}: it is a {_kind(os.stat(path).st_mode)}, not a "
+                           "regular file; give an ONNX model")
     if os.path.getsize(path) == 0:
         raise ClayoutError(f"{path}: empty file, not an ONNX model")
     try:
