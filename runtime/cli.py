@@ -245,6 +245,8 @@ def cmd_info(args) -> int:
         layout, _ = choose(args, args.dims, "f32")
     dims = layout.logical_dims(args.dims)
     width, height = layout.image_shape(dims)
+    # planned before the first line is printed: a failure prints only its error
+    plan = tiles.tile_plan(layout, dims, args.max_image) if args.max_image is not None else None
     names = KINDS.get(layout.kind, ",".join("abcdefghijkl"[:layout.ndims]))
     lanes = "4 (RGBA, CL_RGBA)" if layout.lanes == 4 else "1 (CL_R)"
     slots = width * height * layout.lanes
@@ -272,8 +274,7 @@ def cmd_info(args) -> int:
             verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
                                    "; no named layout of this kind fits")
         print(f"limit     {max_w}x{max_h}: {verdict}")
-    if args.max_image is not None:
-        plan = tiles.tile_plan(layout, dims, args.max_image)
+    if plan is not None:
         limit = f"{plan.max_image[0]}x{plan.max_image[1]}"
         print(f"tiles     {limit}: " + ("fits, one image" if not plan.split else
               f"{len(plan.tiles)} tiles, {plan.rows} row(s) x {plan.cols} column(s): "

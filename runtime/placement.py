@@ -137,8 +137,8 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
     try:
         dims = first.logical_dims(dims)
     except ClayoutError:
-        raise ClayoutError(f"role {role!r} takes dims {ROLE_DIMS[role]}; got "
-                           f"{tuple(dims)}") from None
+        shown = tuple(dims) if isinstance(dims, (list, tuple)) else dims
+        raise ClayoutError(f"role {role!r} takes dims {ROLE_DIMS[role]}; got {shown!r}") from None
     limits = resolve_limits(limits, engine)
     measured = []
     for tier, group in enumerate(ROLES[role]):
