@@ -10,7 +10,7 @@ import numpy as np
 
 from . import dtypes
 from . import engine as engines
-from .desc import MemoryDesc
+from .desc import MemoryDesc, _ints
 from .errors import ClayoutError
 from .hostarray import dims_from_shape, physical_input, physical_shape
 from .image import image_layout
@@ -174,7 +174,7 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
     if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
         arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")
     img_dt = dtypes.image_dtype(dtypes.of_array(arr))
-    dims = tuple(int(d) for d in dims)
+    dims = _ints(dims, "dims")
     layout.logical_dims(dims)
     want = layout.array_shape(dims)
     if arr.shape != want:

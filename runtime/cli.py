@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 
-from . import dtypes, model, placement
+from . import dtypes, fileio, model, placement
 from . import engine as engines
 from .commands import (PROG, cmd_bench, cmd_demo, cmd_devices, cmd_from_image, cmd_info,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
@@ -187,6 +187,9 @@ class Terminated(BaseException):
 
 
 def _raise_terminated(signum, frame):
+    for name in _Signals.NAMES:   # once: a second signal must not cut the clean-up short
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     raise Terminated(signum)
 
 
@@ -241,6 +244,7 @@ def main(argv=None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if args.command == "bench":
         args.rest = argv[argv.index("bench") + 1:]
+    fileio.COMMITTED.clear()
     try:
         with _Signals():
             return int(args.func(args) or 0)
@@ -253,7 +257,9 @@ def main(argv=None) -> int:
         return 130
     except Terminated as exc:
         name = signal.Signals(exc.signum).name
-        print(f"{PROG}: error: stopped by {name}; nothing was written", file=sys.stderr)
+        done = (f"after writing {', '.join(fileio.COMMITTED)}" if fileio.COMMITTED else
+                "nothing was written")
+        print(f"{PROG}: error: stopped by {name}; {done}", file=sys.stderr)
         return 128 + exc.signum
     except Exception as exc:  # one line, no traceback: every failure is the user's to read
         if os.environ.get("CLAYOUT_DEBUG"):

@@ -16,7 +16,7 @@ from . import engine as engines
 from .demo import run as run_demo
 from .desc import MemoryDesc
 from .errors import ClayoutError
-from .fileio import atomic_write, check_output, load_npy, save_npy
+from .fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from .image import KINDS, NAMED, image_layout
 from .manifest import summary, table
 from .progress import Progress
@@ -104,19 +104,11 @@ def tile_path(path: str, tile) -> str:
 
 
 def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
-    """One .npy per tile beside ``path``; on a failure the ones written are removed."""
-    for tile in plan.tiles:
-        check_output(tile_path(path, tile), inputs)
-    written = []
-    try:
-        for tile, arr in zip(plan.tiles, arrays):
-            save_npy(tile_path(path, tile), arr, inputs)
-            written.append(tile_path(path, tile))
-    except BaseException:
-        for done in written:
-            os.unlink(done)
-        raise
-    return written
+    """One .npy per tile beside ``path``, all written before any is renamed
+    into place: a failure leaves every old tile file as it was."""
+    paths = [tile_path(path, tile) for tile in plan.tiles]
+    atomic_write_all([(p, npy_writer(arr)) for p, arr in zip(paths, arrays)], inputs)
+    return paths
 
 
 def cmd_to_image(args) -> int:
@@ -128,6 +120,9 @@ def cmd_to_image(args) -> int:
     max_image = args.max_image
     if args.layout == "any":
         layout, max_image = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
+    if max_image is not None:   # the tile files are outputs too: checked before the work
+        for tile in tiles.tile_plan(layout, desc.dims, max_image).tiles:
+            check_output(tile_path(args.output, tile), [args.input])
     image = api.to_image(arr.reshape(-1), layout, src=tag, dtype=args.dtype,
                          engine=args.engine, dims=desc.dims, max_image=max_image)
     if isinstance(image, tuple):
@@ -217,6 +212,8 @@ def cmd_info(args) -> int:
         layout, _ = choose(args, args.dims, "f32")
     dims = layout.logical_dims(args.dims)
     width, height = layout.image_shape(dims)
+    # planned before the first line is printed: a failure prints only its error
+    plan = tiles.tile_plan(layout, dims, args.max_image) if args.max_image is not None else None
     names = KINDS.get(layout.kind, ",".join("abcdefghijkl"[:layout.ndims]))
     lanes = "4 (RGBA, CL_RGBA)" if layout.lanes == 4 else "1 (CL_R)"
     slots = width * height * layout.lanes
@@ -244,8 +241,7 @@ def cmd_info(args) -> int:
             verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
                                    "; no named layout of this kind fits")
         print(f"limit     {max_w}x{max_h}: {verdict}")
-    if args.max_image is not None:
-        plan = tiles.tile_plan(layout, dims, args.max_image)
+    if plan is not None:
         limit = f"{plan.max_image[0]}x{plan.max_image[1]}"
         print(f"tiles     {limit}: " + ("fits, one image" if not plan.split else
               f"{len(plan.tiles)} tiles, {plan.rows} row(s) x {plan.cols} column(s): "

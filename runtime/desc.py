@@ -37,7 +37,11 @@ class Axis:
 
 
 def _ints(values, what: str) -> tuple[int, ...]:
+    """``values`` as a tuple of ints, or a ClayoutError naming ``what`` (a
+    string is refused: '1322' is not the dims 1,3,2,2)."""
     try:
+        if isinstance(values, (str, bytes)):
+            raise TypeError(what)
         out = tuple(int(v) for v in values)
     except (TypeError, ValueError):
         raise ClayoutError(f"{what} must be a sequence of integers, got {values!r}") from None
@@ -103,10 +107,15 @@ class MemoryDesc:
             padded, inner_blks, inner_idxs = extent, (), ()
             order = tuple(sorted(range(nd), key=lambda d: (-out_strides[d], d)))
             self._check_no_overlap(dims, extent, out_strides)
-        if int(offset0) < 0:
+        (offset0,) = _ints((offset0,), "offset0")
+        if offset0 < 0:
             raise ClayoutError(f"offset0 {offset0} must be >= 0")
+        try:
+            fill = float(fill)
+        except (TypeError, ValueError):
+            raise ClayoutError(f"fill must be a number, got {fill!r}") from None
         self._init(dims, dtypes.dtype(dtype), padded, out_strides, inner_blks, inner_idxs,
-                   int(offset0), lower, upper, fill, order)
+                   offset0, lower, upper, fill, order)
 
     # -- construction helpers -------------------------------------------------
     def _init(self, dims, dtype, padded, strides, inner_blks, inner_idxs, offset0,

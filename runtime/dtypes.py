@@ -199,7 +199,7 @@ def convert(x: np.ndarray, dst) -> np.ndarray:
     (or ``x`` itself when the dtype already matches)."""
     # overflow to inf and NaN handling are part of the rules, not accidents
     with np.errstate(over="ignore", invalid="ignore"):
-        return _convert(x, dtype(dst))
+        return _convert(np.asarray(x), dtype(dst))
 
 
 def _convert(x: np.ndarray, dst: DType) -> np.ndarray:

@@ -125,8 +125,11 @@ def get(name=None):
     """The engine named ``name`` (None: $CLAYOUT_ENGINE or 'cpu')."""
     if name is None:
         name = os.environ.get("CLAYOUT_ENGINE", "cpu")
-    if not isinstance(name, str):
-        return name  # an engine object (e.g. an OpenCL engine on the user's context)
+    if not isinstance(name, str):  # an engine object (e.g. an OpenCL engine on the user's context)
+        if not all(callable(getattr(name, m, None)) for m in ("reorder", "to_image", "from_image")):
+            raise ClayoutError(f"engine {name!r}: expected an engine name ({', '.join(NAMES)}) "
+                               "or an engine object with reorder, to_image and from_image")
+        return name
     if name not in NAMES:
         raise ClayoutError(f"unknown engine {name!r}; allowed: {', '.join(NAMES)}")
     if name == "auto":
@@ -136,7 +139,8 @@ def get(name=None):
         try:
             from .opencl import engine as cl_engine
         except ImportError as exc:
-            raise ClayoutError(f"engine 'opencl' is not available: {exc}") from None
+            raise ClayoutError(f"engine 'opencl' is not available: {exc}; engine='cpu' "
+                               "(--engine cpu) works without OpenCL") from None
         return cl_engine.default()
     return _ENGINES[name]
 

@@ -8,15 +8,20 @@ the old file whole and no temporary file behind. Before any work
 
 * an existing output that is not a regular file (a device, FIFO, socket or
   folder): clayout writes regular files only;
+* an existing output the user may not write (a read-only file);
 * an output that is the same file as one of the inputs;
 * a folder that does not exist.
 
-A symbolic link is followed: its target is replaced and the link stays a
-link. Every message names the path the user gave, never the temporary one.
+A symbolic link is followed: its target is replaced (keeping its permission
+bits) and the link stays a link; a dangling link creates its target, when
+the target's folder exists. Every message names the path the user gave,
+never the temporary one. Several outputs (tiles) are all written before the
+first is renamed into place.
 
-Inputs (``load_npy``): the header is read first and the data size it claims is
-compared with the file's, so a header promising petabytes is refused before
-anything is allocated.
+Inputs (``load_npy``): anything but a regular file (a FIFO, device, socket or
+folder) is refused without reading it; the header is read first and the data
+size it claims is compared with the host memory limit and the file's size,
+so a header promising petabytes is refused before anything is allocated.
 
 >>> import tempfile, os
 >>> folder = tempfile.mkdtemp()
@@ -36,33 +41,43 @@ import numpy as np
 
 from . import dtypes
 from .errors import ClayoutError
+from .limits import check_host_bytes
 
 _KINDS = ((stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"),
           (stat.S_ISBLK, "block device"), (stat.S_ISFIFO, "FIFO (named pipe)"),
           (stat.S_ISSOCK, "socket"))
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a stat mode is, in words: 'folder', 'FIFO', 'socket', ..."""
     return next((name for test, name in _KINDS if test(mode)), "special file")
 
 
 def check_output(path: str, inputs=()) -> str:
     """The file ``path`` will be written as (a symlink's target), after
-    refusing a special file, a missing folder or an output that is an input."""
+    refusing a special file, a missing folder, a file without write
+    permission or an output that is an input."""
+    if not path:
+        raise ClayoutError("cannot write '': the output path is empty")
     target = os.path.realpath(path)
     try:
         st = os.stat(target)
     except FileNotFoundError:
         folder = os.path.dirname(target)
         if not os.path.isdir(folder):
+            if os.path.islink(path):   # a dangling link: its target's folder is the missing one
+                raise ClayoutError(f"cannot write {path}: it is a symbolic link to "
+                                   f"{os.readlink(path)}, whose folder does not exist") from None
             raise ClayoutError(f"cannot write {path}: folder {os.path.dirname(path) or '.'} "
                                "does not exist") from None
         return target
     except OSError as exc:
         raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise ClayoutError(f"cannot write {path}: it is a {_kind(st.st_mode)}, not a regular "
+        raise ClayoutError(f"cannot write {path}: it is a {file_kind(st.st_mode)}, not a regular "
                            "file; clayout writes regular files only (choose another path)")
+    if not os.access(target, os.W_OK):   # replacing it would be allowed, but not wanted
+        raise ClayoutError(f"cannot write {path}: Permission denied (the file is read-only)")
     for source in inputs:
         try:
             same = os.path.samefile(target, source)
@@ -74,30 +89,67 @@ def check_output(path: str, inputs=()) -> str:
     return target
 
 
+# outputs renamed into place since the CLI's command began (its last words name them)
+COMMITTED: list[str] = []
+
+
 def atomic_write(path: str, write, inputs=()) -> None:
     """Call ``write(file)`` on a fresh temporary file beside ``path`` (beside
     its target when it is a symlink), then rename it into place; on any
-    failure or signal the temporary file is removed and ``path`` is unchanged."""
-    target = check_output(path, inputs)
-    folder, name = os.path.split(target)
-    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    failure or signal the temporary file is removed and ``path`` is unchanged.
+    A file replaced keeps its permission bits."""
+    atomic_write_all([(path, write)], inputs)
+
+
+def atomic_write_all(outputs, inputs=()) -> None:
+    """``atomic_write`` of several files ``[(path, write), ...]``: every one
+    is written to its temporary file first and the renames come last, so a
+    failure while writing any of them leaves all of the old files as they were."""
+    targets = [check_output(path, inputs) for path, _ in outputs]
+    temps = []
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
-    except OSError as exc:
-        raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        try:
-            with os.fdopen(fd, "wb") as f:
-                write(f)
-            os.replace(tmp, target)
-        except OSError as exc:
-            raise ClayoutError(f"cannot write {path}: {exc.strerror or exc}") from None
+        for (path, write), target in zip(outputs, targets):
+            folder, name = os.path.split(target)
+            tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
+            except OSError as exc:
+                raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
+            temps.append(tmp)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    _keep_mode(f.fileno(), target)
+                    write(f)
+            except OSError as exc:
+                raise ClayoutError(f"cannot write {path}: {exc.strerror or exc}") from None
+        for (path, _), tmp, target in zip(outputs, temps, targets):
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise ClayoutError(f"cannot write {path}: {exc.strerror or exc}") from None
+            COMMITTED.append(path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        for tmp in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:   # renamed into place already, or never made
+                pass
         raise
+
+
+def _keep_mode(fd: int, target: str) -> None:
+    """The permission bits of the file ``target`` replaces (none when new)."""
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return
+    os.fchmod(fd, mode)
+
+
+def _refuse_special(path: str, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        raise ClayoutError(f"cannot read {path}: it is a {file_kind(mode)}, not a regular file; "
+                           "give a .npy file")
 
 
 def _npy_header(path: str, f):
@@ -121,12 +173,22 @@ def load_npy(path: str) -> np.ndarray:
     """A .npy array, its header checked against the file's size first; a
     2-byte void array ('V2', how numpy saves ml_dtypes' bfloat16) is read as
     bf16, and a non-native byte order is converted (losslessly) to native."""
-    try:
-        size = os.stat(path).st_size
-        f = open(path, "rb")
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
+        try:  # a socket cannot be opened at all: say what it is
+            _refuse_special(path, os.stat(path).st_mode)
+        except OSError:
+            pass
         raise ClayoutError(f"cannot read {path}: {exc.strerror}") from None
-    with f:
+    st = os.fstat(fd)
+    try:
+        _refuse_special(path, st.st_mode)
+    except ClayoutError:
+        os.close(fd)
+        raise
+    size = st.st_size
+    with os.fdopen(fd, "rb") as f:
         if size == 0:
             raise ClayoutError(f"{path}: empty file (0 bytes), not a .npy array")
         if f.read(6) != b"\x93NUMPY":
@@ -138,6 +200,8 @@ def load_npy(path: str) -> np.ndarray:
             raise ClayoutError(f"{path}: holds Python objects (a pickled array); give a "
                                "numeric array")
         need = math.prod(shape) * dtype.itemsize
+        check_host_bytes(need, f"{path}: its header's shape {tuple(shape)} {dtype}",
+                         "a corrupt or foreign .npy file?")
         have = size - offset
         if need != have:
             raise ClayoutError(f"{path}: header says shape {tuple(shape)} {dtype} "
@@ -158,7 +222,11 @@ def _read_data(f, shape, fortran: bool, dtype: np.dtype) -> np.ndarray:
     return data.reshape(shape)
 
 
+def npy_writer(arr: np.ndarray):
+    """The ``write(file)`` of ``arr`` as a .npy file, for ``atomic_write``."""
+    return lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
+
+
 def save_npy(path: str, arr: np.ndarray, inputs=()) -> None:
     """Write ``arr`` as a .npy file atomically (see ``atomic_write``)."""
-    atomic_write(path, lambda f: np.save(f, np.ascontiguousarray(arr), allow_pickle=False),
-                 inputs)
+    atomic_write(path, npy_writer(arr), inputs)

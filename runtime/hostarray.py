@@ -35,6 +35,8 @@ def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
 def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
     """Shape an array in ``desc`` is given as: its physical shape for a dense,
     unpadded plain layout (nhwc -> N,H,W,C), else 1-D."""
+    if not isinstance(desc, MemoryDesc):
+        raise ClayoutError(f"physical_shape takes a MemoryDesc, got {type(desc).__name__}")
     if desc.inner_blks or desc.has_padding or desc.offset0 or not desc.is_dense:
         return (desc.span,)
     return tuple(desc.dims[d] for d in desc.order)

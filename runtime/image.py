@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .c_index import Numbers, pixel_expr
 from .cache import LRU
-from .desc import MemoryDesc
+from .desc import MemoryDesc, _ints
 from .errors import ClayoutError
 from .tags import LETTERS, parse_tag
 
@@ -61,7 +61,7 @@ class ImageLayout:
     # -- dims ---------------------------------------------------------------
     def logical_dims(self, dims) -> tuple[int, ...]:
         """The canonical logical dims: 2-D activations (N, C) become (N, C, 1, 1)."""
-        dims = tuple(int(d) for d in dims)
+        dims = _ints(dims, "dims")
         if self.kind == "activation" and len(dims) == 2:
             dims = dims + (1, 1)
         if len(dims) != self.ndims or min(dims, default=0) < 0:

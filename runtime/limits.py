@@ -41,12 +41,14 @@ def human(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-def check_host_bytes(nbytes: int, what: str) -> int:
+def check_host_bytes(nbytes: int, what: str,
+                     hint: str = "check its dims, strides, offset0 and halo") -> int:
     """``nbytes`` when a host array of that size may be allocated, else a
-    ClayoutError naming ``what``, its size and the limit."""
+    ClayoutError naming ``what``, its size and the limit (then ``hint``)."""
     limit = host_limit()
     if nbytes > limit:
-        raise ClayoutError(f"{what} needs {human(nbytes)} ({nbytes} bytes), over the host "
+        exact = "" if human(nbytes).endswith(" bytes") else f" ({nbytes} bytes)"
+        raise ClayoutError(f"{what} needs {human(nbytes)}{exact}, over the host "
                            f"memory limit of {human(limit)} (physical memory, or "
-                           "CLAYOUT_MAX_BYTES); check its dims, strides, offset0 and halo")
+                           f"CLAYOUT_MAX_BYTES); {hint}")
     return nbytes

@@ -23,7 +23,7 @@ import numpy as np
 
 from . import cpu, dtypes
 from . import engine as engines
-from .desc import MemoryDesc
+from .desc import MemoryDesc, _ints
 from .errors import ClayoutError
 from .hostarray import physical_input
 from .image import ImageLayout, image_layout
@@ -49,6 +49,8 @@ def _is_cl(obj, kind: str) -> bool:
 def _engine_for(engine, data, queue):
     """The engine a Memory lives on: the user's queue/context when the data is
     theirs, else ``engine`` (a name or an engine object)."""
+    if queue is not None and not hasattr(queue, "context"):
+        raise ClayoutError(f"queue= takes a pyopencl CommandQueue, got {type(queue).__name__}")
     if queue is not None or _is_cl(data, "buffer") or _is_cl(data, "image"):
         from .opencl.engine import OpenCLEngine, default
         context = queue.context if queue is not None else data.context
@@ -90,7 +92,8 @@ class Memory:
     def image(cls, layout, dims, dtype="f32", engine=None, data=None, queue=None) -> "Memory":
         layout = image_layout(layout)
         dt = dtypes.image_dtype(dtype)
-        dims = layout.logical_dims(dims) if len(tuple(dims)) == layout.ndims else tuple(dims)
+        dims = _ints(dims, "dims")
+        dims = layout.logical_dims(dims) if len(dims) == layout.ndims else dims
         layout.logical_dims(dims)
         return cls(layout.desc(dims, dt), engine, data, queue, _layout=layout, _dims=dims)
 
@@ -161,6 +164,8 @@ class Memory:
                 self.storage = self.engine.new_image(self.layout, self.dims, dt)
                 self._write(np.zeros(self.layout.array_shape(self.dims), dt.np))
             else:
+                check_host_bytes(self.desc.span * dt.itemsize,
+                                 f"image Memory {self.layout.name} of dims {self.dims}")
                 self.storage = np.zeros(self.layout.array_shape(self.dims), dt.np)
         elif _is_cl(data, "image"):
             want = self.layout.image_shape(self.dims)

@@ -67,7 +67,7 @@ import numpy as np
 from . import dtypes, manifest as mf, onnx_graph, placement
 from .api import from_image, to_image
 from .errors import ClayoutError
-from .fileio import atomic_write
+from .fileio import atomic_write, check_output
 from .image import ImageLayout, image_layout
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
 from .tiles import tile_plan
@@ -388,6 +388,7 @@ def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engin
     With ``verify_all`` every tensor of the written bytes is read back (images
     with ``from_image``) and compared with its ONNX weight before the file is
     renamed into place. Returns (manifest, number verified or None)."""
+    check_output(output, [path])   # before the work: a special file, a missing folder, the input
     model = onnx_graph.load(path)
     stored, manifest, originals = convert_model(model, path, dtype, max_image, engine,
                                                 keep_buffers, progress, tiles)
@@ -402,8 +403,16 @@ def convert_file(path: str, output: str, dtype="f32", max_image=MAX_IMAGE, engin
                                + ", ".join(repr(printable(n)) for n in bad[:8])
                                + (" ..." if len(bad) > 8 else "") + f"; {output} not written")
         verified = len(manifest["tensors"])
-    atomic_write(output, lambda f: f.write(data), [path])
+    atomic_write(output, lambda f: _write_chunks(f, data), [path])
     return manifest, verified
+
+
+def _write_chunks(f, data: bytes, chunk: int = 8 << 20) -> None:
+    """``f.write(data)`` in pieces, so that Ctrl-C or SIGTERM stops a large file
+    mid-write (the handler runs between pieces) instead of after it."""
+    view = memoryview(data)
+    for start in range(0, len(view), chunk):
+        f.write(view[start:start + chunk])
 
 
 def weight_arrays(path: str) -> dict[str, np.ndarray]:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ClayoutError
+from .fileio import file_kind
+from .limits import check_host_bytes
 
 # onnx (the optional model extra) is imported inside functions: need_onnx() says
 # what to install; the others run only on a model it loaded.
@@ -116,6 +118,9 @@ def _external_bytes(tensor, nbytes: int, folder: str, where: str) -> bytes:
     except OSError as exc:
         raise ClayoutError(f"{where}: {shown} keeps its data in {location!r}: "
                            f"{exc.strerror}") from None
+    if not os.path.isfile(path):
+        raise ClayoutError(f"{where}: {shown} keeps its data in {location!r}, which is not a "
+                           "regular file")
     if length != nbytes or offset < 0 or offset + length > size:
         raise ClayoutError(f"{where}: {shown} with dims {tuple(tensor.dims)} needs {nbytes} bytes "
                            f"of external data; {location!r} offers {length} at offset {offset} "
@@ -136,7 +141,9 @@ def tensor_array(tensor, where: str, folder: str) -> np.ndarray | None:
         return None
     count = math.prod(dims)
     nbytes = count * dtype.itemsize
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:   # read into memory: checked first
+        check_host_bytes(nbytes, f"{where}: tensor {printable(tensor.name)!r} with dims {dims}",
+                         "a corrupt model?")
         raw = _external_bytes(tensor, nbytes, folder, where)
     elif tensor.HasField("raw_data"):
         raw = tensor.raw_data
@@ -301,8 +308,10 @@ def load(path: str):
     :func:`tensor_array`); anything that is not one is a one-line error."""
     onnx = need_onnx()
     if not os.path.isfile(path):
-        raise ClayoutError(f"{path}: no such file" if not os.path.exists(path) else
-                           f"{path}: not a regular file")
+        if not os.path.exists(path):
+            raise ClayoutError(f"{path}: no such file")
+        raise ClayoutError(f"cannot read {path}: it is a {file_kind(os.stat(path).st_mode)}, not a "
+                           "regular file; give an ONNX model")
     if os.path.getsize(path) == 0:
         raise ClayoutError(f"{path}: empty file, not an ONNX model")
     try:

@@ -114,6 +114,8 @@ class LayoutChoice:
 def resolve_limits(limits=None, engine=None) -> tuple[int, int] | None:
     """``limits`` as (width, height), else the engine's device limits, else None."""
     if limits is None:
+        if hasattr(engine, "image_limits"):   # an engine, or any object naming a device's limits
+            return engine.image_limits
         return getattr(engines.get(engine), "image_limits", None)
     return image_limit(limits, "image limits")
 
@@ -135,8 +137,8 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
     try:
         dims = first.logical_dims(dims)
     except ClayoutError:
-        raise ClayoutError(f"role {role!r} takes dims {ROLE_DIMS[role]}; got "
-                           f"{tuple(dims)}") from None
+        shown = tuple(dims) if isinstance(dims, (list, tuple)) else dims
+        raise ClayoutError(f"role {role!r} takes dims {ROLE_DIMS[role]}; got {shown!r}") from None
     limits = resolve_limits(limits, engine)
     measured = []
     for tier, group in enumerate(ROLES[role]):

@@ -113,6 +113,9 @@ class TilePlan:
                                    f"{dtypes.of_array(arr).name} but tile 0 has {first.name}")
 
 
+MAX_TILES = 1 << 16   # more tiles than this is a mistake in the dims or the limit
+
+
 def image_limit(value, what: str = "max_image") -> tuple[int, int]:
     """``value`` as a (max width, max height) pair of positive pixel counts."""
     try:
@@ -138,6 +141,11 @@ def tile_plan(layout, dims, max_image) -> TilePlan:
         max_w, max_h = max(max_w, width), max(max_h, height)
     else:
         rows, cols = math.ceil(height / max_h), math.ceil(width / max_w)
+        if rows * cols > MAX_TILES:   # each tile is an object and an array: refuse, not swap
+            raise ClayoutError(f"the {layout.name} image of dims {dims} is {width}x{height} "
+                               f"pixels: {rows} x {cols} = {rows * cols} tiles of at most "
+                               f"{max_w}x{max_h}, over the limit of {MAX_TILES} tiles; raise "
+                               "max_image (--max-image) or check the dims")
     tiles = tuple(Tile(r * cols + c, r, c, c * max_w, r * max_h,
                        min(max_w, width - c * max_w), min(max_h, height - r * max_h))
                   for r in range(rows) for c in range(cols))

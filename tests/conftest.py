@@ -1,10 +1,16 @@
 """Shared test helpers: ``bits()`` (the one raw-bits view every test compares
-with), and the OpenCL fixtures: the engine, and the rule that an OpenCL test
-never skips in CI (CI=true has PoCL: no device there is a failure)."""
+with), ``run`` and ``run_sub`` (the clayout command in-process and as a
+subprocess), and the OpenCL fixtures: the engine, and the rule that an OpenCL
+test never skips in CI (CI=true has PoCL: no device there is a failure)."""
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -13,6 +19,29 @@ def bits(a) -> np.ndarray:
     """Raw bits of an array (NaN == NaN, -0.0 != 0.0)."""
     a = np.ascontiguousarray(a)
     return a.view(BITS[a.dtype.itemsize])
+
+
+def run(capsys, *argv):
+    """main() in-process: (exit code, stdout, stderr)."""
+    from runtime import cli
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_sub(*argv, cwd=None, env=None, timeout=60):
+    """``python -m runtime ARGV`` as a subprocess (CompletedProcess, text);
+    ``env``: variables to set, or to remove where the value is None
+    (CLAYOUT_DEBUG is removed unless given)."""
+    full = dict(os.environ, PYTHONPATH=str(ROOT))
+    full.pop("CLAYOUT_DEBUG", None)
+    for key, value in (env or {}).items():
+        if value is None:
+            full.pop(key, None)
+        else:
+            full[key] = value
+    return subprocess.run([sys.executable, "-m", "runtime", *map(str, argv)], capture_output=True,
+                          text=True, cwd=cwd, env=full, timeout=timeout)
 
 
 def require(what: str, ok: bool, why: str = "") -> None:

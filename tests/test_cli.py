@@ -5,7 +5,6 @@ failure must exit 1 (2 for usage errors) with one `clayout: error:` line, no
 traceback, and no output or temporary file left behind.
 """
 import json
-import os
 import subprocess
 import sys
 import types
@@ -19,7 +18,7 @@ from runtime import cli, dtypes, engine, model, reference
 from runtime.desc import MemoryDesc
 from runtime.manifest import steps_of, stored_image
 
-from conftest import bits
+from conftest import bits, run, run_sub
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -28,20 +27,6 @@ from safetensors.numpy import load_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(7)
-
-
-def run(capsys, *argv):
-    """main() in-process: (exit code, stdout, stderr)."""
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def run_sub(*argv, cwd=None):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop("CLAYOUT_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "runtime", *map(str, argv)], capture_output=True,
-                          text=True, cwd=cwd, env=env, timeout=60)
 
 
 def same_bits(a, b):

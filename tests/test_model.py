@@ -25,6 +25,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
+from conftest import run  # noqa: E402
+
 RNG = np.random.default_rng(11)
 
 
@@ -54,12 +56,6 @@ def build(tmp_path, nodes, inits=(), opset=13, name="m.onnx", inputs=None, **sav
 def const(name, array, node_name=None):
     return helper.make_node("Constant", [], [name], name=node_name or f"c_{name}",
                             value=numpy_helper.from_array(np.asarray(array), name))
-
-
-def run(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def convert(tmp_path, capsys, path, *extra):

@@ -11,9 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import runtime
-from runtime import ClayoutError, choose_layout, cli, layout_choice, tile_plan
+from runtime import ClayoutError, choose_layout, layout_choice, tile_plan
 from runtime.image import NAMED
 
+from conftest import run
 from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims
 
 DOCUMENTED = {
@@ -275,12 +276,6 @@ def test_max_image_over_the_device_limit_is_refused(cl_engine):
 
 
 # -- the command line ---------------------------------------------------------------------
-def run(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_cli_to_image_writes_tiles_and_from_image_reads_them(tmp_path, capsys):
     x = fill("f32", 2 * 9 * 3 * 5, 1, "mixed").reshape(2, 9, 3, 5)
     np.save(tmp_path / "x.npy", x)

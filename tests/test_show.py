@@ -8,7 +8,7 @@ import pytest
 import runtime
 from runtime import cli, commands, figure, reference
 
-from conftest import require
+from conftest import require, run
 
 try:
     import matplotlib  # noqa: F401  (the plot extra; `make test` installs it)
@@ -23,12 +23,6 @@ def plot():
     require("matplotlib (pip install 'clayout[plot]')", HAVE_MATPLOTLIB)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def run(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from runtime import ClayoutError, cli, commands, engine, image_layout
 from runtime.image import NAMED
 from runtime.where import explain
 
+from conftest import run
 from strategies import SETTINGS, small_dims
 
 REF = engine.get("reference")
@@ -126,12 +127,6 @@ def test_where_formulas_evaluate_to_the_answer(name):
 
 
 # -- the command -----------------------------------------------------------------------------
-def run(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_where_pixel_prints_the_index_and_formula(capsys):
     code, out, err = run(capsys, "where", "in_out_channel", "--dims", "1,17,5,7",
                          "--pixel", "30,2,0")
