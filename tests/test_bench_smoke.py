@@ -17,4 +17,5 @@ def test_opencl_rows_tiny(cl_engine):
     lines = []
     rows = cl_bench.run([bench.SIZES["tiny"]], lines.append, engine=cl_engine, repeats=1)
     assert len(rows) == 6 and lines[0].startswith("OpenCL device:")
-    assert all(r["ms"] > 0 and r["limit_ms"] > 0 and r["host_out_ms"] > 0 for r in rows)
+    assert all(r["ms"] > 0 and r["limit_ms"] > 0 and r["host_out_ms"] > 0 and r["unbaked_ms"] > 0
+               for r in rows)

@@ -212,12 +212,10 @@ def render_kernel(src: Source, dst: MemoryDesc, dst_layout: ImageLayout | None,
     if bake:
         checked = [d for d in range(nd) if dst.halo_lower[d] or dst.padded_dims[d] > dst.dims[d]]
         tails = [d for d in range(nd) if dst.padded_dims[d] > dst.extent[d]]
-    else:   # structure: which blocked dims have a tail; a halo touches every dim.
-        # Checks on dims without a tail would cost a branch per element whose
-        # other side (lane by lane loads) the compiler runs for every element
-        # of a vectorized loop: at 1x64x224x224 they made the kernel 1.8x slower.
-        with_tail = tuple(d for d in blocked if dst.padded_dims[d] > dst.dims[d])
-        checked = list(range(nd)) if halo else list(with_tail)
+    else:   # structure only: blocked dims may have a tail, a halo touches every dim
+        # (not specialized on whether a tail is there: a model's weights would
+        # need twice the programs; a shape converted often is baked anyway)
+        checked = list(range(nd)) if halo else blocked
         tails = blocked if halo else []
     limit = {d: num(dst.dims[d]) for d in checked}
     common = [f"i{d} < {limit[d]}" for d in checked if d != vdim]
@@ -327,7 +325,7 @@ def render_kernel(src: Source, dst: MemoryDesc, dst_layout: ImageLayout | None,
     family = (structure(src.desc), src.layout.name if src.layout else None, structure(dst),
               dst_layout.name if dst_layout else None, vector, run,
               dst.axes.index(tile) if dst_layout is None and tile else None, index_type,
-              aliased, bake, tuple(checked))
+              aliased, bake)
     local = (GENERIC_LOCAL,) if not bake else _local(sizes, dst_layout is not None, gather, far)
     return Kernel(source, sizes, local, vector,
                   src.layout is not None, dst_layout is not None, shape, args, not bake, family)
