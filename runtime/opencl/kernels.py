@@ -56,7 +56,7 @@ def specialize_bytes() -> int:
 # A conversion of at least this many bytes converted more than
 # ``specialize_after()`` times with the same shape gets its baked program: the
 # per-frame activation of an inference engine pays one build for a kernel
-# 2-5x faster (at 1x64x224x224 f32 a staged image took 2.0 ms generic, 0.8 ms
+# 2-5x faster (at 1x64x224x224 f32 a staged image took 2.1 ms generic, 0.6 ms
 # baked); a weight converted once never does.
 HOT_BYTES = 256 << 10
 DEFAULT_SPECIALIZE_AFTER = 8
