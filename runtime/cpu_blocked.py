@@ -23,6 +23,11 @@ _UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
 L1_BYTES = 32 << 10   # source or destination lines one pass of the inner axis may touch
 
 
+def unsigned(dtype) -> np.dtype:
+    """The unsigned integer of dtype's size: np.positive of it copies bits."""
+    return _UINT[np.dtype(dtype).itemsize]
+
+
 def blockable(dst_v: np.ndarray, src_v: np.ndarray) -> tuple[int, int] | None:
     """(inner axis, partner axis) when the copy is a transpose worth blocking:
     same dtype of 1, 2, 4 or 8 bytes, and the two sides contiguous along
@@ -88,6 +93,16 @@ def _chunks(d: np.ndarray, s: np.ndarray, parts: int):
         bounds = [n * k // parts for k in range(parts + 1)]
         return [(d[a:b], s[a:b]) for a, b in zip(bounds, bounds[1:]) if a < b]
     return [c for k in range(n) for c in _chunks(d[k], s[k], -(-parts // n))]
+
+
+def loop_order(dst_v: np.ndarray, inner: int, partner: int) -> list[int]:
+    """The axes as one unblocked ``np.positive`` should walk them (transpose
+    both sides by it): the rest in the destination's order, then partner, then
+    inner. For copies into a buffer already in cache, where whole runs over
+    the source matter more than L1 blocks."""
+    rest = sorted((i for i in range(dst_v.ndim) if i not in (inner, partner)),
+                  key=lambda i: -abs(dst_v.strides[i]))
+    return rest + [partner, inner]
 
 
 def jobs(dst_v: np.ndarray, src_v: np.ndarray, inner: int, partner: int, tile_elems: int,
