@@ -10,11 +10,14 @@ A reorder is planned once per (src desc, dst desc) and applied cheaply:
    (a tail such as C=17 in 16c blocks is its own box);
 3. *apply*: each box pair is one ``np.copyto`` between ``as_strided`` views
    (``_as_wide_items``), cut into cache-sized tiles spread over threads
-   (``_copy_in_tiles``; numpy releases the GIL).
+   (``_copy_in_tiles``; numpy releases the GIL); a transpose of 1- to 8-byte
+   items is instead walked block by block by one ufunc per piece
+   (runtime.cpu_blocked).
 
 Padding of the destination (block tails: zero; halo: the fill value) is
 written the same way, box by box, so nothing outside the desc's footprint is
-touched. A pair whose blocks do not form a chain, or whose dims differ by a
+touched; where one box pair's rows tile a dense destination, its zeros and
+data go out together, row block by row block (runtime.cpu_rows). A pair whose blocks do not form a chain, or whose dims differ by a
 logical reshape, goes through a plain logical intermediate (two copies).
 
 Threads: plans are frozen and their cache is thread-safe; the worker pool is
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import dtypes
+from . import cpu_blocked, cpu_rows, dtypes
 from .cache import LRU
 from .desc import MemoryDesc
 
@@ -261,19 +264,13 @@ def _peelable_inner_axis(dst_v: np.ndarray, src_v: np.ndarray, tile) -> int | No
     return None
 
 
-def _row_pitch(run: int, itemsize: int) -> int:
-    """Elements per staged row: padded by one cache line when the row's bytes
-    are a multiple of 1 KiB, so that rows do not alias in the L1 cache."""
-    return run + 64 // itemsize if (run * itemsize) % 1024 == 0 else run
-
-
 def _staged_elems(tile, src_order, itemsize: int) -> int:
     shape = [tile[i] for i in src_order]
-    return math.prod(shape[:-1]) * _row_pitch(shape[-1], itemsize)
+    return math.prod(shape[:-1]) * cpu_rows.row_pitch(shape[-1], itemsize)
 
 
 def _staging_view(tmp: np.ndarray, shape, itemsize: int) -> np.ndarray:
-    pitch = _row_pitch(shape[-1], itemsize)
+    pitch = cpu_rows.row_pitch(shape[-1], itemsize)
     rows = math.prod(shape[:-1])
     return tmp[:rows * pitch].reshape(rows, pitch)[:, :shape[-1]].reshape(shape)
 
@@ -286,6 +283,11 @@ def _copy_in_tiles(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, th
 
     if dst_v.size <= SMALL_ELEMS or not threads:
         put(dst_v, src_v)
+        return
+    axes = cpu_blocked.blockable(dst_v, src_v)
+    if axes is not None:  # 1x64x512x512 f32 NCHW->nChw16c: 9.4 -> 6.2 ms (2 threads)
+        parts = cpu_blocked.jobs(dst_v, src_v, *axes, TILE_ELEMS, 4 * THREADS)
+        _run_all([lambda d=d, s=s: np.positive(s, out=d) for d, s in parts])
         return
     nd = dst_v.ndim
     tile = _tiles(dst_v.shape, src_v.strides, dst_v.strides)
@@ -322,6 +324,17 @@ def _copy_in_tiles(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, th
     per = -(-len(starts) // THREADS)
     futures = [_pool().submit(work, starts[i:i + per]) for i in range(0, len(starts), per)]
     for f in futures:
+        f.result()
+
+
+def _run_all(calls) -> None:
+    """Run the calls over the pool (in order of submission: the pool takes
+    them first come, first served) and wait for all."""
+    if THREADS == 1 or len(calls) == 1:
+        for c in calls:
+            c()
+        return
+    for f in [_pool().submit(c) for c in calls]:
         f.result()
 
 
@@ -376,15 +389,34 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
         reorder_into(tmp, plain, dst_buf, dst, threads, zeroed)
         return
     zero_fills = [v for v, what in p.fills if what == "zero"]
+    pairs = p.pairs
     if zero_fills and dst.is_dense and not zeroed:
-        dst_buf[dst.offset0:dst.span] = 0   # one memset instead of many thin tail boxes
+        rows = _zero_in_rows(src_buf, dst_buf, dst, pairs, threads)
+        if rows:  # the pair and the zeros around it written in one pass
+            pairs = ()
+        else:
+            dst_buf[dst.offset0:dst.span] = 0   # one memset instead of many thin tail boxes
         zeroed = True
+    for s, d in pairs:
+        s_arr, d_arr = _as_wide_items(src_buf, s, dst_buf, d)
+        _copy_in_tiles(d_arr, s_arr, dst.dtype, threads)
+    # halo boxes after the data (the two never overlap): the row path zeroes whole rows
     for view, what in p.fills:
         if what == "halo" or not zeroed:
             np.copyto(view.of(dst_buf), fill_value(dst, what))
-    for s, d in p.pairs:
-        s_arr, d_arr = _as_wide_items(src_buf, s, dst_buf, d)
-        _copy_in_tiles(d_arr, s_arr, dst.dtype, threads)
+
+
+def _zero_in_rows(src_buf, dst_buf, dst: MemoryDesc, pairs, threads: bool) -> bool:
+    """The one pair, and zeros in the rest of dst, through cache-sized row
+    blocks (runtime.cpu_rows) when its rows tile dst; False when they do not."""
+    if len(pairs) != 1 or not threads or math.prod(pairs[0][1].shape) <= SMALL_ELEMS:
+        return False
+
+    def put(into, src):
+        np.copyto(into, src if src.dtype == into.dtype else dtypes.convert(src, dst.dtype))
+
+    return cpu_rows.copy_rows(src_buf, pairs[0][0], dst_buf, pairs[0][1], dst.offset0, dst.span,
+                              put, _run_all, THREADS)
 
 
 def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:

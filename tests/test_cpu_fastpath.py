@@ -56,3 +56,33 @@ def test_reorder_into_leaves_outside_footprint_alone():
     cpu.reorder_into(x, MemoryDesc((2, 16, 9, 9)), buf, sub)
     logical = reference.read_logical(buf, parent)
     assert (logical[:, 16:] == 1).all() and (logical[:, :16] == 7).all()
+
+
+@pytest.mark.parametrize("stage_bytes", [1 << 12, 1 << 19])  # many row blocks with a remainder; few
+@pytest.mark.parametrize("src_tag, dst, dims", [
+    ("oihw", "image:conv2d_filter", (1, 20, 37, 61)),        # O=1: three zero lanes of four
+    ("nchw", "image:in_out_channel", (3, 3, 37, 61)),        # C=3: one zero lane
+    ("nhwc", "image:in_out_channel", (1, 3, 91, 61)),
+    ("nchw", "nChw16c", (2, 9, 37, 61)),                     # C=9 in 16c: one box, 7 zero lanes
+])
+@pytest.mark.parametrize("dtypes", [("f32", "f32"), ("f16", "f16"), ("s8", "s8"), ("f32", "f16")])
+def test_zero_padding_written_in_row_blocks(monkeypatch, stage_bytes, src_tag, dst, dims, dtypes):
+    """A dense destination with zero padding, into a buffer of junk: the data
+    and the zeros are written row block by row block (runtime.cpu_rows), and
+    every element of the buffer gets the reference's bits."""
+    from runtime import cpu_rows
+    from runtime.bench import dst_desc
+    calls = []
+    monkeypatch.setattr(cpu_rows, "STAGE_BYTES", stage_bytes)
+    real = cpu_rows.copy_rows
+    monkeypatch.setattr(cpu_rows, "copy_rows", lambda *a: calls.append(1) or real(*a))
+    src = MemoryDesc(dims, dtypes[0], tag=src_tag)
+    dstd = dst_desc(dst, dims, dtypes[1])
+    assert src.nelems > cpu.SMALL_ELEMS
+    x = np.random.default_rng(3).integers(-100, 100, src.span).astype(src.dtype.np)
+    want = reference.reorder(x, src, dstd)
+    buf = np.frombuffer(np.full(dstd.span * dstd.dtype.itemsize, 0xA5, np.uint8).tobytes(),
+                        dtype=dstd.dtype.np).copy()
+    cpu.reorder_into(x, src, buf, dstd)
+    assert calls, "the row-block path was not taken"
+    assert np.array_equal(buf.view(dstd.dtype.bits), want.view(dstd.dtype.bits))
