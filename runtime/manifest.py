@@ -6,15 +6,15 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
 * ``tensors``: one entry per stored tensor. An image entry has ``role``,
   ``layout`` (they differ after a ``--max-image`` fallback, which also sets
   ``fallback_from``), ``choice`` (why that layout: runtime.placement's reason,
-  with the size of every candidate it rejected), logical ``dims``, image ``width``/``height``, ``dtype``,
-  ``bytes``, the ONNX ``onnx_shape``/``onnx_dtype``, the ``consumer`` node, the
+  with the size of every candidate it rejected), logical ``dims``, image
+  ``width``/``height``, ``dtype``, ``bytes``, the ONNX ``onnx_shape``/``onnx_dtype``, the ``consumer`` node, the
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
   buffer entry (``--keep-buffers``) has ``role: "buffer"``, a plain ``tag`` and
   ``dims`` instead of a layout, plus ``image_role`` and ``reason``. A tiled
   entry (an image over ``--max-image`` in every layout of its kind) is an image
-  entry whose ``width``/``height`` are the whole image's, with ``tiles``: one ``{key, row, col, x0, y0, width, height}`` per tile in
-  row-major order, each stored as its own tensor under ``key``
+  entry whose ``width``/``height`` are the whole image's, with ``tiles``: one
+  ``{key, row, col, x0, y0, width, height}`` per tile in row-major order, each stored as its own tensor under ``key``
   (``NAME.tile-R-C``) and covering pixels x in [x0, x0 + width), y in [y0, y0
   + height) of the whole image (the rule of :mod:`runtime.tiles`).
 * ``skipped``: every other constant, with ``consumer`` and ``reason``.

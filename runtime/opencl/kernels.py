@@ -161,7 +161,8 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
             def to_src(names, num):   # logical index -> the image dims' index
                 return image_names(layout, dst.dims, names, num)
             mapped = {d: g for d, g in unchanged_dims(layout).items() if d < dst.ndims}
-            return render_kernel(Source(image, None, image.dims, to_src, mapped), dst, None, bake=bake)
+            return render_kernel(Source(image, None, image.dims, to_src, mapped), dst, None,
+                                 bake=bake)
         return render_kernel(Source(image, layout, dst.dims, _identity, {}), dst, None, bake=bake)
     return _cached("from_image", (layout, dt.name, _key(dst), staged), (image, dst), make)
 

@@ -121,10 +121,12 @@ def _work_item_ids(sizes, num: Numbers) -> tuple[str, str]:
                 "g2 = get_global_id(2);",
                 " || ".join(f"g{i} >= {num(n)}" for i, n in enumerate(sizes)))
     total = num(math.prod(sizes))
-    g01 = num.mod("t", sizes[0] * sizes[1], key="t01")
-    return (f"const idx_t t = get_global_id(0), g01 = {g01};\n"
-            f"    const idx_t g0 = {num.mod('g01', sizes[0], key='t0')}, "
-            f"g1 = {num.div('g01', sizes[0], key='t0')}, g2 = {num.div('t', sizes[0] * sizes[1], key='t01')};",
+    s0, s01 = sizes[0], sizes[0] * sizes[1]
+    g2 = num.div("t", s01, key="t01")
+    g01 = f"t - g2 * {num(s01, key='t01')}"
+    g1 = num.div("g01", s0, key="t0")
+    return (f"const idx_t t = get_global_id(0), g2 = {g2}, g01 = {g01};\n"
+            f"    const idx_t g1 = {g1}, g0 = g01 - g1 * {num(s0, key='t0')};",
             f"t >= {total}")
 
 
