@@ -230,6 +230,35 @@ class MemoryDesc:
     def has_padding(self) -> bool:
         return self.padded_dims != self.dims
 
+    def linear_strides(self) -> tuple[int, ...] | None:
+        """The stride of each dim when every element sits at offset0 +
+        sum(idx[d] * stride[d]): each dim's blocks fold back into one stride
+        (``A4a`` over W: (w / 4) * 4 + w % 4 = w) and there is no halo; None
+        otherwise. A dim of size 1 gets 0.
+
+        >>> MemoryDesc((10,), tag="A4a").linear_strides()
+        (1,)
+        >>> MemoryDesc((2, 3, 5), tag="aCb4c").linear_strides() is None
+        True
+        """
+        if any(self.halo_lower) or any(self.halo_upper):
+            return None
+        out = []
+        for d in range(self.ndims):
+            if self.dims[d] == 1:
+                out.append(0)
+                continue
+            stride = block = None
+            for a in sorted((a for a in self.axes if a.dim == d), key=lambda a: a.div):
+                if stride is None:
+                    stride, block = a.stride, a.size
+                elif a.stride != block * stride:
+                    return None
+                else:
+                    block *= a.size
+            out.append(stride)
+        return tuple(out)
+
     # -- index math -----------------------------------------------------------
     def offset(self, idx) -> int:
         """Element offset of logical index ``idx`` (oneDNN's walk: inner blocks

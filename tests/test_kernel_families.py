@@ -8,6 +8,8 @@ give exactly one source per family, and the engine builds each at most once.
 import numpy as np
 import pytest
 
+import runtime
+
 from runtime import IMAGE_LAYOUTS, ClayoutError, MemoryDesc
 from runtime.opencl import kernels, programs
 
@@ -63,9 +65,12 @@ def test_few_families_over_many_shapes():
     # vary with the dims, nothing else does
     plans = [kernels.plan_to_image(MemoryDesc(d), IMAGE_LAYOUTS["in_out_channel"], "f32", True)
              for d in ACTIVATIONS]
+    copies = [d for d, k in zip(ACTIVATIONS, plans) if k.copy is not None]
+    assert copies == [(1, 1, 1, 1)]       # one element and a zero tail: a byte copy
+    plans = [k for k in plans if k.copy is None]
     assert all(k.generic for k in plans)
     assert len(_sweep(plans)) <= 3
-    assert len({k.args for k in plans}) == len(ACTIVATIONS)   # the numbers differ
+    assert len({k.args for k in plans}) == len(plans)   # the numbers differ
 
 
 def test_the_engine_builds_each_family_once(cl_engine):
@@ -164,3 +169,36 @@ def test_the_baked_program_gives_the_same_bits(cl_engine, monkeypatch):
     images = [cl_engine.to_image(x.reshape(-1), layout, src, "f16") for _ in range(4)]
     assert not kernels.plan_to_image(src, layout, "f16", cl_engine.staged(layout, "f16")).generic
     assert all(np.array_equal(images[0].view(np.uint16), im.view(np.uint16)) for im in images)
+
+
+@pytest.mark.parametrize("src, dst, copy", [
+    (MemoryDesc((10,)), MemoryDesc((10,), tag="A4a"), (40, 48)),           # bias -> argument
+    (MemoryDesc((2, 3, 8)), MemoryDesc((2, 3, 8), tag="abC4c"), (192, 192)),
+    (MemoryDesc((2, 3, 5)), MemoryDesc((2, 3, 5), tag="abC4c"), None),     # row pitch 8, not 5
+    (MemoryDesc((10,)), MemoryDesc((10,), "f16", tag="A4a"), None),        # a dtype conversion
+    (MemoryDesc((2, 3, 4)), MemoryDesc((2, 3, 4), tag="acb"), None),       # a transpose
+    (MemoryDesc((2, 3, 4), strides=(24, 8, 1)), MemoryDesc((2, 3, 4)), None),   # a gap
+])
+def test_a_conversion_that_moves_nothing_is_a_byte_copy(src, dst, copy):
+    assert kernels.plan_reorder(src, dst).copy == copy
+
+
+def test_copies_build_no_program_and_give_the_reference_bits(cl_engine):
+    """Biases onto argument images (a model has one per layer) and back: the
+    vector plus a zero tail, with no program built."""
+    programs.clear_cache()
+    before = programs.STATS["builds"]
+    layout = IMAGE_LAYOUTS["argument"]
+    for w in (1, 4, 7, 16, 33):
+        x = np.random.default_rng(w).standard_normal(w).astype(np.float32)
+        x[0] = np.float32("nan")
+        desc = MemoryDesc((w,))
+        img = cl_engine.to_image(x, layout, desc, "f32")
+        want = runtime.engine.get("reference").to_image(x, layout, desc, "f32")
+        assert np.array_equal(img.view(np.uint32), want.view(np.uint32))
+        back = cl_engine.from_image(img, layout, desc)
+        assert np.array_equal(back.view(np.uint32), x.view(np.uint32))
+        mem = runtime.Memory.from_numpy(x, desc, engine=cl_engine)
+        img_mem = runtime.to_image(mem, layout)
+        assert np.array_equal(img_mem.to_numpy().view(np.uint32), want.view(np.uint32))
+    assert programs.STATS["builds"] == before

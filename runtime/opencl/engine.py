@@ -137,6 +137,14 @@ class OpenCLEngine:
 
     # -- device-side conversions (nothing crosses to the host) -----------------------
     def _launch(self, plan: kernels.Kernel, src, dst, wait_for=None) -> cl.Event:
+        if plan.copy is not None:   # a byte copy and a zero tail: no program
+            count, total = plan.copy
+            events = [cl.enqueue_copy(self.queue, dst, src, byte_count=count,
+                                      wait_for=wait_for or None)]
+            if total > count:
+                events.append(cl.enqueue_fill_buffer(self.queue, dst, np.uint8(0), count,
+                                                     total - count, wait_for=wait_for or None))
+            return cl.enqueue_marker(self.queue, wait_for=events)
         knl = programs.kernel(self.context, plan.source)
         with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
             knl.set_args(src, dst, *plan.args)

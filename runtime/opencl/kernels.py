@@ -36,7 +36,7 @@ from ..c_index import image_names, logical_names, unchanged_dims
 from ..desc import MemoryDesc
 from ..errors import ClayoutError
 from ..image import ImageLayout, image_layout
-from .render import Kernel, Source, render_kernel
+from .render import Kernel, Source, copy_kernel, render_kernel
 
 DEFAULT_SPECIALIZE_BYTES = 16 << 20
 
@@ -125,6 +125,9 @@ def plan_reorder(src: MemoryDesc, dst: MemoryDesc, aliased: bool = False) -> Ker
     may be the same buffer (no ``restrict``); each element is then read and
     written by the same work item, so an in-place same-desc pass is safe."""
     def make(bake):
+        copy = None if aliased else copy_kernel(src, dst)
+        if copy is not None:
+            return copy
         source = Source(src, None, src.dims, _identity, {d: d for d in range(src.ndims)})
         return render_kernel(source, dst, None, aliased=aliased, bake=bake)
     return _cached("reorder", (_key(src), _key(dst), aliased), (src, dst), make)
@@ -139,6 +142,10 @@ def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
     image = layout.desc(src.dims, dt)
 
     def make(bake):
+        copy = copy_kernel(src, image) if staged and image.dims == src.dims else None
+        if copy is not None:
+            return copy
+
         def to_src(names, num):   # image index -> the source's logical index
             return logical_names(layout, src.dims, names, num, src.ndims)
         mapped = {g: d for d, g in unchanged_dims(layout).items() if d < src.ndims}
@@ -157,6 +164,9 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
     image = layout.desc(dst.dims, dt)
 
     def make(bake):
+        copy = copy_kernel(image, dst) if staged and image.dims == dst.dims else None
+        if copy is not None:
+            return copy
         if staged:
             def to_src(names, num):   # logical index -> the image dims' index
                 return image_names(layout, dst.dims, names, num)

@@ -49,6 +49,7 @@ class Kernel:
     args: tuple = ()                 # values of the scalar arguments after src, dst
     generic: bool = False            # numbers passed as arguments (shared program)
     family: tuple = ()               # what the source of a generic kernel depends on
+    copy: tuple[int, int] | None = None   # no kernel: copy this many bytes, zero up to that many
 
     @property
     def launch(self) -> tuple[int, ...]:
@@ -57,6 +58,27 @@ class Kernel:
         to its one group size (the kernel decodes (g0, g1, g2) from it)."""
         sizes = (math.prod(self.sizes),) if self.generic else self.sizes
         return tuple(-(-s // lo) * lo for s, lo in zip(sizes, self.local))
+
+
+def copy_kernel(src: MemoryDesc, dst: MemoryDesc) -> Kernel | None:
+    """A conversion that is a byte copy, or None: the same dtype on both sides,
+    every element at the same offset (``linear_strides``), those offsets
+    filling [0, n) (row-major in some order), so the first n elements move as
+    they are and the rest of dst, its padding, is zero (a bias onto an
+    ``argument`` image: the vector plus a zero tail). It needs no program."""
+    if src.dtype != dst.dtype or src.offset0 or dst.offset0 or src.is_zero:
+        return None
+    a, b = src.linear_strides(), dst.linear_strides()
+    if a is None or a != b:
+        return None
+    expect = 1
+    for stride, n in sorted((s, n) for s, n in zip(a, src.dims) if n > 1):
+        if stride != expect:
+            return None
+        expect *= n
+    item = src.dtype.itemsize
+    return Kernel("", (0, 0, 0), (1, 1, 1), 1, False, False, None,
+                  copy=(src.nelems * item, dst.span * item))
 
 
 def _vector_width(size: int, stride: int, itemsize: int, limit: int = 16) -> int:
