@@ -203,3 +203,24 @@ def test_memory_steps_on_an_out_of_order_queue_with_barriers(request):
     assert np.array_equal(bits(back.to_numpy()),
                           bits(ref.from_image(want_img, runtime.image_layout("in_out_channel"),
                                               back.desc)))
+
+
+def test_a_shape_turning_hot_under_threads(request, monkeypatch):
+    """Eight threads convert one shape of 275 KiB on one engine while it
+    switches from its family's generic program to its baked one (after 2
+    calls here): every result has the single-threaded bits."""
+    from runtime.opencl import kernels
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")
+    monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
+    eng = _engine(request, "opencl-staged")
+    dims = (1, 61, 33, 35)
+    x = _values(dims, "f32", 5)
+    kernels.clear_cache()
+    want = to_image(x, "in_out_height", dtype="f16", engine=eng)
+    kernels.clear_cache()      # the threads start on the generic program again
+    got = _run_threads(lambda t, k: [to_image(x, "in_out_height", dtype="f16", engine=eng)]
+                       if k < 12 else [])
+    assert all(np.array_equal(bits(r[0]), bits(want)) for r in got.values() if r)
+    src = MemoryDesc(dims)
+    layout = runtime.image_layout("in_out_height")
+    assert not kernels.plan_to_image(src, layout, "f16", eng.staged(layout, "f16")).generic
