@@ -15,27 +15,17 @@ their defaults are listed in docs/engines.md ("Caches").
 """
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
-from .errors import ClayoutError
+from .settings import env_int
 
 REGISTRY: dict[str, "LRU"] = {}
 
 
 def cache_size(env: str, default: int) -> int:
     """``default``, or the count in the environment variable ``env``."""
-    value = os.environ.get(env)
-    if value is None:
-        return default
-    try:
-        size = int(value)
-    except ValueError:
-        size = -1
-    if size < 0:
-        raise ClayoutError(f"{env}={value!r} is not a count of cache entries (0 or more)")
-    return size
+    return env_int(env, default, "a count of cache entries (0 or more)", minimum=0)
 
 
 class LRU:

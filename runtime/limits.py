@@ -15,16 +15,13 @@ from __future__ import annotations
 import os
 
 from .errors import ClayoutError
+from .settings import env_int
 
 
 def host_limit() -> int:
     """Bytes one host result may take: $CLAYOUT_MAX_BYTES, else physical memory."""
-    env = os.environ.get("CLAYOUT_MAX_BYTES")
-    if env:
-        try:
-            return int(env)
-        except ValueError:
-            raise ClayoutError(f"CLAYOUT_MAX_BYTES={env!r} is not a byte count") from None
+    if os.environ.get("CLAYOUT_MAX_BYTES"):   # set and not empty
+        return env_int("CLAYOUT_MAX_BYTES", None, "a byte count")
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):

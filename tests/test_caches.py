@@ -107,3 +107,21 @@ def test_a_bad_size_in_the_environment_is_one_clear_error(value, monkeypatch):
     monkeypatch.setenv("CLAYOUT_PLAN_CACHE", value)
     with pytest.raises(ClayoutError, match=r"CLAYOUT_PLAN_CACHE='.*' is not a count"):
         cache.cache_size("CLAYOUT_PLAN_CACHE", 4096)
+
+
+@pytest.mark.parametrize("value, minimum, want", [
+    (None, None, 7), ("12", None, 12), ("-3", None, -3), ("0", 0, 0),
+    ("-1", 0, "'-1' is not a count"), ("1.5", None, "'1.5' is not a count"),
+    ("", None, "'' is not a count"),
+])
+def test_env_int_reads_one_whole_number(value, minimum, want, monkeypatch):
+    from runtime.settings import env_int
+    if value is None:
+        monkeypatch.delenv("CLAYOUT_TEST_NUMBER", raising=False)
+    else:
+        monkeypatch.setenv("CLAYOUT_TEST_NUMBER", value)
+    if isinstance(want, int):
+        assert env_int("CLAYOUT_TEST_NUMBER", 7, "a count", minimum) == want
+    else:
+        with pytest.raises(ClayoutError, match=f"CLAYOUT_TEST_NUMBER={want}"):
+            env_int("CLAYOUT_TEST_NUMBER", 7, "a count", minimum)

@@ -27,15 +27,14 @@ again for each local size).
 """
 from __future__ import annotations
 
-import os
 import threading
 
 from .. import dtypes
 from ..cache import LRU
 from ..c_index import image_names, logical_names, unchanged_dims
 from ..desc import MemoryDesc
-from ..errors import ClayoutError
 from ..image import ImageLayout, image_layout
+from ..settings import env_int
 from .render import Kernel, Source, copy_kernel, render_kernel
 
 DEFAULT_SPECIALIZE_BYTES = 16 << 20
@@ -44,13 +43,7 @@ DEFAULT_SPECIALIZE_BYTES = 16 << 20
 def specialize_bytes() -> int:
     """Conversions of at least this many bytes bake their numbers in
     (``CLAYOUT_SPECIALIZE_BYTES``; 0 bakes everything, a negative value nothing)."""
-    env = os.environ.get("CLAYOUT_SPECIALIZE_BYTES")
-    if env is None:
-        return DEFAULT_SPECIALIZE_BYTES
-    try:
-        return int(env)
-    except ValueError:
-        raise ClayoutError(f"CLAYOUT_SPECIALIZE_BYTES={env!r} is not a byte count") from None
+    return env_int("CLAYOUT_SPECIALIZE_BYTES", DEFAULT_SPECIALIZE_BYTES, "a byte count")
 
 
 # A conversion of at least this many bytes converted more than
@@ -65,13 +58,7 @@ DEFAULT_SPECIALIZE_AFTER = 8
 def specialize_after() -> int:
     """Conversions of one shape (of at least ``HOT_BYTES``) after which its
     numbers are baked in (``CLAYOUT_SPECIALIZE_AFTER``; 0: never by use)."""
-    env = os.environ.get("CLAYOUT_SPECIALIZE_AFTER")
-    if env is None:
-        return DEFAULT_SPECIALIZE_AFTER
-    try:
-        return int(env)
-    except ValueError:
-        raise ClayoutError(f"CLAYOUT_SPECIALIZE_AFTER={env!r} is not a count of calls") from None
+    return env_int("CLAYOUT_SPECIALIZE_AFTER", DEFAULT_SPECIALIZE_AFTER, "a count of calls")
 
 
 USES = LRU("OpenCL conversion counts", "CLAYOUT_PLAN_CACHE", 4096)
