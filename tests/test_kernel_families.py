@@ -202,3 +202,11 @@ def test_copies_build_no_program_and_give_the_reference_bits(cl_engine):
         img_mem = runtime.to_image(mem, layout)
         assert np.array_equal(img_mem.to_numpy().view(np.uint32), want.view(np.uint32))
     assert programs.STATS["builds"] == before
+
+
+def test_a_copy_needs_the_same_dims():
+    """A 2-D activation's image has dims (N, C, 1, 1): never taken for a copy
+    of the (N, C) source, even where the offsets would agree."""
+    from runtime.opencl.render import copy_kernel
+    assert copy_kernel(MemoryDesc((1, 8)), MemoryDesc((1, 8, 1, 1))) is None
+    assert copy_kernel(MemoryDesc((1, 8, 1, 1)), MemoryDesc((1, 8, 1, 1))) is not None

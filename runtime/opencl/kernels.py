@@ -89,12 +89,15 @@ def _bake(kind, key, *descs: MemoryDesc) -> bool:
 PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096)
 
 
-def _cached(kind, key, descs, make) -> Kernel:
+def _cached(kind, key, descs, make, copy=None) -> Kernel:
     """Plans by exactly what changes the kernel or its arguments: kind and the
     exact fields of both sides (strides too: descs equal under oneDNN's rules
-    can differ in unit strides) and whether numbers are baked (``make(bake)``)."""
+    can differ in unit strides) and whether numbers are baked (``make(bake)``).
+    ``copy``: the (source, destination) buffer descs, when the conversion
+    may be a plain byte copy (``copy_kernel``), which needs no kernel."""
     bake = _bake(kind, key, *descs)
-    return PLANS.get((kind, key, bake), lambda: make(bake))
+    return PLANS.get((kind, key, bake),
+                     lambda: (copy is not None and copy_kernel(*copy)) or make(bake))
 
 
 def _key(desc: MemoryDesc):
@@ -112,12 +115,10 @@ def plan_reorder(src: MemoryDesc, dst: MemoryDesc, aliased: bool = False) -> Ker
     may be the same buffer (no ``restrict``); each element is then read and
     written by the same work item, so an in-place same-desc pass is safe."""
     def make(bake):
-        copy = None if aliased else copy_kernel(src, dst)
-        if copy is not None:
-            return copy
         source = Source(src, None, src.dims, _identity, {d: d for d in range(src.ndims)})
         return render_kernel(source, dst, None, aliased=aliased, bake=bake)
-    return _cached("reorder", (_key(src), _key(dst), aliased), (src, dst), make)
+    return _cached("reorder", (_key(src), _key(dst), aliased), (src, dst), make,
+                   copy=None if aliased else (src, dst))
 
 
 def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
@@ -129,17 +130,15 @@ def plan_to_image(src: MemoryDesc, layout: ImageLayout, image_dtype,
     image = layout.desc(src.dims, dt)
 
     def make(bake):
-        copy = copy_kernel(src, image) if staged and image.dims == src.dims else None
-        if copy is not None:
-            return copy
-
         def to_src(names, num):   # image index -> the source's logical index
             return logical_names(layout, src.dims, names, num, src.ndims)
         mapped = {g: d for d, g in unchanged_dims(layout).items() if d < src.ndims}
         source = Source(src, None, src.dims, to_src, mapped)
-        return render_kernel(source, image, None if staged else layout, layout.placement(src.dims),
-                     bake=bake)
-    return _cached("to_image", (_key(src), layout, dt.name, staged), (src, image), make)
+        return render_kernel(source, image, None if staged else layout,
+                             layout.placement(src.dims), bake=bake)
+    # staged, the destination is the image's dense buffer: maybe a byte copy
+    return _cached("to_image", (_key(src), layout, dt.name, staged), (src, image), make,
+                   copy=(src, image) if staged else None)
 
 
 def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
@@ -151,9 +150,6 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
     image = layout.desc(dst.dims, dt)
 
     def make(bake):
-        copy = copy_kernel(image, dst) if staged and image.dims == dst.dims else None
-        if copy is not None:
-            return copy
         if staged:
             def to_src(names, num):   # logical index -> the image dims' index
                 return image_names(layout, dst.dims, names, num)
@@ -161,7 +157,8 @@ def plan_from_image(layout: ImageLayout, image_dtype, dst: MemoryDesc,
             return render_kernel(Source(image, None, image.dims, to_src, mapped), dst, None,
                                  bake=bake)
         return render_kernel(Source(image, layout, dst.dims, _identity, {}), dst, None, bake=bake)
-    return _cached("from_image", (layout, dt.name, _key(dst), staged), (image, dst), make)
+    return _cached("from_image", (layout, dt.name, _key(dst), staged), (image, dst), make,
+                   copy=(image, dst) if staged else None)
 
 
 def render_source(src=None, dst=None, *, layout=None, image_dtype=None,

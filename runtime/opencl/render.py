@@ -61,12 +61,14 @@ class Kernel:
 
 
 def copy_kernel(src: MemoryDesc, dst: MemoryDesc) -> Kernel | None:
-    """A conversion that is a byte copy, or None: the same dtype on both sides,
-    every element at the same offset (``linear_strides``), those offsets
+    """A conversion that is a byte copy, or None: the same dims (an image's
+    dims may group a layout's logical ones) and dtype on both sides, every
+    element at the same offset (``linear_strides``), those offsets
     filling [0, n) (row-major in some order), so the first n elements move as
     they are and the rest of dst, its padding, is zero (a bias onto an
     ``argument`` image: the vector plus a zero tail). It needs no program."""
-    if src.dtype != dst.dtype or src.offset0 or dst.offset0 or src.is_zero:
+    if src.dims != dst.dims or src.dtype != dst.dtype or src.offset0 or dst.offset0 \
+            or src.is_zero:
         return None
     a, b = src.linear_strides(), dst.linear_strides()
     if a is None or a != b:
