@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from . import bench_model, cpu
+from . import bench_model, cpu, cpu_tiles
 from .bench_call import public_call
 from .desc import MemoryDesc
 from .engine import opencl_available
@@ -55,6 +55,23 @@ def timeit(fn, repeat: int, inner: int) -> float:
             fn()
         rounds.append((time.perf_counter() - start) / inner)
     return statistics.median(rounds) * 1e3
+
+
+def timeit_together(fns: dict, repeat: int, inner: int) -> dict:
+    """Like ``timeit`` for several calls at once, their rounds taken in turn
+    (one round of each, ``repeat`` times): a drift of the machine's memory
+    speed during the measurement then reaches the copy and the conversions
+    alike, and the ratios between them stay steady."""
+    rounds = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            rounds[k].append((time.perf_counter() - start) / inner)
+    return {k: statistics.median(v) * 1e3 for k, v in rounds.items()}
 
 
 def naive(src: MemoryDesc, dst: MemoryDesc):
@@ -101,17 +118,16 @@ def cpu_rows(sizes, repeat: int, inner: int):
             out = np.empty(dstd.span, np.float32)
             same = np.empty(dstd.span, np.float32)
             ref = np.resize(x, dstd.span)
-            copy_ms = timeit(lambda: np.copyto(same, ref), repeat, inner)
-            fast_ms = timeit(lambda: cpu.reorder_into(x, src, out, dstd), repeat, inner)
             target = image_layout(dst[6:]) if dst.startswith("image:") else dstd
             call = public_call(x, src, target, "cpu")
-            out_ms = timeit(call, repeat, inner)
+            ms = timeit_together({"memcpy": lambda: np.copyto(same, ref),
+                                  "cpu": lambda: cpu.reorder_into(x, src, out, dstd),
+                                  "out=": call}, repeat, inner)
             assert np.array_equal(call().reshape(-1), out), f"out= disagrees on {name}"
             naive_fn = naive(src, dstd)
             assert np.array_equal(naive_fn(x), out), f"naive numpy disagrees on {name}"
             naive_ms = timeit(lambda: naive_fn(x), repeat, max(1, inner // 2))
-            row = {"size": size, "case": name, "bytes": dstd.size, "memcpy": copy_ms,
-                   "cpu": fast_ms, "out=": out_ms, "numpy": naive_ms}
+            row = {"size": size, "case": name, "bytes": dstd.size, **ms, "numpy": naive_ms}
             if torch is not None and name == "NCHW->NHWC":
                 t_src = torch.from_numpy(x.reshape(dims))
                 t_dst = torch.empty(dims).contiguous(memory_format=torch.channels_last)
@@ -161,7 +177,7 @@ def main(argv=None) -> int:
             ap.error(f"unknown size {s!r}; allowed: {', '.join(SIZES)}")
     repeat = 3 if args.quick else args.repeat
     print(f"clayout bench: f32, medians of {repeat} rounds; % = memcpy time / conversion time "
-          f"(higher is better; 100% = copy speed); {cpu.THREADS} threads")
+          f"(higher is better; 100% = copy speed); {cpu_tiles.THREADS} threads")
     rows = cpu_rows(sizes, repeat, inner=4)
     print("\nCPU (numpy): memcpy = np.copyto of the destination's bytes")
     print_table(rows, ["memcpy", "cpu", "out=", "numpy", "torch"], "memcpy")

@@ -8,17 +8,16 @@ A reorder is planned once per (src desc, dst desc) and applied cheaply:
    of the same shape;
 2. *boxes*: the logical range of every dim is cut into boxes of whole digits
    (a tail such as C=17 in 16c blocks is its own box);
-3. *apply*: each box pair is one ``np.copyto`` between ``as_strided`` views
-   (``_as_wide_items``), cut into cache-sized tiles spread over threads
-   (``_copy_in_tiles``; numpy releases the GIL); a transpose of 1- to 8-byte
-   items is instead walked block by block by one ufunc per piece
-   (runtime.cpu_blocked).
+3. *apply*: each box pair is one copy between ``as_strided`` views
+   (``_as_wide_items``), cut into cache-sized tiles spread over threads by
+   runtime.cpu_tiles, which picks how each tile is copied.
 
 Padding of the destination (block tails: zero; halo: the fill value) is
 written the same way, box by box, so nothing outside the desc's footprint is
 touched; where one box pair's rows tile a dense destination, its zeros and
-data go out together, row block by row block (runtime.cpu_rows). A pair whose blocks do not form a chain, or whose dims differ by a
-logical reshape, goes through a plain logical intermediate (two copies).
+data go out together, row block by row block (runtime.cpu_rows). A pair
+whose blocks do not form a chain, or whose dims differ by a logical reshape,
+goes through a plain logical intermediate (two copies).
 
 Threads: plans are frozen and their cache is thread-safe; the worker pool is
 made once and shared, so any number of callers may convert at once.
@@ -27,21 +26,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import cpu_blocked, cpu_rows, dtypes
+from . import cpu_rows, cpu_tiles, dtypes
 from .cache import LRU
 from .desc import MemoryDesc
 
-TILE_ELEMS = 1 << 16        # elements per tile: src + dst tiles stay in L2
-SMALL_ELEMS = 1 << 19       # up to this (2 MiB of f32), one copy: no tiles, no threads
-THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -197,147 +190,6 @@ def _build_plan(src: MemoryDesc, dst: MemoryDesc) -> Plan | None:
     return Plan(tuple(pairs), tuple(fills))
 
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()  # first calls from many threads share one pool
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(THREADS, thread_name_prefix="clayout-cpu")
-        return _POOL
-
-
-def _tiles(shape, src_strides, dst_strides):
-    """Tile extents: dst's innermost axes (runs of >= 64 elements written), then
-    src's innermost axes (runs of >= 1024 elements read), then dst's next axes
-    up to TILE_ELEMS."""
-    n = len(shape)
-    tile = [1] * n
-
-    def grow(order, target):
-        vol = 1
-        for i in order:
-            if vol >= target:
-                break
-            if shape[i] > 1:
-                tile[i] = max(tile[i], min(shape[i], -(-target // vol)))
-                vol *= tile[i]
-
-    by_dst = sorted(range(n), key=lambda i: dst_strides[i])
-    by_src = sorted(range(n), key=lambda i: src_strides[i])
-    grow(by_dst, 64)
-    grow(by_src, 1024)
-    vol = math.prod(tile)
-    for i in by_dst:  # widen along dst's order until the tile is big enough
-        if vol >= TILE_ELEMS:
-            break
-        if shape[i] > tile[i]:
-            vol //= tile[i]
-            tile[i] = min(shape[i], max(tile[i], -(-TILE_ELEMS // vol)))
-            vol *= tile[i]
-    return tile
-
-
-def _needs_staging(dst_v: np.ndarray, src_v: np.ndarray, tile) -> bool:
-    """True when dst's inner loop would read src with a long, far stride: such
-    reads alias in the L1 cache (power-of-two plane strides), so the tile is
-    first copied into a compact buffer in src's order."""
-    axes = [i for i in range(dst_v.ndim) if tile[i] > 1]
-    if not axes:
-        return False
-    inner = min(axes, key=lambda i: dst_v.strides[i])
-    return tile[inner] >= 32 and abs(src_v.strides[inner]) >= 4096
-
-
-def _peelable_inner_axis(dst_v: np.ndarray, src_v: np.ndarray, tile) -> int | None:
-    """dst's innermost axis when it is short (<= 8, e.g. the RGBA lane) and not
-    contiguous in src: copying it one index at a time lets numpy's inner loop
-    run along a long axis instead of 4-element runs."""
-    axes = [i for i in range(dst_v.ndim) if tile[i] > 1]
-    if len(axes) < 2:
-        return None
-    inner = min(axes, key=lambda i: dst_v.strides[i])
-    if tile[inner] <= 8 and abs(src_v.strides[inner]) != src_v.itemsize:
-        return inner
-    return None
-
-
-def _staged_elems(tile, src_order, itemsize: int) -> int:
-    shape = [tile[i] for i in src_order]
-    return math.prod(shape[:-1]) * cpu_rows.row_pitch(shape[-1], itemsize)
-
-
-def _staging_view(tmp: np.ndarray, shape, itemsize: int) -> np.ndarray:
-    pitch = cpu_rows.row_pitch(shape[-1], itemsize)
-    rows = math.prod(shape[:-1])
-    return tmp[:rows * pitch].reshape(rows, pitch)[:, :shape[-1]].reshape(shape)
-
-
-def _copy_in_tiles(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: bool):
-    """``src_v`` into ``dst_v`` (converted to ``dtype``): one copy when small,
-    else cache-sized tiles (staged or peeled when that helps) over the pool."""
-    def put(d, s):
-        np.copyto(d, s if s.dtype == d.dtype else dtypes.convert(s, dtype))
-
-    if dst_v.size <= SMALL_ELEMS or not threads:
-        put(dst_v, src_v)
-        return
-    axes = cpu_blocked.blockable(dst_v, src_v)
-    if axes is not None:  # 1x64x512x512 f32 NCHW->nChw16c: 9.4 -> 6.2 ms (2 threads)
-        parts = cpu_blocked.jobs(dst_v, src_v, *axes, TILE_ELEMS, 4 * THREADS)
-        _run_all([lambda d=d, s=s: np.positive(s, out=d) for d, s in parts])
-        return
-    nd = dst_v.ndim
-    tile = _tiles(dst_v.shape, src_v.strides, dst_v.strides)
-    stage = _needs_staging(dst_v, src_v, tile)
-    peel = None if stage else _peelable_inner_axis(dst_v, src_v, tile)
-    src_order = sorted(range(nd), key=lambda i: -abs(src_v.strides[i]))
-    back = np.argsort(src_order)
-    # outer iteration follows dst's memory order so writes stream
-    order = sorted(range(nd), key=lambda i: -dst_v.strides[i])
-    starts = list(itertools.product(*(range(0, dst_v.shape[i], tile[i]) for i in order)))
-
-    def work(chunk):
-        tmp = np.empty(_staged_elems(tile, src_order, src_v.itemsize), dtype=src_v.dtype) \
-            if stage else None
-        for start in chunk:
-            sl = [slice(None)] * nd
-            for i, st in zip(order, start):
-                sl[i] = slice(st, st + tile[i])
-            s, d = src_v[tuple(sl)], dst_v[tuple(sl)]
-            if stage:
-                buf = _staging_view(tmp, [s.shape[i] for i in src_order], s.itemsize)
-                np.copyto(buf, s.transpose(src_order))
-                s = buf.transpose(back)
-            if peel is None:
-                put(d, s)
-                continue
-            for k in range(d.shape[peel]):  # numpy's inner loop then runs along src's runs
-                at = (slice(None),) * peel + (k,)
-                put(d[at], s[at])
-
-    if THREADS == 1 or len(starts) == 1:
-        work(starts)
-        return
-    per = -(-len(starts) // THREADS)
-    futures = [_pool().submit(work, starts[i:i + per]) for i in range(0, len(starts), per)]
-    for f in futures:
-        f.result()
-
-
-def _run_all(calls) -> None:
-    """Run the calls over the pool (in order of submission: the pool takes
-    them first come, first served) and wait for all."""
-    if THREADS == 1 or len(calls) == 1:
-        for c in calls:
-            c()
-        return
-    for f in [_pool().submit(c) for c in calls]:
-        f.result()
-
-
 def fill_value(desc: MemoryDesc, what: str):
     if what == "zero":
         return desc.dtype.np.type(0)
@@ -399,7 +251,7 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
         zeroed = True
     for s, d in pairs:
         s_arr, d_arr = _as_wide_items(src_buf, s, dst_buf, d)
-        _copy_in_tiles(d_arr, s_arr, dst.dtype, threads)
+        cpu_tiles.copy(d_arr, s_arr, dst.dtype, threads)
     # halo boxes after the data (the two never overlap): the row path zeroes whole rows
     for view, what in p.fills:
         if what == "halo" or not zeroed:
@@ -409,14 +261,14 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
 def _zero_in_rows(src_buf, dst_buf, dst: MemoryDesc, pairs, threads: bool) -> bool:
     """The one pair, and zeros in the rest of dst, through cache-sized row
     blocks (runtime.cpu_rows) when its rows tile dst; False when they do not."""
-    if len(pairs) != 1 or not threads or math.prod(pairs[0][1].shape) <= SMALL_ELEMS:
+    if len(pairs) != 1 or not threads or math.prod(pairs[0][1].shape) <= cpu_tiles.SMALL_ELEMS:
         return False
 
     def put(into, src):
         np.copyto(into, src if src.dtype == into.dtype else dtypes.convert(src, dst.dtype))
 
     return cpu_rows.copy_rows(src_buf, pairs[0][0], dst_buf, pairs[0][1], dst.offset0, dst.span,
-                              put, _run_all, THREADS)
+                              put, cpu_tiles.run_all, cpu_tiles.THREADS)
 
 
 def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:

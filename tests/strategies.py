@@ -26,7 +26,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from runtime import ClayoutError, MemoryDesc, cpu
+from runtime import ClayoutError, MemoryDesc, cpu_tiles
 from runtime.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
 from runtime.dtypes import IMAGE_NAMES as IMAGE_DTYPES
 from runtime.tags import LETTERS
@@ -291,9 +291,9 @@ def small_tiles(small: int = 1 << 10, tile: int = 1 << 9):
     """Make the cpu fast path tile (and thread) small arrays: its tiled,
     staged and peeled code then runs, with many tile borders, on data the
     reference checks quickly."""
-    old = cpu.SMALL_ELEMS, cpu.TILE_ELEMS
-    cpu.SMALL_ELEMS, cpu.TILE_ELEMS = small, tile
+    old = cpu_tiles.SMALL_ELEMS, cpu_tiles.TILE_ELEMS
+    cpu_tiles.SMALL_ELEMS, cpu_tiles.TILE_ELEMS = small, tile
     try:
         yield
     finally:
-        cpu.SMALL_ELEMS, cpu.TILE_ELEMS = old
+        cpu_tiles.SMALL_ELEMS, cpu_tiles.TILE_ELEMS = old

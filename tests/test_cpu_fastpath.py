@@ -3,10 +3,12 @@ paths (staging through a compact buffer, peeled lane axes, widened 16-byte
 items), checked bit for bit against the reference and a numpy oracle."""
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from runtime import cpu, reference
+from runtime import cpu, cpu_tiles, reference
 from runtime.desc import MemoryDesc
-from strategies import small_tiles
+from strategies import FEW, fill, small_tiles
 
 DIMS = (2, 20, 37, 61)  # odd H and W, C % 16 != 0
 
@@ -26,7 +28,7 @@ def tiled():
 def test_tiled_paths_match_reference(src_tag, dst_tag, dtype):
     src = MemoryDesc(DIMS, dtype, tag=src_tag)
     dst = MemoryDesc(DIMS, dtype, tag=dst_tag)
-    assert src.nelems > cpu.SMALL_ELEMS
+    assert src.nelems > cpu_tiles.SMALL_ELEMS
     x = np.random.default_rng(1).integers(-100, 100, src.span).astype(src.dtype.np)
     want = reference.reorder(x, src, dst)
     got = cpu.reorder(x, src, dst)
@@ -78,7 +80,7 @@ def test_zero_padding_written_in_row_blocks(monkeypatch, stage_bytes, src_tag, d
     monkeypatch.setattr(cpu_rows, "copy_rows", lambda *a: calls.append(1) or real(*a))
     src = MemoryDesc(dims, dtypes[0], tag=src_tag)
     dstd = dst_desc(dst, dims, dtypes[1])
-    assert src.nelems > cpu.SMALL_ELEMS
+    assert src.nelems > cpu_tiles.SMALL_ELEMS
     x = np.random.default_rng(3).integers(-100, 100, src.span).astype(src.dtype.np)
     want = reference.reorder(x, src, dstd)
     buf = np.frombuffer(np.full(dstd.span * dstd.dtype.itemsize, 0xA5, np.uint8).tobytes(),
@@ -86,3 +88,33 @@ def test_zero_padding_written_in_row_blocks(monkeypatch, stage_bytes, src_tag, d
     cpu.reorder_into(x, src, buf, dstd)
     assert calls, "the row-block path was not taken"
     assert np.array_equal(buf.view(dstd.dtype.bits), want.view(dstd.dtype.bits))
+
+
+FAR_DIMS = [(1, 17, 65, 67), (2, 5, 63, 71), (2, 3, 65, 65), (1, 64, 65, 65), (1, 20, 67, 63)]
+
+
+@settings(FEW, max_examples=30)
+@given(dims=st.sampled_from(FAR_DIMS),
+       dst=st.sampled_from(["nhwc", "nChw16c", "nChw8c", "Acdb4a", "image:in_out_channel"]),
+       dtypes=st.sampled_from([("f32", "f32"), ("f16", "f16"), ("s8", "s8"), ("f32", "f16"),
+                               ("s8", "f32"), ("bf16", "f32")]),
+       seed=st.integers(0, 1000))
+def test_far_inner_transposes_match_reference(dims, dst, dtypes, seed):
+    """Destinations whose short inner run (channels, a block, an RGBA lane)
+    is gathered from source planes at least 4 KiB apart take the staged
+    big-tile path (cpu_tiles._copy_far_inner): every element gets the reference's
+    bits, with C and H, W tails and dtype conversions."""
+    from runtime.bench import dst_desc
+    src = MemoryDesc(dims, dtypes[0], tag="nchw")
+    dstd = dst_desc(dst, dims, dtypes[1])
+    assert src.nelems > cpu_tiles.SMALL_ELEMS
+    assert dims[2] * dims[3] * src.dtype.itemsize >= 4096
+    x = fill(dtypes[0], src.span, seed)
+    want = reference.reorder(x, src, dstd)
+    calls = []
+    real = cpu_tiles._copy_far_inner
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cpu_tiles, "_copy_far_inner", lambda *a: calls.append(1) or real(*a))
+        got = cpu.reorder(x, src, dstd)
+    assert calls, "the far-inner path was not taken"
+    assert np.array_equal(got.view(dstd.dtype.bits), want.view(dstd.dtype.bits))

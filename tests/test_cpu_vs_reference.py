@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import runtime
-from runtime import MemoryDesc, cpu, engine, reference
+from runtime import MemoryDesc, cpu, cpu_tiles, engine, reference
 from runtime.image import NAMED
 
 from strategies import (FEW, SETTINGS, any_descs, assert_same_bits, dtype_names, fill,
@@ -164,7 +164,7 @@ def test_large_tiled_path():
         for t1, t2, dt in (("nchw", "nChw16c", "f32"), ("nhwc", "nchw", "f16"),
                            ("aBcd16b", "acdb", "s8"), ("nchw", "nhwc", "bf16")):
             src, dst = MemoryDesc(dims, dt, tag=t1), MemoryDesc(dims, "f32", tag=t2)
-            assert src.nelems > cpu.SMALL_ELEMS
+            assert src.nelems > cpu_tiles.SMALL_ELEMS
             both_reorder(fill(dt, src.span, 5), src, dst)
             both_reorder(fill(dt, src.span, 6), src, dst.with_dtype(dt))
 
@@ -250,7 +250,7 @@ LARGE = settings(FEW, max_examples=25)
 @LARGE
 @given(data=st.data(), src_dt=dtype_names, dst_dt=dtype_names, seed=seeds)
 def test_large_reorders(data, src_dt, dst_dt, seed):
-    """Above cpu.SMALL_ELEMS elements (made small here), with tails: tiles,
+    """Above cpu_tiles.SMALL_ELEMS elements (made small here), with tails: tiles,
     staging and lane peeling must give the reference's bits."""
     c = data.draw(st.sampled_from((3, 5, 17, 64)), label="C")
     hw = data.draw(st.sampled_from(((33, 65), (64, 64), (41, 97), (128, 17))), label="HW")
