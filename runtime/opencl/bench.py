@@ -2,9 +2,9 @@
 
 ``run(sizes, report, engine=None, repeats=15) -> list[dict]``: for each NCHW
 size, each case below is timed by wall clock until the queue is idle (median
-of ``repeats`` after warm-up with the same local size) and compared with the device's own
-copy of the same bytes: ``clEnqueueCopyBuffer`` for buffer targets,
-``clEnqueueCopyBufferToImage`` for image targets. A generic kernel with
+of ``repeats`` after warm-up) and compared with the device's own copy of the
+same bytes, timed in turn with it: ``clEnqueueCopyBuffer`` for buffer
+targets, ``clEnqueueCopyBufferToImage`` for image targets. A generic kernel with
 run-time index arguments (dims and strides as kernel arguments, one work item
 per element or pixel, in the style of MACE's buffer_to_image kernels; written
 here) runs the same case, to show what baking the constants buys. ``ours``
@@ -24,6 +24,7 @@ Called by runtime/bench.py (``python tools/bench.py``, ``clayout bench``).
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -85,23 +86,32 @@ __kernel void generic_conv2d_filter(__global const float *src, __write_only imag
 """
 
 
-def _median_event_ms(queue, launch, repeats: int) -> float:
-    """Median wall-clock ms of ``launch()`` until the queue is idle: a
-    conversion may be several commands (a kernel, then a buffer->image copy),
-    so one event's profile would miss part of it; the copy limits and the
-    generic kernel are timed the same way. The warm-up passes the point where
+def _together_ms(queue, launches: dict, repeats: int) -> dict:
+    """Median wall-clock ms of each ``launch()`` until the queue is idle, the
+    launches' rounds taken in turn (one of each, ``repeats`` times), so that a
+    drift of the machine's memory speed reaches a copy limit and the
+    conversions measured against it alike. Wall clock because a conversion
+    may be several commands (a kernel, then a buffer->image copy), so one
+    event's profile would miss part of it. The warm-up passes the point where
     a shape converted again and again gets its baked program (the steady
     state of a per-frame conversion)."""
-    for _ in range(kernels.specialize_after() + 3):
-        launch()
-    queue.finish()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        launch()
+    for launch in launches.values():
+        for _ in range(kernels.specialize_after() + 3):
+            launch()
         queue.finish()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    times = {k: [] for k in launches}
+    for _ in range(repeats):
+        for k, launch in launches.items():
+            t0 = time.perf_counter()
+            launch()
+            queue.finish()
+            times[k].append((time.perf_counter() - t0) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _median_event_ms(queue, launch, repeats: int) -> float:
+    """``_together_ms`` of one launch."""
+    return _together_ms(queue, {0: launch}, repeats)[0]
 
 
 def _pow2_local(sizes, total=256):
@@ -137,16 +147,17 @@ class _Bench:
         cl.enqueue_fill_buffer(self.q, buf, np.float32(1.5), 0, nbytes)
         return buf
 
-    def copy_ms(self, nbytes):
+    def copy_launch(self, nbytes):
+        """The copy limit of a buffer target: the device copying its bytes."""
         a, b = self._buffer(nbytes), self._buffer(nbytes)
-        return _median_event_ms(self.q, lambda: cl.enqueue_copy(self.q, b, a), self.repeats)
+        return lambda: cl.enqueue_copy(self.q, b, a)
 
-    def copy_to_image_ms(self, layout, dims):
+    def copy_to_image_launch(self, layout, dims):
+        """The copy limit of an image target: a buffer of its bytes copied in."""
         w, h = layout.image_shape(dims)
         buf = self._buffer(w * h * 16)
         img = self.eng.new_image(layout, dims, "f32")
-        return _median_event_ms(self.q, lambda: cl.enqueue_copy(
-            self.q, img, buf, offset=0, origin=(0, 0), region=(w, h)), self.repeats)
+        return lambda: cl.enqueue_copy(self.q, img, buf, offset=0, origin=(0, 0), region=(w, h))
 
     def first_and_cached(self, call):
         programs.clear_cache()
@@ -160,20 +171,24 @@ class _Bench:
             times.append((time.perf_counter() - t0) * 1e3)
         return first, statistics.median(times)
 
-    def host_out_ms(self, src: MemoryDesc, target) -> float:
-        """Median wall-clock ms of the public call on a host array into a
-        reused out= array (runtime.bench_call.public_call)."""
-        call = public_call(np.ones(src.span, np.float32), src, target, self.eng)
-        return _median_event_ms(self.q, call, self.repeats)
+    def host_out_call(self, src: MemoryDesc, target):
+        """The public call on a host array into a reused out= array
+        (runtime.bench_call.public_call)."""
+        return public_call(np.ones(src.span, np.float32), src, target, self.eng)
 
-    def ours(self, call):
-        """(steady state ms, ms on the family's generic program): a shape under
-        16 MiB runs its generic program for its first calls, then its baked one."""
-        steady = _median_event_ms(self.q, call, self.repeats)
+    def steady(self, limit, ours, host_out) -> dict:
+        """Medians of the copy limit, the conversion's steady state and the
+        public call on host arrays, their rounds in turn."""
+        return _together_ms(self.q, {"limit": limit, "ours": ours, "host_out": host_out},
+                            self.repeats)
+
+    def unbaked(self, call) -> float:
+        """ms on the family's generic program: a shape under 16 MiB runs it
+        for its first calls, then its baked one."""
         saved = os.environ.get("CLAYOUT_SPECIALIZE_AFTER")
         os.environ["CLAYOUT_SPECIALIZE_AFTER"] = "0"
         try:
-            return steady, _median_event_ms(self.q, call, self.repeats)
+            return _median_event_ms(self.q, call, self.repeats)
         finally:
             if saved is None:
                 del os.environ["CLAYOUT_SPECIALIZE_AFTER"]
@@ -182,7 +197,8 @@ class _Bench:
 
     def reorder(self, src: MemoryDesc, dst: MemoryDesc):
         sbuf, dbuf = self._buffer(src.size), self._buffer(dst.size)
-        ours = self.ours(lambda: self.eng.enqueue_reorder(sbuf, src, dbuf, dst))
+        ours = lambda: self.eng.enqueue_reorder(sbuf, src, dbuf, dst)   # noqa: E731
+        unbaked = self.unbaked(ours)
         n, c, h, w = src.dims
         sizes = (w, h, n * c)
         local = (min(256, 1 << (w - 1).bit_length()), 1, 1)
@@ -192,12 +208,13 @@ class _Bench:
                                                        sbuf, dbuf, *args), self.repeats)
         host = np.ones(src.span, np.float32)
         first, cached = self.first_and_cached(lambda: self.eng.reorder(host, src, dst))
-        return ours, generic, first, cached
+        return ours, unbaked, generic, first, cached
 
     def to_image(self, src: MemoryDesc, layout):
         sbuf = self._buffer(src.size)
         img = self.eng.new_image(layout, src.dims, "f32")
-        ours = self.ours(lambda: self.eng.enqueue_to_image(sbuf, src, img, layout, "f32"))
+        ours = lambda: self.eng.enqueue_to_image(sbuf, src, img, layout, "f32")   # noqa: E731
+        unbaked = self.unbaked(ours)
         w, h = layout.image_shape(src.dims)
         local = _pow2_local((w, h))
         if layout.name == "in_out_channel":
@@ -211,7 +228,7 @@ class _Bench:
         host = np.ones(src.span, np.float32)
         first, cached = self.first_and_cached(
             lambda: self.eng.to_image(host, layout, src, "f32"))
-        return ours, generic, first, cached
+        return ours, unbaked, generic, first, cached
 
 
 def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
@@ -234,23 +251,20 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
             ("NCHW->in_out_channel", "image", MemoryDesc(dims, tag="nchw"), "in_out_channel"),
             ("OIHW->conv2d_filter", "image", MemoryDesc(filt, tag="oihw"), "conv2d_filter"),
         ]
-        limits = {}
         for name, kind, src, dst in cases:
             if kind == "buffer":
-                (ours, unbaked), generic, first, cached = b.reorder(src, dst)
-                key = ("copy", dst.size)
-                if key not in limits:
-                    limits[key] = b.copy_ms(dst.size)
-                limit, nbytes, shown = limits[key], dst.size, "x".join(map(str, src.dims))
+                ours, unbaked, generic, first, cached = b.reorder(src, dst)
+                limit, nbytes = b.copy_launch(dst.size), dst.size
+                target = dst
             else:
-                layout = image_layout(dst)
-                (ours, unbaked), generic, first, cached = b.to_image(src, layout)
-                key = ("image", layout.name, src.dims)
-                if key not in limits:
-                    limits[key] = b.copy_to_image_ms(layout, src.dims)
-                wd, ht = layout.image_shape(src.dims)
-                limit, nbytes, shown = limits[key], wd * ht * 16, "x".join(map(str, src.dims))
-            host_out = b.host_out_ms(src, dst if kind == "buffer" else image_layout(dst))
+                target = image_layout(dst)
+                ours, unbaked, generic, first, cached = b.to_image(src, target)
+                limit = b.copy_to_image_launch(target, src.dims)
+                wd, ht = target.image_shape(src.dims)
+                nbytes = wd * ht * 16
+            shown = "x".join(map(str, src.dims))
+            ms = b.steady(limit, ours, b.host_out_call(src, target))
+            limit, ours, host_out = ms["limit"], ms["ours"], ms["host_out"]
             row = dict(case=name, size=shown, bytes=nbytes, ms=ours, unbaked_ms=unbaked,
                        limit_ms=limit,
                        pct_of_limit=100 * limit / ours, generic_ms=generic,
@@ -262,4 +276,12 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                    f"{row['pct_of_limit']:.0f}% | {unbaked:.2f} | {generic:.2f} | "
                    f"{row['speedup_vs_generic']:.2f} | {first:.0f} | {cached:.1f} | "
                    f"{host_out:.2f} | {row['host_out_pct']:.0f}% |")
+        mine = rows[-len(cases):]
+        report(f"geomean {'x'.join(map(str, dims))}: kernels "
+               f"{_geomean([r['pct_of_limit'] for r in mine]):.0f}% of the copy limit, "
+               f"host arrays with out= {_geomean([r['host_out_pct'] for r in mine]):.0f}%")
     return rows
+
+
+def _geomean(values) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
