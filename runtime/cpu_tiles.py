@@ -75,6 +75,18 @@ def _tiles(shape, src_strides, dst_strides, src_run: int = 1024, elems: int | No
     return tile
 
 
+def _tile_boxes(shape, tile, order) -> list[tuple[slice, ...]]:
+    """The tiles covering ``shape``, as index tuples, the first axis of
+    ``order`` outermost (so that a run of them walks memory in that order)."""
+    boxes = []
+    for start in itertools.product(*(range(0, shape[i], tile[i]) for i in order)):
+        sl = [slice(None)] * len(shape)
+        for i, st in zip(order, start):
+            sl[i] = slice(st, st + tile[i])
+        boxes.append(tuple(sl))
+    return boxes
+
+
 def _needs_staging(dst_v: np.ndarray, src_v: np.ndarray, tile) -> bool:
     """True when dst's inner loop would read src with a long, far stride: such
     reads alias in the L1 cache (power-of-two plane strides), so the tile is
@@ -136,16 +148,13 @@ def copy(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: boo
     back = np.argsort(src_order)
     # outer iteration follows dst's memory order so writes stream
     order = sorted(range(nd), key=lambda i: -dst_v.strides[i])
-    starts = list(itertools.product(*(range(0, dst_v.shape[i], tile[i]) for i in order)))
+    boxes = _tile_boxes(dst_v.shape, tile, order)
 
     def work(chunk):
         tmp = np.empty(_staged_elems(tile, src_order, src_v.itemsize), dtype=src_v.dtype) \
             if stage else None
-        for start in chunk:
-            sl = [slice(None)] * nd
-            for i, st in zip(order, start):
-                sl[i] = slice(st, st + tile[i])
-            s, d = src_v[tuple(sl)], dst_v[tuple(sl)]
+        for box in chunk:
+            s, d = src_v[box], dst_v[box]
             if stage:
                 buf = _staging_view(tmp, [s.shape[i] for i in src_order], s.itemsize)
                 np.copyto(buf, s.transpose(src_order))
@@ -157,7 +166,7 @@ def copy(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: boo
                 at = (slice(None),) * peel + (k,)
                 put(d[at], s[at])
 
-    split(work, starts)
+    split(work, boxes)
 
 
 def _far_inner_axis(dst_v: np.ndarray, src_v: np.ndarray) -> int | None:
@@ -199,15 +208,12 @@ def _copy_far_inner(dst_v: np.ndarray, src_v: np.ndarray, inner: int, put) -> No
     p = src_order.index(inner)
     shape = [tile[i] for i in src_order]
     pitch = _odd_lines(math.prod(shape[p + 1:]), src_v.itemsize)
-    starts = list(itertools.product(*(range(0, dst_v.shape[i], tile[i]) for i in dst_order)))
+    boxes = _tile_boxes(dst_v.shape, tile, dst_order)
 
     def work(chunk):
         tmp = np.empty(math.prod(shape[:p + 1]) * pitch, dtype=src_v.dtype)
-        for start in chunk:
-            sl = [slice(None)] * nd
-            for i, st in zip(dst_order, start):
-                sl[i] = slice(st, st + tile[i])
-            s, d = src_v[tuple(sl)], dst_v[tuple(sl)]
+        for box in chunk:
+            s, d = src_v[box], dst_v[box]
             sh = [s.shape[i] for i in src_order]
             rows, run = math.prod(sh[:p + 1]), math.prod(sh[p + 1:])
             staged = tmp[:rows * pitch].reshape(rows, pitch)[:, :run].reshape(sh)
@@ -220,7 +226,7 @@ def _copy_far_inner(dst_v: np.ndarray, src_v: np.ndarray, inner: int, put) -> No
             for k in range(d.shape[-1]):   # numpy's inner loop then runs along a long axis
                 put(d[..., k], a[..., k])
 
-    split(work, starts)
+    split(work, boxes)
 
 
 def split(work, items) -> None:
