@@ -13,15 +13,12 @@ Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes
 from __future__ import annotations
 
 import argparse
-import math
-import statistics
 import sys
-import time
 
 import numpy as np
 
 from . import bench_model, cpu, cpu_tiles
-from .bench_call import public_call
+from .bench_call import geomean, public_call, timed_in_turn
 from .desc import MemoryDesc
 from .engine import opencl_available
 from .image import image_layout
@@ -47,31 +44,7 @@ def dst_desc(dst: str, dims, dtype="f32") -> MemoryDesc:
 
 def timeit(fn, repeat: int, inner: int) -> float:
     """Median over ``repeat`` rounds of the mean of ``inner`` calls, in ms."""
-    fn()
-    rounds = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        rounds.append((time.perf_counter() - start) / inner)
-    return statistics.median(rounds) * 1e3
-
-
-def timeit_together(fns: dict, repeat: int, inner: int) -> dict:
-    """Like ``timeit`` for several calls at once, their rounds taken in turn
-    (one round of each, ``repeat`` times): a drift of the machine's memory
-    speed during the measurement then reaches the copy and the conversions
-    alike, and the ratios between them stay steady."""
-    rounds = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(repeat):
-        for k, fn in fns.items():
-            start = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            rounds[k].append((time.perf_counter() - start) / inner)
-    return {k: statistics.median(v) * 1e3 for k, v in rounds.items()}
+    return timed_in_turn({0: fn}, repeat, inner)[0]
 
 
 def naive(src: MemoryDesc, dst: MemoryDesc):
@@ -120,7 +93,7 @@ def cpu_rows(sizes, repeat: int, inner: int):
             ref = np.resize(x, dstd.span)
             target = image_layout(dst[6:]) if dst.startswith("image:") else dstd
             call = public_call(x, src, target, "cpu")
-            ms = timeit_together({"memcpy": lambda: np.copyto(same, ref),
+            ms = timed_in_turn({"memcpy": lambda: np.copyto(same, ref),
                                   "cpu": lambda: cpu.reorder_into(x, src, out, dstd),
                                   "out=": call}, repeat, inner)
             assert np.array_equal(call().reshape(-1), out), f"out= disagrees on {name}"
@@ -153,8 +126,7 @@ def print_table(rows, columns, base: str, out=sys.stdout):
 
 
 def geomean_pct(rows, col: str, base: str, size: str) -> float:
-    vals = [r[base] / r[col] for r in rows if r["size"] == size and col in r]
-    return 100 * math.exp(sum(map(math.log, vals)) / len(vals)) if vals else float("nan")
+    return 100 * geomean(r[base] / r[col] for r in rows if r["size"] == size and col in r)
 
 
 def main(argv=None) -> int:

@@ -1,8 +1,13 @@
-"""The public call the benchmarks time on a host array (the cpu rows of
-runtime.bench and the host_out column of runtime.opencl.bench): a module of
-its own below both, so that neither benchmark imports the other for it.
+"""What the two benchmarks (the cpu rows of runtime.bench and
+runtime.opencl.bench) share: the public call they time on a host array, the
+timer that takes several calls' rounds in turn, and the geometric mean. A
+module of its own below both, so that neither benchmark imports the other.
 """
 from __future__ import annotations
+
+import math
+import statistics
+import time
 
 import numpy as np
 
@@ -22,3 +27,27 @@ def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
     arr = x.reshape(hostarray.physical_shape(src))
     out = np.empty(layout.array_shape(src.dims), src.dtype.np)
     return lambda: api.to_image(arr, layout, src=tag, engine=engine, out=out)
+
+
+def timed_in_turn(fns: dict, repeat: int, inner: int = 1, warm: int = 1) -> dict:
+    """Median ms per call of each of ``fns`` (name -> call) over ``repeat``
+    rounds of ``inner`` calls, after ``warm`` calls of each. The rounds are
+    taken in turn (one round of each, ``repeat`` times): a drift of the
+    machine's memory speed during the measurement then reaches a copy limit
+    and the conversions timed against it alike, and their ratios stay steady."""
+    for fn in fns.values():
+        for _ in range(warm):
+            fn()
+    rounds = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            rounds[k].append((time.perf_counter() - start) / inner)
+    return {k: statistics.median(v) * 1e3 for k, v in rounds.items()}
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")

@@ -116,10 +116,20 @@ def _staged_elems(tile, src_order, itemsize: int) -> int:
     return math.prod(shape[:-1]) * cpu_rows.row_pitch(shape[-1], itemsize)
 
 
-def _staging_view(tmp: np.ndarray, shape, itemsize: int) -> np.ndarray:
-    pitch = cpu_rows.row_pitch(shape[-1], itemsize)
-    rows = math.prod(shape[:-1])
-    return tmp[:rows * pitch].reshape(rows, pitch)[:, :shape[-1]].reshape(shape)
+def _compact(tmp: np.ndarray, shape, cut: int, pitch: int) -> np.ndarray:
+    """``tmp`` seen as an array of ``shape`` whose axes from ``cut`` on are
+    packed into rows of ``pitch`` elements (the pitch pads each row against
+    L1 aliasing)."""
+    rows, run = math.prod(shape[:cut]), math.prod(shape[cut:])
+    return tmp[:rows * pitch].reshape(rows, pitch)[:, :run].reshape(shape)
+
+
+def _put_by_lane(put, d: np.ndarray, s: np.ndarray, axis: int) -> None:
+    """``put`` one index of ``axis`` at a time: numpy's inner loop then runs
+    along a long axis instead of the short lane."""
+    for k in range(d.shape[axis]):
+        at = (slice(None),) * axis + (k,)
+        put(d[at], s[at])
 
 
 def copy(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: bool):
@@ -156,15 +166,14 @@ def copy(dst_v: np.ndarray, src_v: np.ndarray, dtype: dtypes.DType, threads: boo
         for box in chunk:
             s, d = src_v[box], dst_v[box]
             if stage:
-                buf = _staging_view(tmp, [s.shape[i] for i in src_order], s.itemsize)
+                sh = [s.shape[i] for i in src_order]
+                buf = _compact(tmp, sh, nd - 1, cpu_rows.row_pitch(sh[-1], s.itemsize))
                 np.copyto(buf, s.transpose(src_order))
                 s = buf.transpose(back)
             if peel is None:
                 put(d, s)
-                continue
-            for k in range(d.shape[peel]):  # numpy's inner loop then runs along src's runs
-                at = (slice(None),) * peel + (k,)
-                put(d[at], s[at])
+            else:
+                _put_by_lane(put, d, s, peel)
 
     split(work, boxes)
 
@@ -214,17 +223,14 @@ def _copy_far_inner(dst_v: np.ndarray, src_v: np.ndarray, inner: int, put) -> No
         tmp = np.empty(math.prod(shape[:p + 1]) * pitch, dtype=src_v.dtype)
         for box in chunk:
             s, d = src_v[box], dst_v[box]
-            sh = [s.shape[i] for i in src_order]
-            rows, run = math.prod(sh[:p + 1]), math.prod(sh[p + 1:])
-            staged = tmp[:rows * pitch].reshape(rows, pitch)[:, :run].reshape(sh)
+            staged = _compact(tmp, [s.shape[i] for i in src_order], p + 1, pitch)
             np.copyto(staged, s.transpose(src_order))
             a = staged.transpose(back).transpose(dst_order)
             d = d.transpose(dst_order)
             if d.shape[-1] > 8:
                 put(d, a)
-                continue
-            for k in range(d.shape[-1]):   # numpy's inner loop then runs along a long axis
-                put(d[..., k], a[..., k])
+            else:
+                _put_by_lane(put, d, a, nd - 1)
 
     split(work, boxes)
 

@@ -24,7 +24,6 @@ Called by runtime/bench.py (``python tools/bench.py``, ``clayout bench``).
 """
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -32,7 +31,7 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from ..bench_call import public_call
+from ..bench_call import geomean, public_call, timed_in_turn
 from ..desc import MemoryDesc
 from ..image import image_layout
 from . import kernels, programs
@@ -88,25 +87,18 @@ __kernel void generic_conv2d_filter(__global const float *src, __write_only imag
 
 def _together_ms(queue, launches: dict, repeats: int) -> dict:
     """Median wall-clock ms of each ``launch()`` until the queue is idle, the
-    launches' rounds taken in turn (one of each, ``repeats`` times), so that a
-    drift of the machine's memory speed reaches a copy limit and the
-    conversions measured against it alike. Wall clock because a conversion
-    may be several commands (a kernel, then a buffer->image copy), so one
-    event's profile would miss part of it. The warm-up passes the point where
-    a shape converted again and again gets its baked program (the steady
-    state of a per-frame conversion)."""
-    for launch in launches.values():
-        for _ in range(kernels.specialize_after() + 3):
-            launch()
-        queue.finish()
-    times = {k: [] for k in launches}
-    for _ in range(repeats):
-        for k, launch in launches.items():
-            t0 = time.perf_counter()
+    launches' rounds taken in turn (runtime.bench_call.timed_in_turn). Wall
+    clock because a conversion may be several commands (a kernel, then a
+    buffer->image copy), so one event's profile would miss part of it. The
+    warm-up passes the point where a shape converted again and again gets its
+    baked program (the steady state of a per-frame conversion)."""
+    def until_idle(launch):
+        def call():
             launch()
             queue.finish()
-            times[k].append((time.perf_counter() - t0) * 1e3)
-    return {k: statistics.median(v) for k, v in times.items()}
+        return call
+    return timed_in_turn({k: until_idle(f) for k, f in launches.items()}, repeats,
+                         warm=kernels.specialize_after() + 3)
 
 
 def _median_event_ms(queue, launch, repeats: int) -> float:
@@ -278,10 +270,6 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                    f"{host_out:.2f} | {row['host_out_pct']:.0f}% |")
         mine = rows[-len(cases):]
         report(f"geomean {'x'.join(map(str, dims))}: kernels "
-               f"{_geomean([r['pct_of_limit'] for r in mine]):.0f}% of the copy limit, "
-               f"host arrays with out= {_geomean([r['host_out_pct'] for r in mine]):.0f}%")
+               f"{geomean(r['pct_of_limit'] for r in mine):.0f}% of the copy limit, "
+               f"host arrays with out= {geomean(r['host_out_pct'] for r in mine):.0f}%")
     return rows
-
-
-def _geomean(values) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
