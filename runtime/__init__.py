@@ -10,16 +10,16 @@
 True
 """
 from .api import from_image, reorder, to_image
-from .desc import Axis, MemoryDesc
-from .dtypes import convert
+from .algebra.desc import Axis, MemoryDesc
+from .algebra.dtypes import convert
 from .errors import ClayoutError
-from .hostarray import physical_shape
-from .image import NAMED as IMAGE_LAYOUTS
-from .image import ImageLayout, image_layout
+from .algebra.hostarray import physical_shape
+from .algebra.layout import NAMED as IMAGE_LAYOUTS
+from .algebra.layout import ImageLayout, image_layout
 from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
-from .tags import parse_tag
-from .tiles import TilePlan, tile_plan
+from .algebra.tags import parse_tag
+from .algebra.tiles import TilePlan, tile_plan
 
 __all__ = ["MemoryDesc", "Axis", "ImageLayout", "image_layout", "IMAGE_LAYOUTS", "reorder",
            "to_image", "from_image", "physical_shape", "convert", "parse_tag", "ClayoutError",

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes
+from .algebra import dtypes
 from . import engine as engines
-from .desc import MemoryDesc, _ints
+from .algebra.desc import MemoryDesc, _ints
 from .errors import ClayoutError
-from .hostarray import dims_from_shape, physical_input, physical_shape
-from .image import image_layout
+from .algebra.hostarray import dims_from_shape, physical_input, physical_shape
+from .algebra.layout import image_layout
 from .limits import check_host_bytes
 from .memory import Memory, from_image_memory, reorder_memory, to_image_memory
-from .tiles import from_image_tiles, plan_of, to_image_tiles
+from .algebra.tiles import from_image_tiles, plan_of, to_image_tiles
 
 
 

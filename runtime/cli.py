@@ -23,7 +23,8 @@ import os
 import signal
 import sys
 
-from . import dtypes, fileio, model, placement
+from . import fileio, model, placement
+from .algebra import dtypes
 from . import engine as engines
 from .commands import (PROG, cmd_bench, cmd_demo, cmd_devices, cmd_from_image, cmd_info,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)

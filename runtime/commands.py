@@ -5,22 +5,26 @@ the outputs (runtime.fileio: a failure never leaves a half-written file).
 """
 from __future__ import annotations
 
-import importlib
 import os
+import runpy
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from . import api, dtypes, figure, hostarray, model, placement, tiles
+from . import api, figure, model, placement
+from .algebra import dtypes
+from .algebra import hostarray
+from .algebra import tiles
 from . import engine as engines
 from .demo import run as run_demo
-from .desc import MemoryDesc
+from .algebra.desc import MemoryDesc
 from .errors import ClayoutError
 from .fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from .image import KINDS, NAMED, image_layout
+from .algebra.layout import KINDS, NAMED, image_layout
 from .manifest import summary, table
 from .progress import Progress
-from .tags import parse_tag
+from .algebra.tags import parse_tag
 from .where import explain
 
 PROG = "clayout"
@@ -317,15 +321,33 @@ def cmd_devices(args) -> int:
     return 0
 
 
+def bench_script() -> Path | None:
+    """tools/bench.py of the source checkout this package runs from, or None
+    (an installed wheel carries no tools/)."""
+    script = Path(__file__).resolve().parents[1] / "tools" / "bench.py"
+    return script if script.is_file() else None
+
+
 def cmd_bench(args) -> int:
+    """A thin door to tools/bench.py: the benchmarks live with the project's
+    tools, not in the package."""
+    script = bench_script()
+    if script is None:
+        raise ClayoutError("clayout bench runs tools/bench.py of a source checkout of clayout; "
+                           "this installed build has none (clone the repository and run "
+                           "`python tools/bench.py`)")
+    sys.path.insert(0, str(script.parent))
     try:
-        bench = importlib.import_module("runtime.bench")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("runtime.bench", None):
-            raise  # runtime.bench exists but needs something missing: say what
-        raise ClayoutError("bench is not available in this build (runtime.bench is missing)") \
-            from None
-    return int(bench.main(list(args.rest)) or 0)
+        saved, sys.argv = sys.argv, [str(script), *args.rest]
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        finally:
+            sys.argv = saved
+    finally:
+        sys.path.remove(str(script.parent))
+    return 0
 
 
 def cmd_kernel(args) -> int:

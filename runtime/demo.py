@@ -24,7 +24,7 @@ from . import manifest as mf, model
 from .api import to_image
 from .engine import choose_engine
 from .errors import ClayoutError
-from .tiles import plan_of
+from .algebra.tiles import plan_of
 
 SAMPLE = "data/sample_cnn.onnx"
 PPOCR_WHEEL = ("rapidocr-onnxruntime", "1.4.4")

@@ -25,10 +25,11 @@ import os
 
 import numpy as np
 
-from . import cpu, reference
-from .desc import MemoryDesc
+from .cpu import engine as cpu
+from .reference import engine as reference
+from .algebra.desc import MemoryDesc
 from .errors import ClayoutError
-from .image import ImageLayout
+from .algebra.layout import ImageLayout
 
 # runtime.opencl (pyopencl, mako) is imported inside the functions that ask for
 # it, so that the cpu and reference engines work without those packages.

@@ -23,7 +23,7 @@ import numpy as np
 
 from .api import to_image
 from .errors import ClayoutError
-from .image import KINDS, ImageLayout, image_layout
+from .algebra.layout import KINDS, ImageLayout, image_layout
 
 INSTALL_HINT = "clayout show needs matplotlib: pip install 'clayout[plot]'"
 CHANNEL_DIM = {"activation": 1, "filter": 0, "depthwise": 1, "argument": 0}

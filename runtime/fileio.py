@@ -39,7 +39,7 @@ import stat
 
 import numpy as np
 
-from . import dtypes
+from .algebra import dtypes
 from .errors import ClayoutError
 from .limits import check_host_bytes
 

@@ -32,10 +32,10 @@ import struct
 
 import numpy as np
 
-from . import dtypes
+from .algebra import dtypes
 from .errors import ClayoutError
 from .onnx_graph import printable
-from .tiles import plan_of
+from .algebra.tiles import plan_of
 
 # safetensors (the optional model extra) is imported inside the two functions
 # that read and write the file, so that the manifest's printing works without it.

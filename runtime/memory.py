@@ -21,12 +21,13 @@ import contextlib
 
 import numpy as np
 
-from . import cpu, dtypes
+from .cpu import engine as cpu
+from .algebra import dtypes
 from . import engine as engines
-from .desc import MemoryDesc, _ints
+from .algebra.desc import MemoryDesc, _ints
 from .errors import ClayoutError
-from .hostarray import physical_input
-from .image import ImageLayout, image_layout
+from .algebra.hostarray import physical_input
+from .algebra.layout import ImageLayout, image_layout
 from .limits import check_host_bytes
 
 # pyopencl and runtime.opencl are imported where a device is involved (_cl,

@@ -64,13 +64,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import dtypes, manifest as mf, onnx_graph, placement
+from . import manifest as mf, onnx_graph, placement
+from .algebra import dtypes
 from .api import from_image, to_image
 from .errors import ClayoutError
 from .fileio import atomic_write, check_output
-from .image import ImageLayout, image_layout
+from .algebra.layout import ImageLayout, image_layout
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
-from .tiles import tile_plan
+from .algebra.tiles import tile_plan
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
 COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")

@@ -31,11 +31,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import dtypes
+from .algebra import dtypes
 from . import engine as engines
 from .errors import ClayoutError
-from .image import NAMED, ImageLayout
-from .tiles import image_limit
+from .algebra.layout import NAMED, ImageLayout
+from .algebra.tiles import image_limit
 
 ROLES: dict[str, tuple[tuple[str, ...], ...]] = {
     "activation": (("in_out_channel",), ("texture_2d",), ("in_out_height",), ("in_out_width",)),

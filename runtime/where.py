@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 
 from .errors import ClayoutError
-from .image import KINDS, ImageLayout, image_layout
-from .tags import LETTERS
+from .algebra.layout import KINDS, ImageLayout, image_layout
+from .algebra.tags import LETTERS
 
 _TOKEN = re.compile(r"ceil|[A-Z]+|[a-z]|\d+|\S")
 

@@ -26,10 +26,11 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from runtime import ClayoutError, MemoryDesc, cpu_tiles
-from runtime.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
-from runtime.dtypes import IMAGE_NAMES as IMAGE_DTYPES
-from runtime.tags import LETTERS
+from runtime import ClayoutError, MemoryDesc
+from runtime.cpu import tiles as cpu_tiles
+from runtime.algebra.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
+from runtime.algebra.dtypes import IMAGE_NAMES as IMAGE_DTYPES
+from runtime.algebra.tags import LETTERS
 
 from conftest import BITS, bits
 

@@ -7,7 +7,7 @@ import pytest
 import runtime
 from runtime import ClayoutError, MemoryDesc, engine, from_image, reorder, to_image
 from runtime.engine import HostEngine
-from runtime.cpu import reorder as cpu_reorder
+from runtime.cpu.engine import reorder as cpu_reorder
 
 from strategies import assert_same_bits, fill
 

@@ -79,7 +79,7 @@ def folder(tmp_path, monkeypatch):
     np.save("i64.npy", np.arange(6))
     np.save("obj.npy", np.array([1, "a"], dtype=object), allow_pickle=True)
     np.save("img.npy", to_image(X, "in_out_channel"))
-    np.save("bf16img.npy", to_image(X, "in_out_channel").astype(runtime.dtypes.dtype("bf16").np))
+    np.save("bf16img.npy", to_image(X, "in_out_channel").astype(runtime.algebra.dtypes.dtype("bf16").np))
     np.save("flat.npy", X.reshape(-1))
     open("empty.npy", "wb").close()
     _npy_header_only("huge.npy", (10**6, 10**6, 1000))

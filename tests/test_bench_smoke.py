@@ -1,8 +1,13 @@
 """The benchmark runs and its peers agree with the fast path (tiny sizes:
 speed is measured by tools/bench.py, never by a test)."""
+import sys
+
 import pytest
 
-from runtime import bench
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import bench  # noqa: E402  (tools/bench.py)
 
 
 def test_cpu_rows_tiny():
@@ -13,7 +18,7 @@ def test_cpu_rows_tiny():
 
 @pytest.mark.slow
 def test_opencl_rows_tiny(cl_engine):
-    from runtime.opencl import bench as cl_bench
+    import bench_opencl as cl_bench
     lines = []
     rows = cl_bench.run([bench.SIZES["tiny"]], lines.append, engine=cl_engine, repeats=1)
     assert len(rows) == 6 and lines[0].startswith("OpenCL device:")

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.c_index import DIV_BITS, magic
+from runtime.algebra.c_index import DIV_BITS, magic
 
 LIMIT = 2 ** DIV_BITS
 

@@ -6,8 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime import cpu, cpu_tiles, reference
-from runtime.desc import MemoryDesc
+from runtime.cpu import engine as cpu
+from runtime.cpu import tiles as cpu_tiles
+from runtime.reference import engine as reference
+from runtime.algebra.desc import MemoryDesc
 from strategies import FEW, fill, small_tiles
 
 DIMS = (2, 20, 37, 61)  # odd H and W, C % 16 != 0
@@ -72,8 +74,10 @@ def test_zero_padding_written_in_row_blocks(monkeypatch, stage_bytes, src_tag, d
     """A dense destination with zero padding, into a buffer of junk: the data
     and the zeros are written row block by row block (runtime.cpu_rows), and
     every element of the buffer gets the reference's bits."""
-    from runtime import cpu_rows
-    from runtime.bench import dst_desc
+    from runtime.cpu import rows as cpu_rows
+    from runtime.algebra.layout import image_layout
+    from runtime.algebra.desc import MemoryDesc as _M
+    dst_desc = lambda d, dims, dt="f32": image_layout(d[6:]).desc(dims, dt) if d.startswith("image:") else _M(dims, dt, tag=d)  # noqa: E731
     calls = []
     monkeypatch.setattr(cpu_rows, "STAGE_BYTES", stage_bytes)
     real = cpu_rows.copy_rows
@@ -104,7 +108,9 @@ def test_far_inner_transposes_match_reference(dims, dst, dtypes, seed):
     is gathered from source planes at least 4 KiB apart take the staged
     big-tile path (cpu_tiles._copy_far_inner): every element gets the reference's
     bits, with C and H, W tails and dtype conversions."""
-    from runtime.bench import dst_desc
+    from runtime.algebra.layout import image_layout
+    from runtime.algebra.desc import MemoryDesc as _M
+    dst_desc = lambda d, dims, dt="f32": image_layout(d[6:]).desc(dims, dt) if d.startswith("image:") else _M(dims, dt, tag=d)  # noqa: E731
     src = MemoryDesc(dims, dtypes[0], tag="nchw")
     dstd = dst_desc(dst, dims, dtypes[1])
     assert src.nelems > cpu_tiles.SMALL_ELEMS

@@ -13,8 +13,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import runtime
-from runtime import MemoryDesc, cpu, cpu_tiles, engine, reference
-from runtime.image import NAMED
+from runtime import MemoryDesc, engine
+from runtime.cpu import engine as cpu
+from runtime.cpu import tiles as cpu_tiles
+from runtime.reference import engine as reference
+from runtime.algebra.layout import NAMED
 
 from strategies import (FEW, SETTINGS, any_descs, assert_same_bits, dtype_names, fill,
                         small_tiles,
@@ -294,7 +297,7 @@ def test_large_images(name, dt, src_dt, seed, data):
 
 
 # -- every dtype pair, deterministically ----------------------------------------------------
-from runtime.dtypes import IMAGE_NAMES, NAMES  # noqa: E402
+from runtime.algebra.dtypes import IMAGE_NAMES, NAMES  # noqa: E402
 
 LAYOUT_DIMS = {"argument": (17,)}
 

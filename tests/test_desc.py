@@ -14,7 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import runtime
-from runtime import ClayoutError, MemoryDesc, engine, reference
+from runtime import ClayoutError, MemoryDesc, engine
+from runtime.reference import engine as reference
 
 from strategies import (SETTINGS, any_descs, assert_same_bits, fill, halo_descs, small_dims,
                         sub_of, submemory_descs, tagged_descs, tags)

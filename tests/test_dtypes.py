@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime import ClayoutError, convert
-from runtime.dtypes import CANONICAL_NAN, NAMES, dtype, image_dtype
+from runtime.algebra.dtypes import CANONICAL_NAN, NAMES, dtype, image_dtype
 
 from conftest import bits
 from strategies import NP, SETTINGS, assert_same_bits, fill

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import runtime
 from runtime import ClayoutError, ImageLayout, engine, image_layout
-from runtime.image import NAMED
-from runtime.reference import FORMULAS
+from runtime.algebra.layout import NAMED
+from runtime.reference.engine import FORMULAS
 
 from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims
 

@@ -16,7 +16,8 @@ import pytest
 
 import runtime
 import runtime.demo
-from runtime import cli, dtypes, model
+from runtime import cli, model
+from runtime.algebra import dtypes
 from runtime.errors import ClayoutError
 from runtime.progress import Progress
 

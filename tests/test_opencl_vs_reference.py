@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from conftest import bits
 from runtime import IMAGE_LAYOUTS, MemoryDesc
 from runtime import engine as engines
-from runtime.dtypes import IMAGE_NAMES, NAMES
+from runtime.algebra.dtypes import IMAGE_NAMES, NAMES
 
 REF = engines.get("reference")
 FEW = settings(max_examples=70, deadline=None, derandomize=True,
@@ -32,7 +32,7 @@ QUIET_F16_NAN = None  # see _values
 
 def _values(dt, n, seed=0, keep_snan=True) -> np.ndarray:
     """``n`` values of dtype ``dt``: the specials first, then random bits."""
-    from runtime.dtypes import dtype
+    from runtime.algebra.dtypes import dtype
     d = dtype(dt)
     rng = np.random.default_rng(seed)
     raw = rng.integers(0, 256, n * d.itemsize, dtype=np.uint8).view(d.np).copy()

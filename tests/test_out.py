@@ -108,7 +108,7 @@ def test_bad_out_is_refused_by_name(kind, engine):
         call, shape, dtype = (lambda out: from_image(image, "in_out_channel", DIMS, dtype="f16",
                                                      engine=engine, out=out),
                               DIMS, np.float16)
-    want = f"writable, C-contiguous {runtime.dtypes.dtype(dtype).name}"
+    want = f"writable, C-contiguous {runtime.algebra.dtypes.dtype(dtype).name}"
     readonly = np.zeros(shape, dtype)
     readonly.setflags(write=False)
     bad = {

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import runtime
 from runtime import ClayoutError, choose_layout, layout_choice, tile_plan
-from runtime.image import NAMED
+from runtime.algebra.layout import NAMED
 
 from conftest import run
 from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims

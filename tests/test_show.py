@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime import cli, commands, figure, reference
+from runtime import cli, commands, figure
+from runtime.reference import engine as reference
 
 from conftest import require, run
 

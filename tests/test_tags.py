@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime import ClayoutError, MemoryDesc, parse_tag
-from runtime.tags import MAX_DIMS, Tag
+from runtime.algebra.tags import MAX_DIMS, Tag
 
 from strategies import SETTINGS, small_dims, tags
 

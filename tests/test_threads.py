@@ -31,7 +31,7 @@ COMMON = MemoryDesc(SHARED_DIMS, "f32", tag="nChw8c")
 
 def _values(shape, dt, seed) -> np.ndarray:
     x = np.random.default_rng(seed).standard_normal(shape) * 40
-    if not runtime.dtypes.dtype(dt).is_float:
+    if not runtime.algebra.dtypes.dtype(dt).is_float:
         x = np.clip(x, -120, 120)
     return runtime.convert(x.astype(np.float32), dt)
 
@@ -167,7 +167,7 @@ def test_memory_objects_on_one_engine_from_eight_threads(request, name):
 
 def test_defaults_made_once_under_threads(monkeypatch):
     """First calls from many threads at once make one default engine and one pool."""
-    from runtime import cpu_tiles
+    from runtime.cpu import tiles as cpu_tiles
     from runtime.opencl import engine as cl_engine
     monkeypatch.setattr(cl_engine, "_DEFAULT", None)
     monkeypatch.setattr(cpu_tiles, "_POOL", None)

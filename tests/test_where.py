@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import runtime
 from runtime import ClayoutError, cli, commands, engine, image_layout
-from runtime.image import NAMED
+from runtime.algebra.layout import NAMED
 from runtime.where import explain
 
 from conftest import run

@@ -1,8 +1,174 @@
-#!/usr/bin/env python3
-"""Benchmark of clayout's conversions: see runtime/bench.py (also `clayout bench`)."""
+"""Benchmark: conversions as ratios against the copy limit, in one run.
+
+CPU part: each conversion of the numpy fast path (the ``cpu`` engine, into a
+preallocated destination: ``cpu.reorder_into``, and the public call with
+``out=``) against ``np.copyto`` of the destination's bytes (memcpy), beside
+peers measured in the same run: naive numpy (one big
+``ascontiguousarray`` of a pad + reshape + transpose view) and, where torch is
+installed, ``copy_`` into a channels_last tensor. The OpenCL part is added by
+``runtime.opencl.bench`` when an OpenCL device exists.
+
+Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes).
+"""
+from __future__ import annotations
+
+import argparse
 import sys
 
-from runtime.bench import main
+import numpy as np
+
+import bench_model
+from bench_call import geomean, public_call, timed_in_turn
+from runtime.algebra.desc import MemoryDesc
+from runtime.algebra.layout import image_layout
+from runtime.cpu import engine as cpu
+from runtime.cpu import tiles as cpu_tiles
+from runtime.engine import opencl_available
+
+SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
+         "C17": (1, 17, 224, 224), "C3": (1, 3, 224, 224),
+         "tiny": (2, 5, 7, 9)}  # tiny: a smoke test of the bench itself
+CASES = (  # (name, src tag, dst tag or image layout)
+    ("NHWC->NCHW", "nhwc", "nchw"),
+    ("NCHW->NHWC", "nchw", "nhwc"),
+    ("NCHW->nChw16c", "nchw", "nChw16c"),
+    ("NHWC->in_out_channel", "nhwc", "image:in_out_channel"),
+    ("NCHW->in_out_channel", "nchw", "image:in_out_channel"),
+    ("OIHW->conv2d_filter", "oihw", "image:conv2d_filter"),
+)
+
+
+def dst_desc(dst: str, dims, dtype="f32") -> MemoryDesc:
+    if dst.startswith("image:"):
+        return image_layout(dst[6:]).desc(dims, dtype)
+    return MemoryDesc(dims, dtype, tag=dst)
+
+
+def timeit(fn, repeat: int, inner: int) -> float:
+    """Median over ``repeat`` rounds of the mean of ``inner`` calls, in ms."""
+    return timed_in_turn({0: fn}, repeat, inner)[0]
+
+
+def naive(src: MemoryDesc, dst: MemoryDesc):
+    """One big numpy transpose: logical view -> pad -> split blocked dims ->
+    transpose to dst's physical order -> ascontiguousarray."""
+    src_axes = src.axes
+    phys = tuple(a.size for a in src_axes)
+    to_logical = np.argsort([a.dim for a in src_axes])
+
+    def run(buf):
+        logical = buf[:src.span].reshape(phys).transpose(to_logical)
+        pad = [(0, p - d) for d, p in zip(dst.dims, dst.padded_dims)]
+        if any(hi for _, hi in pad):
+            logical = np.pad(logical, pad)
+        split, names = [], []
+        for d in range(dst.ndims):
+            ax = sorted((a for a in dst.axes if a.dim == d), key=lambda a: -a.div)
+            split.extend(a.size for a in ax)
+            names.extend(dst.axes.index(a) for a in ax)
+        view = logical.reshape(split).transpose(np.argsort(names))
+        return np.ascontiguousarray(view).reshape(-1)
+    return run
+
+
+
+
+def torch_channels_last():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def cpu_rows(sizes, repeat: int, inner: int):
+    rows = []
+    torch = torch_channels_last()
+    for size in sizes:
+        dims = SIZES[size]
+        for name, src_tag, dst in CASES:
+            src = MemoryDesc(dims, tag=src_tag)
+            dstd = dst_desc(dst, dims)
+            x = np.random.default_rng(0).standard_normal(src.span).astype(np.float32)
+            out = np.empty(dstd.span, np.float32)
+            same = np.empty(dstd.span, np.float32)
+            ref = np.resize(x, dstd.span)
+            target = image_layout(dst[6:]) if dst.startswith("image:") else dstd
+            call = public_call(x, src, target, "cpu")
+            ms = timed_in_turn({"memcpy": lambda: np.copyto(same, ref),
+                                  "cpu": lambda: cpu.reorder_into(x, src, out, dstd),
+                                  "out=": call}, repeat, inner)
+            assert np.array_equal(call().reshape(-1), out), f"out= disagrees on {name}"
+            naive_fn = naive(src, dstd)
+            assert np.array_equal(naive_fn(x), out), f"naive numpy disagrees on {name}"
+            naive_ms = timeit(lambda: naive_fn(x), repeat, max(1, inner // 2))
+            row = {"size": size, "case": name, "bytes": dstd.size, **ms, "numpy": naive_ms}
+            if torch is not None and name == "NCHW->NHWC":
+                t_src = torch.from_numpy(x.reshape(dims))
+                t_dst = torch.empty(dims).contiguous(memory_format=torch.channels_last)
+                row["torch"] = timeit(lambda: t_dst.copy_(t_src), repeat, inner)
+            rows.append(row)
+    return rows
+
+
+def print_table(rows, columns, base: str, out=sys.stdout):
+    head = f"{'size':>5} {'case':<22} {'MiB':>6} " + " ".join(f"{c:>16}" for c in columns)
+    print(head, file=out)
+    for r in rows:
+        cells = []
+        for c in columns:
+            if c not in r:
+                cells.append(f"{'-':>16}")
+            elif c == base:
+                cells.append(f"{r[c]:>8.2f} ms      ")
+            else:
+                cells.append(f"{r[c]:>7.2f} ms {100 * r[base] / r[c]:>4.0f}%")
+        print(f"{r['size']:>5} {r['case']:<22} {r['bytes'] / 2**20:>6.1f} " + " ".join(cells),
+              file=out)
+
+
+def geomean_pct(rows, col: str, base: str, size: str) -> float:
+    return 100 * geomean(r[base] / r[col] for r in rows if r["size"] == size and col in r)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="clayout bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="224,512,C17,C3",
+                    help=f"comma-separated, of {', '.join(SIZES)}")
+    ap.add_argument("--quick", action="store_true", help="224 and C17 only, fewer rounds")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-opencl", action="store_true")
+    ap.add_argument("--model", metavar="M.onnx",
+                    help="instead: the load time of a whole model on each engine (programs "
+                    "built, cold, warm, cpu); 'synthetic' makes one with 60 weight shapes")
+    ap.add_argument("--dtype", default="f32", choices=("f32", "f16"), help="with --model")
+    args = ap.parse_args(argv)
+    if args.model:
+        return bench_model.main(args.model, args.dtype, 3 if args.quick else args.repeat)
+    sizes = ["224", "C17"] if args.quick else args.sizes.split(",")
+    for s in sizes:
+        if s not in SIZES:
+            ap.error(f"unknown size {s!r}; allowed: {', '.join(SIZES)}")
+    repeat = 3 if args.quick else args.repeat
+    print(f"clayout bench: f32, medians of {repeat} rounds; % = memcpy time / conversion time "
+          f"(higher is better; 100% = copy speed); {cpu_tiles.THREADS} threads")
+    rows = cpu_rows(sizes, repeat, inner=4)
+    print("\nCPU (numpy): memcpy = np.copyto of the destination's bytes")
+    print_table(rows, ["memcpy", "cpu", "out=", "numpy", "torch"], "memcpy")
+    for s in sizes:
+        print(f"geomean {s}: cpu fast path {geomean_pct(rows, 'cpu', 'memcpy', s):.0f}% of "
+              f"memcpy, public call with out= {geomean_pct(rows, 'out=', 'memcpy', s):.0f}%, "
+              f"naive numpy {geomean_pct(rows, 'numpy', 'memcpy', s):.0f}%")
+    if not args.no_opencl:
+        if not opencl_available():
+            print("\nOpenCL: no device with image support; skipped")
+        else:
+            import bench_opencl as cl_bench   # pyopencl: only with a device
+            print("\nOpenCL: % = the device's own copy of the same bytes (clEnqueueCopyBuffer, "
+                  "or clEnqueueCopyBufferToImage for images) / conversion time")
+            cl_bench.run([SIZES[s] for s in sizes if s != "C3"], print, repeats=max(5, 3 * repeat))
+    return 0
+
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

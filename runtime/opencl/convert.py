@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import dtypes
+from ..algebra import dtypes
 
 # storage value -> float value (exact) for the float dtypes
 _TO_FLOAT = {"f32": "{}", "f16": "clayout_f16_to_f32({})", "bf16": "clayout_bf16_to_f32({})"}

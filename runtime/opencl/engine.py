@@ -43,10 +43,10 @@ import threading
 import numpy as np
 import pyopencl as cl
 
-from .. import dtypes
-from ..desc import MemoryDesc
+from ..algebra import dtypes
+from ..algebra.desc import MemoryDesc
 from ..errors import ClayoutError
-from ..image import ImageLayout
+from ..algebra.layout import ImageLayout
 from . import kernels, programs
 
 CHANNEL_TYPES = {"f32": "FLOAT", "f16": "HALF_FLOAT", "s32": "SIGNED_INT32",

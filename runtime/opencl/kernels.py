@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import threading
 
-from .. import dtypes
+from ..algebra import dtypes
 from ..cache import LRU
-from ..c_index import image_names, logical_names, unchanged_dims
-from ..desc import MemoryDesc
-from ..image import ImageLayout, image_layout
+from ..algebra.c_index import image_names, logical_names, unchanged_dims
+from ..algebra.desc import MemoryDesc
+from ..algebra.layout import ImageLayout, image_layout
 from ..settings import env_int
 from .render import Kernel, Source, copy_kernel, render_kernel
 

@@ -29,9 +29,9 @@ from importlib import resources
 
 from mako.template import Template
 
-from ..c_index import Numbers, arg_value, offset_expr, paren, pixel_expr, unchanged_dims
-from ..desc import MemoryDesc
-from ..image import ImageLayout
+from ..algebra.c_index import Numbers, arg_value, offset_expr, paren, pixel_expr, unchanged_dims
+from ..algebra.desc import MemoryDesc
+from ..algebra.layout import ImageLayout
 from . import convert
 
 KERNEL_NAME = "clayout_convert"

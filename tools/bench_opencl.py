@@ -31,11 +31,11 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from ..bench_call import geomean, public_call, timed_in_turn
-from ..desc import MemoryDesc
-from ..image import image_layout
-from . import kernels, programs
-from .engine import OpenCLEngine, default
+from bench_call import geomean, public_call, timed_in_turn
+from runtime.algebra.desc import MemoryDesc
+from runtime.algebra.layout import image_layout
+from runtime.opencl import kernels, programs
+from runtime.opencl.engine import OpenCLEngine, default
 
 SIZES = ((1, 64, 224, 224), (1, 64, 512, 512), (1, 17, 512, 512))
 

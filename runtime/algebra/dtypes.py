@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .errors import ClayoutError
+from ..errors import ClayoutError
 
 
 @dataclass(frozen=True)

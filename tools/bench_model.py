@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from . import engine, model
+from runtime import engine, model
 
 _CHILD = """
 import json, sys

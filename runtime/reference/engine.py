@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import dtypes
-from .desc import MemoryDesc
-from .errors import ClayoutError
-from .image import ImageLayout
+from ..algebra import dtypes
+from ..algebra.desc import MemoryDesc
+from ..errors import ClayoutError
+from ..algebra.layout import ImageLayout
 
 
 def walk(desc: MemoryDesc, q) -> np.ndarray:

@@ -11,8 +11,9 @@ import time
 
 import numpy as np
 
-from . import api, hostarray
-from .desc import MemoryDesc
+from runtime import api
+from runtime.algebra import hostarray
+from runtime.algebra.desc import MemoryDesc
 
 
 def public_call(x: np.ndarray, src: MemoryDesc, target, engine):

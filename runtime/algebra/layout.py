@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 
 from .c_index import Numbers, pixel_expr
-from .cache import LRU
+from ..cache import LRU
 from .desc import MemoryDesc, _ints
-from .errors import ClayoutError
+from ..errors import ClayoutError
 from .tags import LETTERS, parse_tag
 
 DEFAULT_TAGS = {"activation": "nchw", "filter": "oihw", "depthwise": "mihw", "argument": "x"}

@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from importlib import resources
 
-from .errors import ClayoutError
+from ..errors import ClayoutError
 
 MAX_DIMS = 12
 LETTERS = "abcdefghijkl"

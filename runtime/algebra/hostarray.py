@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes
 from .desc import MemoryDesc
-from .errors import ClayoutError
+from ..errors import ClayoutError
 from .tags import parse_tag
 
 

@@ -25,7 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import cpu_blocked, cpu_rows, dtypes
+from . import blocked as cpu_blocked
+from . import rows as cpu_rows
+from ..algebra import dtypes
 
 TILE_ELEMS = 1 << 16        # elements per tile: src + dst tiles stay in L2
 SMALL_ELEMS = 1 << 19       # up to this (2 MiB of f32), one copy: no tiles, no threads

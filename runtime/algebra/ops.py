@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .errors import ClayoutError
+from ..errors import ClayoutError
 
 if TYPE_CHECKING:
     from .desc import MemoryDesc

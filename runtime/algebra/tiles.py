@@ -32,10 +32,10 @@ import numpy as np
 
 from . import dtypes
 from .desc import MemoryDesc
-from .engine import _as_dims
-from .errors import ClayoutError
+from ..engine import _as_dims
+from ..errors import ClayoutError
 from .hostarray import physical_shape
-from .image import ImageLayout, image_layout
+from .layout import ImageLayout, image_layout
 
 # pyopencl is imported inside the two device functions at the end only: the host
 # engines cut and join tiles without it.

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import dtypes, ops
+from . import dtypes
+from . import ops
 from .c_index import Numbers, offset_expr
-from .errors import ClayoutError
+from ..errors import ClayoutError
 from .tags import MAX_DIMS, Tag, parse_tag
 
 

@@ -31,9 +31,11 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import cpu_rows, cpu_tiles, dtypes
-from .cache import LRU
-from .desc import MemoryDesc
+from . import rows as cpu_rows
+from . import tiles as cpu_tiles
+from ..algebra import dtypes
+from ..cache import LRU
+from ..algebra.desc import MemoryDesc
 
 
 
