@@ -9,18 +9,21 @@
 >>> bool((back == x).all())
 True
 """
-from .api import from_image, reorder, to_image
+from .algebra.catalog import NAMED as IMAGE_LAYOUTS
+from .algebra.catalog import image_layout
 from .algebra.desc import Axis, MemoryDesc
 from .algebra.dtypes import convert
-from .errors import ClayoutError
 from .algebra.hostarray import physical_shape
-from .algebra.layout import NAMED as IMAGE_LAYOUTS
-from .algebra.layout import ImageLayout, image_layout
-from .memory import Memory
-from .placement import LayoutChoice, choose_layout, layout_choice
+from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tags import parse_tag
 from .algebra.tiles import TilePlan, tile_plan
+from .algebra.transform import Transform
+from .api import from_image, reorder, to_image
+from .errors import ClayoutError
+from .memory import Memory
+from .placement import LayoutChoice, choose_layout, layout_choice
 
-__all__ = ["MemoryDesc", "Axis", "ImageLayout", "image_layout", "IMAGE_LAYOUTS", "reorder",
-           "to_image", "from_image", "physical_shape", "convert", "parse_tag", "ClayoutError",
-           "Memory", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan"]
+__all__ = ["MemoryDesc", "Axis", "ImageLayout", "ImageDesc", "image_layout", "IMAGE_LAYOUTS",
+           "Transform", "reorder", "to_image", "from_image", "physical_shape", "convert",
+           "parse_tag", "ClayoutError", "Memory", "choose_layout", "layout_choice",
+           "LayoutChoice", "tile_plan", "TilePlan"]

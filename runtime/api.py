@@ -1,23 +1,27 @@
 """The public conversions: reorder, to_image, from_image (docs/engines.md).
 
-Each validates its input fully (dtype, size, dims, layout, image limits)
-before any work, then hands host arrays to an engine. Memory objects are
-handled by runtime.memory and stay on their engine.
+These are the three doors; each turns its arguments into the conversion's
+two sides (a MemoryDesc for a buffer, an ImageDesc for an image), checks the
+input fully (dtype, size, dims, layout, image limits) before any work, and
+hands the conversion to one engine's ``convert`` (host arrays) or to
+runtime.memory (Memory objects, which stay on their engine).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .algebra import dtypes
 from . import engine as engines
-from .algebra.desc import MemoryDesc, _ints
-from .errors import ClayoutError
+from . import memory
+from .algebra import dtypes
+from .algebra.catalog import check_fits, image_layout
+from .algebra.checks import as_ints
+from .algebra.desc import MemoryDesc
 from .algebra.hostarray import dims_from_shape, physical_input, physical_shape
-from .algebra.layout import image_layout
+from .algebra.layout import ImageDesc
+from .algebra.tiles import plan_of, tile_plan
+from .errors import ClayoutError
 from .limits import check_host_bytes
-from .memory import Memory, from_image_memory, reorder_memory, to_image_memory
-from .algebra.tiles import from_image_tiles, plan_of, to_image_tiles
-
+from .memory import Memory
 
 
 def _held(data) -> bool:
@@ -40,7 +44,7 @@ def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> 
         raise ClayoutError(f"{what}: out= must be {want}; got {type(out).__name__}")
     wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
     wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
-    wrong += [] if out.flags.c_contiguous else ["not C-contiguous"]
+    wrong += [] if out.flags.c_contiguous else ["a layout that is not C-contiguous"]
     wrong += [] if out.flags.writeable else ["read-only"]
     if wrong:
         raise ClayoutError(f"{what}: out= must be {want}; got one with {', '.join(wrong)}")
@@ -78,16 +82,21 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     """
     if isinstance(data, Memory):
         _no_host_out(out, "reorder", "dst_desc")
+        if data.is_image:
+            raise ClayoutError(f"reorder takes a buffer Memory; {data!r} is an image: use "
+                               "from_image")
         if src_desc is not None and src_desc != data.desc:
             raise ClayoutError(f"reorder of a Memory in {data.desc.describe()}: src_desc "
                                f"{src_desc.describe()} does not describe it; pass None or its desc")
-        return reorder_memory(data, dst_desc, engine)
+        if not isinstance(dst_desc, (Memory, MemoryDesc)):
+            raise ClayoutError("reorder of a Memory takes a MemoryDesc or a buffer Memory as "
+                               f"dst_desc, got {type(dst_desc).__name__}")
+        return memory.convert(data, dst_desc, engine)
     if not isinstance(src_desc, MemoryDesc) or not isinstance(dst_desc, MemoryDesc):
         raise ClayoutError("reorder takes MemoryDesc objects for src_desc and dst_desc")
     if src_desc.dims != dst_desc.dims:
         raise ClayoutError(f"reorder from {src_desc.describe()} to {dst_desc.describe()}: "
-                           "dims differ; use "
-                           "desc.reshape() for a logical reshape")
+                           "dims differ; use desc.reshape() for a logical reshape")
     if not _held(data):   # float64, int64, a list: rounded once, straight to dst's dtype
         data = dtypes.host_array(data, dst_desc.dtype, "reorder input")
         src_desc = src_desc.with_dtype(dst_desc.dtype)
@@ -97,7 +106,7 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     else:
         check_host_bytes(dst_desc.span * dst_desc.dtype.itemsize,
                          f"reorder output {dst_desc.describe()}")
-    return engines.get(engine).reorder(flat, src_desc, dst_desc, out=out)
+    return engines.get(engine).convert(src_desc, dst_desc, flat, out)
 
 
 def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
@@ -105,7 +114,7 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     """Place a tensor onto an image; returns (height, width, 4), or
     (height, width) for one-channel layouts, of the image dtype.
     With ``max_image=(W, H)`` an image over that limit comes as a tuple of
-    tiles instead (the rule: runtime.tiles), which from_image accepts.
+    tiles instead (the rule: runtime.algebra.tiles), which from_image accepts.
 
     ``src`` is the tag of ``array`` (default nchw / oihw / mihw / x by the
     layout's kind); a plain-tagged array comes in its physical shape, a
@@ -118,37 +127,51 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     if isinstance(array, Memory):
         if max_image is not None:
             raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
-        if out is not None and not isinstance(out, Memory):
-            raise ClayoutError(f"to_image of a Memory: out= takes an image Memory, got "
-                               f"{type(out).__name__}; a numpy out= goes with a host array input")
-        return to_image_memory(array, layout, dtype, engine, out=out)
+        if array.is_image:
+            raise ClayoutError(f"to_image takes a buffer Memory; {array!r} is an image")
+        if out is not None:
+            if not isinstance(out, Memory):
+                raise ClayoutError(f"to_image of a Memory: out= takes an image Memory, got "
+                                   f"{type(out).__name__}; a numpy out= goes with a host array "
+                                   "input")
+            return memory.convert(array, out, engine)
+        image = ImageDesc(layout, array.dims, dtype or array.dtype)
+        return memory.convert(array, image, engine)
     if isinstance(out, Memory):
         raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
                            "a host array input takes a numpy array as out=")
     arr = dtypes.host_array(array, dtypes.image_dtype(dtype) if dtype is not None else None,
                             "to_image input")  # other numeric types: rounded once to the image's
     src_dt = dtypes.of_array(arr)
-    img_dt = dtypes.image_dtype(dtype if dtype is not None else src_dt)
     tag = src or layout.default_tag(arr.ndim if dims is None else len(dims))
     desc = MemoryDesc(dims if dims is not None else dims_from_shape(arr.shape, tag), src_dt,
                       tag=tag)
-    layout.logical_dims(desc.dims)  # checks rank against the layout
+    image = ImageDesc(layout, desc.dims, dtype if dtype is not None else src_dt)
     if out is None:
-        check_host_bytes(layout.desc(desc.dims, img_dt).size,
-                         f"the {layout.name} image of dims {desc.dims}")
+        check_host_bytes(image.nbytes, f"the {layout.name} image of dims {desc.dims}")
     eng = engines.get(engine)
     if max_image is not None:
         if out is not None:
             raise ClayoutError("to_image: out= and max_image= do not go together (tiles are "
                                "new arrays); pass one of them")
-        return to_image_tiles(eng, physical_input(arr, desc), layout, desc, img_dt, max_image)
-    limits = getattr(eng, "image_limits", None)
-    if limits is not None:
-        layout.check_fits(desc.dims, *limits)
+        plan = tile_plan(layout, desc.dims, max_image)
+        _check_device_limit(eng, plan.max_image)
+        flat = physical_input(arr, desc)
+        if not plan.split:
+            return eng.convert(desc, image, flat)
+        return eng.to_tiles(desc, image, flat, plan)
+    check_fits(image, eng.image_limits)
     flat = physical_input(arr, desc)
     if out is not None:
-        host_out(out, layout.array_shape(desc.dims), img_dt, flat, "to_image")
-    return eng.to_image(flat, layout, desc, img_dt, out=out)
+        host_out(out, image.array_shape, image.dtype, flat, "to_image")
+    return eng.convert(desc, image, flat, out)
+
+
+def _check_device_limit(engine, max_image) -> None:
+    limits = engine.image_limits
+    if limits is not None and (max_image[0] > limits[0] or max_image[1] > limits[1]):
+        raise ClayoutError(f"max_image {max_image[0]}x{max_image[1]} is over the "
+                           f"device's image limit {limits[0]}x{limits[1]}; give at most that")
 
 
 def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None):
@@ -161,31 +184,50 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
     layout = image_layout(layout)
     if isinstance(image, Memory):
         _no_host_out(out, "from_image", "dst")
-        return from_image_memory(image, layout, dims, dst, dtype, engine)
+        return _from_image_memory(image, layout, dims, dst, dtype, engine)
     if isinstance(image, tuple):
         if out is not None:
             raise ClayoutError("from_image: out= goes with one image array, not a tuple of tiles")
         eng = engines.get(engine)
         plan = plan_of(layout, dims, image)
         if plan.split:
-            return from_image_tiles(eng, image, plan, dims, dst, dtype)
+            dims = as_ints(dims, "dims")
+            side = ImageDesc(layout, dims, dtypes.of_array(image[0]))
+            desc = MemoryDesc(dims, dtype if dtype is not None else side.dtype,
+                              tag=dst or layout.default_tag(len(dims)))
+            return eng.from_tiles(side, image, plan, desc).reshape(physical_shape(desc))
         image, engine = image[0], eng   # within the limit: the one tile is the image
     arr = np.asarray(image)
     if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
         arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")
     img_dt = dtypes.image_dtype(dtypes.of_array(arr))
-    dims = _ints(dims, "dims")
-    layout.logical_dims(dims)
-    want = layout.array_shape(dims)
-    if arr.shape != want:
+    dims = as_ints(dims, "dims")
+    side = ImageDesc(layout, dims, img_dt)
+    if arr.shape != side.array_shape:
         raise ClayoutError(f"image of shape {arr.shape} does not match layout {layout.name!r} "
-                           f"for dims {dims}: expected {want} (height, width[, 4])")
-    out_dt = dtypes.dtype(dtype if dtype is not None else img_dt)
-    desc = MemoryDesc(dims, out_dt, tag=dst or layout.default_tag(len(dims)))
+                           f"for dims {dims}: expected {side.array_shape} (height, width[, 4])")
+    desc = MemoryDesc(dims, dtype if dtype is not None else side.dtype,
+                      tag=dst or layout.default_tag(len(dims)))
     if out is None:
         check_host_bytes(desc.span * desc.dtype.itemsize, f"from_image output {desc.describe()}")
-    if out is not None:
+    else:
         host_out(out, physical_shape(desc), desc.dtype, arr, "from_image")
-        engines.get(engine).from_image(arr, layout, desc, out=out.reshape(-1))
+        engines.get(engine).convert(side, desc, arr, out.reshape(-1))
         return out
-    return engines.get(engine).from_image(arr, layout, desc).reshape(physical_shape(desc))
+    return engines.get(engine).convert(side, desc, arr).reshape(physical_shape(desc))
+
+
+def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Memory:
+    """An image Memory read back into a buffer: ``dst`` is a tag (default by
+    the layout's kind), a MemoryDesc, or a Memory to write into."""
+    dims = as_ints(dims, "dims")
+    if not mem.is_image or mem.layout != layout or layout.logical_dims(dims) != mem.dims:
+        raise ClayoutError(f"{mem!r} is not an image of layout {layout.name!r} with dims "
+                           f"{tuple(dims)}")
+    if isinstance(dst, (Memory, MemoryDesc)):
+        return memory.convert(mem, dst, engine)
+    tag = dst or layout.default_tag(len(dims))
+    return memory.convert(mem, MemoryDesc(dims, dtype or mem.dtype.name, tag=tag), engine)
+
+
+__all__ = ["reorder", "to_image", "from_image", "host_out"]

@@ -21,7 +21,9 @@ from .demo import run as run_demo
 from .algebra.desc import MemoryDesc
 from .errors import ClayoutError
 from .fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from .algebra.layout import KINDS, NAMED, image_layout
+from .algebra import catalog
+from .algebra.catalog import NAMED, image_layout
+from .algebra.layout import ImageDesc
 from .manifest import summary, table
 from .progress import Progress
 from .algebra.tags import parse_tag
@@ -29,19 +31,6 @@ from .where import explain
 
 PROG = "clayout"
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
-PIXEL_FORMULA = {  # docs/layouts.md: pixel (x, y), lane k -> logical index
-    "in_out_channel": "n=y/H, h=y%H, c=4(x/W)+k, w=x%W",
-    "in_out_height": "n=y/ceil(H/4), h=4(y%ceil(H/4))+k, c=x/W, w=x%W",
-    "in_out_width": "n=y/H, h=y%H, c=x/ceil(W/4), w=4(x%ceil(W/4))+k",
-    "conv2d_filter": "o=4(y/HW)+k, h=(y%HW)/W, w=y%W, i=x",
-    "dw_conv2d_filter": "i=4y+k, m=x/HW, h=(x%HW)/W, w=x%W",
-    "argument": "w=4x+k",
-    "weight_height": "o=4y+k, h=x/(W*I), w=(x/I)%W, i=x%I",
-    "weight_width": "o=y, h=x/(W*ceil(I/4)), w=(x/ceil(I/4))%W, i=4(x%ceil(I/4))+k",
-    "image_2d_weights_c4_fyx_b": "o=y, f=4x+k with f=(i*H+h)*W+w",
-    "image_2d_weights_c1_b_fyx": "o=x, y=(i*H+h)*W+w (one channel)",
-    "texture_2d": "x=w*N+n, y=h*ceil(C/4)+c/4, k=c%4",
-}
 
 
 # -- files: runtime.fileio -----------------------------------------------------------
@@ -139,8 +128,8 @@ def cmd_to_image(args) -> int:
             print(f"  {path}: {tile.region}")
         return 0
     save_npy(args.output, image, [args.input])
-    width, height = layout.image_shape(desc.dims)
-    print(f"wrote {args.output}: {layout.name} image {width}x{height} "
+    img = ImageDesc(layout, desc.dims, dtypes.of_array(image))
+    print(f"wrote {args.output}: {layout.name} image {img.width}x{img.height} "
           f"{'RGBA' if layout.lanes == 4 else 'R'} {dtypes.of_array(image).name}, array "
           f"{image.shape} (from {tag} {_dims_text(desc.dims)} {desc.dtype.name})")
     return 0
@@ -214,11 +203,11 @@ def cmd_info(args) -> int:
     layout = layout_arg(args)
     if args.layout == "any":
         layout, _ = choose(args, args.dims, "f32")
-    dims = layout.logical_dims(args.dims)
-    width, height = layout.image_shape(dims)
+    image = ImageDesc(layout, args.dims)
+    dims, width, height = image.dims, image.width, image.height
     # planned before the first line is printed: a failure prints only its error
     plan = tiles.tile_plan(layout, dims, args.max_image) if args.max_image is not None else None
-    names = KINDS.get(layout.kind, ",".join("abcdefghijkl"[:layout.ndims]))
+    names = layout.dims_text
     lanes = "4 (RGBA, CL_RGBA)" if layout.lanes == 4 else "1 (CL_R)"
     slots = width * height * layout.lanes
     count = int(np.prod(dims))
@@ -232,7 +221,7 @@ def cmd_info(args) -> int:
     print(f"lanes     {lanes}")
     print(f"dims      {','.join(map(str, dims))}")
     print(f"image     {width} x {height} pixels (width x height)")
-    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
+    formula = catalog.formula(layout)
     print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
     print(f"elements  {count} logical, {slots} image lanes ({slots - count} padding)")
     sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in dtypes.IMAGE_NAMES)
@@ -241,7 +230,7 @@ def cmd_info(args) -> int:
         if width <= max_w and height <= max_h:
             verdict = "fits"
         else:
-            others = [o.name for o in layout.fitting(dims, max_w, max_h)]
+            others = [o.name for o in catalog.fitting(layout.kind, dims, (max_w, max_h))]
             verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
                                    "; no named layout of this kind fits")
         print(f"limit     {max_w}x{max_h}: {verdict}")
@@ -255,7 +244,7 @@ def cmd_info(args) -> int:
 
 def cmd_where(args) -> int:
     layout = image_layout(args.layout)
-    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
+    formula = catalog.formula(layout)
     for line in explain(layout, args.dims, pixel=args.pixel, index=args.index, formula=formula):
         print(line)
     return 0
@@ -265,15 +254,12 @@ def cmd_show(args) -> int:
     """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
     figure.require_matplotlib()   # before any work: without it, one line and nothing written
     check_output(args.output)
-    layout = image_layout(args.layout)
-    dims = layout.logical_dims(args.dims)
-    formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
-    fig = figure.figure(layout, dims, formula=formula)
+    image = ImageDesc(image_layout(args.layout), args.dims)
+    fig = figure.figure(image.layout, image.dims, formula=catalog.formula(image.layout))
     atomic_write(args.output, lambda f: figure.save_png(fig, f))
-    width, height = layout.image_shape(dims)
     px_w, px_h = (round(v) for v in fig.get_size_inches() * fig.dpi)
-    print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {width}x{height} {layout.name} image "
-          f"(dims {','.join(map(str, dims))})")
+    print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {image.width}x{image.height} "
+          f"{image.layout.name} image (dims {','.join(map(str, image.dims))})")
     return 0
 
 
@@ -352,22 +338,24 @@ def cmd_bench(args) -> int:
 
 def cmd_kernel(args) -> int:
     """Print the OpenCL C source clayout renders for one conversion."""
-    from .opencl.kernels import plan_for   # mako (the kernel templates): this command only
+    from .opencl.plan import plan   # mako (the kernel templates): this command only
     sides = (args.src is not None, args.layout is not None, args.dst is not None)
     if sides not in ((True, False, True), (True, True, False), (False, True, True)):
         raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "
                            "--src and --layout (to an image), --layout and --dst (from an image)")
     dtype = args.dtype or "f32"
-    src = MemoryDesc(args.dims, dtype, tag=args.src) if args.src else None
-    dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else None
     image_dtype = args.image_dtype or (dtype if dtype != "bf16" else "f32")
+    src = MemoryDesc(args.dims, dtype, tag=args.src) if args.src else \
+        ImageDesc(image_layout(args.layout), args.dims, image_dtype)
+    dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else \
+        ImageDesc(image_layout(args.layout), args.dims, image_dtype)
     if args.bake:
         os.environ["CLAYOUT_SPECIALIZE_BYTES"] = "0"
-    plan = plan_for(src, dst, layout=args.layout, image_dtype=image_dtype, staged=args.staged)
-    print(plan.source)
-    if plan.generic:   # the numbers this shape passes to the family's program
+    kernel = plan(src, dst, staged=args.staged)
+    print(kernel.source)
+    if kernel.generic:   # the numbers this shape passes to the family's program
         names = [f"n{i}={int(v) if np.issubdtype(type(v), np.integer) else v!r}"
-                 for i, v in enumerate(plan.args)]
+                 for i, v in enumerate(kernel.args)]
         print(f"// arguments for dims {','.join(map(str, args.dims))}: {' '.join(names)}")
     return 0
 

@@ -23,7 +23,8 @@ import numpy as np
 
 from .api import to_image
 from .errors import ClayoutError
-from .algebra.layout import KINDS, ImageLayout, image_layout
+from .algebra.catalog import image_layout
+from .algebra.layout import ImageDesc, ImageLayout
 
 INSTALL_HINT = "clayout show needs matplotlib: pip install 'clayout[plot]'"
 CHANNEL_DIM = {"activation": 1, "filter": 0, "depthwise": 1, "argument": 0}
@@ -45,7 +46,7 @@ def require_matplotlib():
 
 def dim_names(layout: ImageLayout, ndims: int) -> list[str]:
     """Lower-case names of the logical dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,c..."""
-    names = KINDS.get(layout.kind, "").split(" ")[0].lower().split(",")
+    names = [n.lower() for n in layout.dim_names]
     return names if len(names) == ndims else list("abcdefghijkl"[:ndims])
 
 
@@ -104,8 +105,8 @@ def figure(layout, dims, formula: str | None = None):
     Figure, FigureCanvasAgg = require_matplotlib()
     from matplotlib.patches import Patch, Rectangle
     layout = image_layout(layout)
-    dims = layout.logical_dims(dims)
-    width, height = layout.image_shape(dims)
+    image = ImageDesc(layout, dims)
+    dims, width, height = image.dims, image.width, image.height
     if width == 0 or height == 0:
         raise ClayoutError(f"layout {layout.name!r} with dims {dims} is an empty "
                            f"{width}x{height} image; nothing to draw")

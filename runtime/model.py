@@ -69,7 +69,9 @@ from .algebra import dtypes
 from .api import from_image, to_image
 from .errors import ClayoutError
 from .fileio import atomic_write, check_output
-from .algebra.layout import ImageLayout, image_layout
+from .algebra import catalog
+from .algebra.catalog import image_layout
+from .algebra.layout import ImageLayout
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
 from .algebra.tiles import tile_plan
 
@@ -241,7 +243,7 @@ def stored_values(array: np.ndarray, dtype: str) -> np.ndarray:
 # -- conversion --------------------------------------------------------------------------------
 # a weight's role names its layout when it fits: the first candidate of a
 # placement role (conv2d_filter: filter, weight_width: fc_weight, ...)
-PLACEMENT_ROLE = {names[0][0]: role for role, names in placement.ROLES.items()}
+PLACEMENT_ROLE = {catalog.candidates(role)[0][0]: role for role in catalog.ROLES}
 
 
 def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout | None, str, str]:

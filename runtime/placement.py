@@ -31,24 +31,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .algebra import dtypes
 from . import engine as engines
-from .errors import ClayoutError
-from .algebra.layout import NAMED, ImageLayout
+from .algebra import catalog, dtypes
+from .algebra.catalog import NAMED, ROLES
+from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tiles import image_limit
-
-ROLES: dict[str, tuple[tuple[str, ...], ...]] = {
-    "activation": (("in_out_channel",), ("texture_2d",), ("in_out_height",), ("in_out_width",)),
-    "filter": (("conv2d_filter",), ("weight_height", "weight_width"),
-               ("image_2d_weights_c4_fyx_b",), ("image_2d_weights_c1_b_fyx",)),
-    "depthwise": (("dw_conv2d_filter",),),
-    "argument": (("argument",),),
-    "fc_weight": (("weight_width",), ("weight_height",), ("image_2d_weights_c4_fyx_b",),
-                  ("conv2d_filter",), ("image_2d_weights_c1_b_fyx",)),
-}
-ROLE_DIMS = {"activation": "N,C,H,W (or N,C)", "filter": "O,I,H,W", "depthwise": "M,I,H,W",
-             "argument": "W", "fc_weight": "O,I,H,W (an O x I matrix is O,I,1,1)"}
-
+from .errors import ClayoutError
 
 @dataclass(frozen=True)
 class Candidate:
@@ -112,19 +100,16 @@ class LayoutChoice:
 
 
 def resolve_limits(limits=None, engine=None) -> tuple[int, int] | None:
-    """``limits`` as (width, height), else the engine's device limits, else None."""
+    """``limits`` as (width, height), else the engine's device limits (None
+    for an engine without a limit)."""
     if limits is None:
-        if hasattr(engine, "image_limits"):   # an engine, or any object naming a device's limits
-            return engine.image_limits
-        return getattr(engines.get(engine), "image_limits", None)
+        return engines.get(engine).image_limits
     return image_limit(limits, "image limits")
 
 
 def candidates(role: str) -> tuple[str, ...]:
     """The candidate layout names of ``role`` in order (tiers flattened)."""
-    if role not in ROLES:
-        raise ClayoutError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
-    return tuple(name for tier in ROLES[role] for name in tier)
+    return tuple(name for tier in catalog.candidates(role) for name in tier)
 
 
 def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> LayoutChoice:
@@ -138,13 +123,14 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
         dims = first.logical_dims(dims)
     except ClayoutError:
         shown = tuple(dims) if isinstance(dims, (list, tuple)) else dims
-        raise ClayoutError(f"role {role!r} takes dims {ROLE_DIMS[role]}; got {shown!r}") from None
+        raise ClayoutError(f"role {role!r} takes dims {ROLES[role].dims}; got {shown!r}") from None
     limits = resolve_limits(limits, engine)
     measured = []
-    for tier, group in enumerate(ROLES[role]):
+    for tier, group in enumerate(catalog.candidates(role)):
         for name in group:
-            width, height = NAMED[name].image_shape(dims)
-            lanes = width * height * NAMED[name].lanes
+            image = ImageDesc(NAMED[name], dims)
+            width, height = image.width, image.height
+            lanes = width * height * image.lanes
             fits = limits is None or (width <= limits[0] and height <= limits[1])
             measured.append(Candidate(name, tier, (width, height), lanes - math.prod(dims),
                                       lanes * dt.itemsize, fits))

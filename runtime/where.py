@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 
 from .errors import ClayoutError
-from .algebra.layout import KINDS, ImageLayout, image_layout
+from .algebra.catalog import image_layout
+from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tags import LETTERS
 
 _TOKEN = re.compile(r"ceil|[A-Z]+|[a-z]|\d+|\S")
@@ -28,8 +29,7 @@ _TOKEN = re.compile(r"ceil|[A-Z]+|[a-z]|\d+|\S")
 
 def dim_names(layout: ImageLayout) -> list[str]:
     """Lower-case names of the logical dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,..."""
-    names = KINDS.get(layout.kind, "").split(" ")[0].lower().split(",")
-    return names if len(names) == layout.ndims else list(LETTERS[:layout.ndims])
+    return [n.lower() for n in layout.dim_names]
 
 
 def _image_names(layout: ImageLayout) -> list[tuple[str, str]]:
@@ -41,10 +41,10 @@ def _image_names(layout: ImageLayout) -> list[tuple[str, str]]:
             else ("f", "*".join(names[d].upper() for d in g)) for g in layout.groups]
 
 
-def _digits(layout: ImageLayout, dims, offset: int):
+def _digits(image: ImageDesc, offset: int):
     """[(axis label, digit)] of a lane offset over the tag's axes, and the
     index over the image dims those digits make (past a dim's size: padding)."""
-    desc = layout.desc(dims)
+    desc = image.desc
     idx = [0] * desc.ndims
     labels = []
     for a in desc.axes:
@@ -108,8 +108,8 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
     is the layout's table formula, substituted when given."""
     layout = image_layout(layout)
     user_dims = tuple(int(d) for d in dims)
-    dims = layout.logical_dims(user_dims)
-    width, height = layout.image_shape(dims)
+    image = ImageDesc(layout, user_dims)
+    dims, width, height = image.dims, image.width, image.height
     names = dim_names(layout)
     lines = [f"layout    {layout.name}, dims {','.join(map(str, user_dims))}: image "
              f"{width}x{height}, {layout.lanes} lane{'s' if layout.lanes > 1 else ''}"]
@@ -120,7 +120,7 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
         if len(pixel) not in (2, 3):
             raise ClayoutError(f"a pixel is X,Y or X,Y,LANE; got {len(pixel)} numbers")
         x, y, lane = pixel + (0,) * (3 - len(pixel))
-        found = layout.index(dims, x, y, lane)
+        found = image.index(x, y, lane)
     else:
         found = tuple(int(v) for v in index)
         if len(found) == len(user_dims) < len(dims):     # (N, C) of a 2-D activation
@@ -129,16 +129,15 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
         if any(not 0 <= i < d for i, d in zip(found, dims)):
             raise ClayoutError(f"index {found} is outside dims {dims} ({','.join(names)}); "
                                "each entry must be 0 <= i < its dim")
-        x, y, lane = layout.pixel(dims, found)
+        x, y, lane = image.pixel(found)
     offset = (y * width + x) * layout.lanes + lane
-    digits, image_idx = _digits(layout, dims, offset)
+    digits, image_idx = _digits(image, offset)
     lines.append(f"pixel     x={x} y={y} lane={lane}")
     if found is None:
-        image_dims = layout.image_dims(dims)
         tails = [f"{n}={i} is in the tail of {size}={d} (padded to "
-                 f"{layout.desc(dims).padded_dims[pos]})"
+                 f"{image.desc.padded_dims[pos]})"
                  for pos, ((n, size), i, d) in enumerate(zip(_image_names(layout), image_idx,
-                                                             image_dims)) if i >= d]
+                                                             image.desc.dims)) if i >= d]
         lines.append("index     padding: " + "; ".join(tails))
     else:
         lines.append("index     " + " ".join(f"{n}={i}" for n, i in zip(names, found))

@@ -1,5 +1,6 @@
 """Shared test helpers: ``bits()`` (the one raw-bits view every test compares
-with), ``run`` and ``run_sub`` (the clayout command in-process and as a
+with), ``to_img`` / ``from_img`` (one engine's conversion to and from an
+image), ``run`` and ``run_sub`` (the clayout command in-process and as a
 subprocess), and the OpenCL fixtures: the engine, and the rule that an OpenCL
 test never skips in CI (CI=true has PoCL: no device there is a failure)."""
 import os
@@ -19,6 +20,24 @@ def bits(a) -> np.ndarray:
     """Raw bits of an array (NaN == NaN, -0.0 != 0.0)."""
     a = np.ascontiguousarray(a)
     return a.view(BITS[a.dtype.itemsize])
+
+
+def image_side(layout, dims, dtype="f32"):
+    """The ImageDesc of ``layout`` (a name or an ImageLayout) at ``dims``."""
+    from runtime import ImageDesc, image_layout
+    return ImageDesc(image_layout(layout), dims, dtype)
+
+
+def to_img(engine, data, layout, src, dtype):
+    """``engine``'s image of ``data`` held in the MemoryDesc ``src``."""
+    return engine.convert(src, image_side(layout, src.dims, dtype), data)
+
+
+def from_img(engine, image, layout, dst):
+    """``engine``'s buffer in the MemoryDesc ``dst`` read from ``image`` (1-D)."""
+    from runtime.algebra import dtypes
+    side = image_side(layout, dst.dims, dtypes.of_array(np.asarray(image)))
+    return engine.convert(side, dst, image)
 
 
 def run(capsys, *argv):
@@ -61,7 +80,7 @@ def cl_engine():
         ok = engine.available()
     except ImportError as exc:
         require("an OpenCL device", False, str(exc))
-    require("an OpenCL device with image support", ok)
+    require("an OpenCL device with image support", ok, engine.why_not())
     return engine.default()
 
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from runtime import ClayoutError, MemoryDesc
-from runtime.cpu import tiles as cpu_tiles
+from runtime.cpu import geometry, plan as cpu_plan
 from runtime.algebra.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
 from runtime.algebra.dtypes import IMAGE_NAMES as IMAGE_DTYPES
 from runtime.algebra.tags import LETTERS
@@ -288,13 +288,21 @@ def any_descs(draw, dtype=None, dims=None):
 
 
 @contextlib.contextmanager
-def small_tiles(small: int = 1 << 10, tile: int = 1 << 9):
+def small_tiles(small: int = 1 << 10, tile: int = 1 << 9, stage_bytes: int | None = None):
     """Make the cpu fast path tile (and thread) small arrays: its tiled,
     staged and peeled code then runs, with many tile borders, on data the
-    reference checks quickly."""
-    old = cpu_tiles.SMALL_ELEMS, cpu_tiles.TILE_ELEMS
-    cpu_tiles.SMALL_ELEMS, cpu_tiles.TILE_ELEMS = small, tile
+    reference checks quickly. The cpu plans are made for the geometry, so
+    their cache is emptied on the way in and out."""
+    names = ("SMALL_ELEMS", "TILE_ELEMS", "FAR_TILE_ELEMS", "FAR_READ_RUN", "STAGE_BYTES")
+    old = {n: getattr(geometry, n) for n in names}
+    new = dict(SMALL_ELEMS=small, TILE_ELEMS=tile, FAR_TILE_ELEMS=tile * 8,
+               FAR_READ_RUN=tile // 8, STAGE_BYTES=stage_bytes or old["STAGE_BYTES"])
+    cpu_plan.PLANS.clear()
+    for n, v in new.items():
+        setattr(geometry, n, v)
     try:
         yield
     finally:
-        cpu_tiles.SMALL_ELEMS, cpu_tiles.TILE_ELEMS = old
+        for n, v in old.items():
+            setattr(geometry, n, v)
+        cpu_plan.PLANS.clear()

@@ -6,8 +6,7 @@ import pytest
 
 import runtime
 from runtime import ClayoutError, MemoryDesc, engine, from_image, reorder, to_image
-from runtime.engine import HostEngine
-from runtime.cpu.engine import reorder as cpu_reorder
+from runtime.cpu.engine import CpuEngine
 
 from strategies import assert_same_bits, fill
 
@@ -159,12 +158,10 @@ def test_bf16_image_refused():
     assert to_image(xb, "in_out_channel", dtype="f16").dtype == np.float16
 
 
-class LimitedEngine(HostEngine):
+class LimitedEngine(CpuEngine):
     """The cpu engine with device limits, as an OpenCL engine has."""
+    name = "limited"
     image_limits = (8, 8)
-
-    def __init__(self):
-        super().__init__("limited", cpu_reorder)
 
 
 def test_image_over_limits():

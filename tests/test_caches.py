@@ -11,7 +11,7 @@ import pytest
 import runtime
 from runtime import ClayoutError, MemoryDesc
 from runtime import cache
-from runtime.algebra import layout as image
+from runtime.algebra import layout
 
 # the child converts 10,000 times, cycling through 500 distinct shapes and three
 # kinds of conversion (in runs of 50, so that a program cache of 2 evicts and
@@ -70,10 +70,11 @@ def test_memory_stays_flat_over_10000_conversions_of_500_shapes(name, small, req
 
 
 def test_every_cache_is_registered_bounded_and_settable(cl_engine, monkeypatch):
-    from runtime.cpu import engine as cpu
-    from runtime.opencl import kernels, programs
-    assert {cpu.PLANS.name, kernels.PLANS.name, programs.PROGRAMS.name,
-            image.PLACEMENTS.name} <= set(cache.REGISTRY)
+    from runtime.cpu import plan as cpu_plan
+    from runtime.opencl import plan as cl_plan
+    from runtime.opencl import programs
+    assert {cpu_plan.PLANS.name, cl_plan.PLANS.name, programs.PROGRAMS.name,
+            layout.GEOMETRY.name} <= set(cache.REGISTRY)
     for lru in cache.REGISTRY.values():
         monkeypatch.setattr(lru, "_size", 3)
     cache.clear_all()
@@ -86,10 +87,10 @@ def test_every_cache_is_registered_bounded_and_settable(cl_engine, monkeypatch):
             runtime.to_image(x, "in_out_height", engine=engine)
     sizes = {lru.name: len(lru) for lru in cache.REGISTRY.values()}
     assert all(n <= 3 for n in sizes.values()), sizes
-    used = {cpu.PLANS.name, kernels.PLANS.name, programs.PROGRAMS.name, image.PLACEMENTS.name}
+    used = {cpu_plan.PLANS.name, cl_plan.PLANS.name, programs.PROGRAMS.name, layout.GEOMETRY.name}
     assert all(sizes[name] > 0 for name in used), sizes   # (shapes this small are never hot)
-    kernels.PLANS.size = 1          # shrinking drops the oldest at once
-    assert len(kernels.PLANS) == 1
+    cl_plan.PLANS.size = 1          # shrinking drops the oldest at once
+    assert len(cl_plan.PLANS) == 1
     cache.clear_all()
     assert all(len(lru) == 0 for lru in cache.REGISTRY.values())
 

@@ -16,7 +16,7 @@ import pytest
 import runtime
 from runtime import cli, engine, model
 from runtime.algebra import dtypes
-from runtime.reference import engine as reference
+REF = engine.get("reference")
 from runtime.algebra.desc import MemoryDesc
 from runtime.manifest import steps_of, stored_image
 
@@ -132,7 +132,7 @@ def test_reorder_matches_reference(tmp_path, capsys, src, dst, phys_shape, dims,
             logical[d] = phys_shape[pos]
     s = MemoryDesc(logical, "f32", tag=src)
     d = MemoryDesc(logical, dtype or "f32", tag=dst)
-    want = reference.reorder(x.reshape(-1), s, d).reshape(runtime.physical_shape(d))
+    want = REF.convert(s, d, x.reshape(-1)).reshape(runtime.physical_shape(d))
     got = np.load(tmp_path / "y.npy")
     if dtype == "bf16":  # numpy stores bfloat16 as raw 'V2'; the CLI reads it back as bf16
         assert got.dtype == np.dtype("V2")

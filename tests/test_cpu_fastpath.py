@@ -1,18 +1,31 @@
 """The numpy fast path on shapes large enough to take its tiled, threaded
 paths (staging through a compact buffer, peeled lane axes, widened 16-byte
-items), checked bit for bit against the reference and a numpy oracle."""
+items, the far-plane and row-block paths), checked bit for bit against the
+reference and a numpy oracle; each test asserts the method its plan chose
+(``runtime.cpu.plan``: ``Plan.method``, ``Copy.method``)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.cpu import engine as cpu
-from runtime.cpu import tiles as cpu_tiles
-from runtime.reference import engine as reference
+from conftest import image_side
+from runtime import engine
 from runtime.algebra.desc import MemoryDesc
+from runtime.cpu import engine as cpu
+from runtime.cpu import geometry
+from runtime.cpu.plan import plan
+from runtime.reference.engine import read
 from strategies import FEW, fill, small_tiles
 
 DIMS = (2, 20, 37, 61)  # odd H and W, C % 16 != 0
+REF, CPU = engine.get("reference"), engine.get("cpu")
+
+
+def dst_desc(dst: str, dims, dtype="f32") -> MemoryDesc:
+    """A tag, or 'image:NAME' for the dense desc of that image."""
+    if dst.startswith("image:"):
+        return image_side(dst[6:], dims, dtype).desc
+    return MemoryDesc(dims, dtype, tag=dst)
 
 
 @pytest.fixture(autouse=True)
@@ -21,25 +34,39 @@ def tiled():
         yield
 
 
-@pytest.mark.parametrize("src_tag, dst_tag", [
-    ("nchw", "nhwc"), ("nhwc", "nchw"), ("nchw", "nChw16c"), ("nChw16c", "nhwc"),
-    ("nhwc", "acBd4b"), ("nchw", "acBd4b"), ("nchw", "Acdb4a"), ("nchw", "cBda4b"),
-    ("nChw8c", "nChw16c"), ("chwn", "ABcd8b16a2b"),
-])
+# the methods the plan picks at DIMS under small_tiles, per dtype (f32, f16, s8): 2- and
+# 1-byte transposes are blocked where 4-byte ones gather far planes; 16c tails are copies
+METHODS = {
+    ("nchw", "nhwc"): ("far-plane", "far-plane", "blocked"),
+    ("nhwc", "nchw"): ("blocked", "blocked", "blocked"),
+    ("nchw", "nChw16c"): ("far-plane", "far-plane", "blocked"),
+    ("nChw16c", "nhwc"): ("tiles", "copy", "copy"),
+    ("nhwc", "acBd4b"): ("tiles", "blocked", "blocked"),
+    ("nchw", "acBd4b"): ("far-plane", "far-plane", "blocked"),
+    ("nchw", "Acdb4a"): ("far-plane", "far-plane", "far-plane"),
+    ("nchw", "cBda4b"): ("far-plane", "far-plane", "blocked"),
+    ("nChw8c", "nChw16c"): ("tiles", "copy", "copy"),
+    ("chwn", "ABcd8b16a2b"): ("far-plane", "far-plane", "far-plane"),
+}
+
+
+@pytest.mark.parametrize("src_tag, dst_tag", list(METHODS))
 @pytest.mark.parametrize("dtype", ["f32", "f16", "s8"])
 def test_tiled_paths_match_reference(src_tag, dst_tag, dtype):
     src = MemoryDesc(DIMS, dtype, tag=src_tag)
     dst = MemoryDesc(DIMS, dtype, tag=dst_tag)
-    assert src.nelems > cpu_tiles.SMALL_ELEMS
+    assert src.nelems > geometry.SMALL_ELEMS
+    method = METHODS[src_tag, dst_tag][("f32", "f16", "s8").index(dtype)]
+    assert method in {c.method for c in plan(src, dst).copies}
     x = np.random.default_rng(1).integers(-100, 100, src.span).astype(src.dtype.np)
-    want = reference.reorder(x, src, dst)
-    got = cpu.reorder(x, src, dst)
+    want = REF.convert(src, dst, x)
+    got = CPU.convert(src, dst, x)
     assert np.array_equal(got.view(dst.dtype.bits), want.view(dst.dtype.bits))
 
 
 def test_transpose_matches_numpy_oracle():
     x = np.arange(np.prod(DIMS), dtype=np.float32).reshape(DIMS)
-    got = cpu.reorder(x.reshape(-1), MemoryDesc(DIMS, tag="nchw"), MemoryDesc(DIMS, tag="nhwc"))
+    got = CPU.convert(MemoryDesc(DIMS, tag="nchw"), MemoryDesc(DIMS, tag="nhwc"), x.reshape(-1))
     assert np.array_equal(got, x.transpose(0, 2, 3, 1).reshape(-1))
 
 
@@ -48,8 +75,8 @@ def test_conversion_in_tiles():
     dst = MemoryDesc(DIMS, "bf16", tag="nChw16c")
     x = np.random.default_rng(2).standard_normal(src.span).astype(np.float32) * 1e3
     x[::97] = np.nan
-    want = reference.reorder(x, src, dst)
-    assert np.array_equal(cpu.reorder(x, src, dst).view(np.uint16), want.view(np.uint16))
+    want = REF.convert(src, dst, x)
+    assert np.array_equal(CPU.convert(src, dst, x).view(np.uint16), want.view(np.uint16))
 
 
 def test_reorder_into_leaves_outside_footprint_alone():
@@ -58,7 +85,7 @@ def test_reorder_into_leaves_outside_footprint_alone():
     buf = np.full(parent.span, 7.0, np.float32)
     x = np.ones(MemoryDesc((2, 16, 9, 9)).span, np.float32)
     cpu.reorder_into(x, MemoryDesc((2, 16, 9, 9)), buf, sub)
-    logical = reference.read_logical(buf, parent)
+    logical = read(buf, parent).reshape(parent.dims)
     assert (logical[:, 16:] == 1).all() and (logical[:, :16] == 7).all()
 
 
@@ -70,28 +97,21 @@ def test_reorder_into_leaves_outside_footprint_alone():
     ("nchw", "nChw16c", (2, 9, 37, 61)),                     # C=9 in 16c: one box, 7 zero lanes
 ])
 @pytest.mark.parametrize("dtypes", [("f32", "f32"), ("f16", "f16"), ("s8", "s8"), ("f32", "f16")])
-def test_zero_padding_written_in_row_blocks(monkeypatch, stage_bytes, src_tag, dst, dims, dtypes):
+def test_zero_padding_written_in_row_blocks(stage_bytes, src_tag, dst, dims, dtypes):
     """A dense destination with zero padding, into a buffer of junk: the data
-    and the zeros are written row block by row block (runtime.cpu_rows), and
+    and the zeros are written row block by row block (the plan's "rows"), and
     every element of the buffer gets the reference's bits."""
-    from runtime.cpu import rows as cpu_rows
-    from runtime.algebra.layout import image_layout
-    from runtime.algebra.desc import MemoryDesc as _M
-    dst_desc = lambda d, dims, dt="f32": image_layout(d[6:]).desc(dims, dt) if d.startswith("image:") else _M(dims, dt, tag=d)  # noqa: E731
-    calls = []
-    monkeypatch.setattr(cpu_rows, "STAGE_BYTES", stage_bytes)
-    real = cpu_rows.copy_rows
-    monkeypatch.setattr(cpu_rows, "copy_rows", lambda *a: calls.append(1) or real(*a))
-    src = MemoryDesc(dims, dtypes[0], tag=src_tag)
-    dstd = dst_desc(dst, dims, dtypes[1])
-    assert src.nelems > cpu_tiles.SMALL_ELEMS
-    x = np.random.default_rng(3).integers(-100, 100, src.span).astype(src.dtype.np)
-    want = reference.reorder(x, src, dstd)
-    buf = np.frombuffer(np.full(dstd.span * dstd.dtype.itemsize, 0xA5, np.uint8).tobytes(),
-                        dtype=dstd.dtype.np).copy()
-    cpu.reorder_into(x, src, buf, dstd)
-    assert calls, "the row-block path was not taken"
-    assert np.array_equal(buf.view(dstd.dtype.bits), want.view(dstd.dtype.bits))
+    with small_tiles(small=1 << 14, tile=1 << 12, stage_bytes=stage_bytes):
+        src = MemoryDesc(dims, dtypes[0], tag=src_tag)
+        dstd = dst_desc(dst, dims, dtypes[1])
+        assert src.nelems > geometry.SMALL_ELEMS
+        assert plan(src, dstd).method == "rows"
+        x = np.random.default_rng(3).integers(-100, 100, src.span).astype(src.dtype.np)
+        want = REF.convert(src, dstd, x)
+        buf = np.frombuffer(np.full(dstd.span * dstd.dtype.itemsize, 0xA5, np.uint8).tobytes(),
+                            dtype=dstd.dtype.np).copy()
+        cpu.reorder_into(x, src, buf, dstd)
+        assert np.array_equal(buf.view(dstd.dtype.bits), want.view(dstd.dtype.bits))
 
 
 FAR_DIMS = [(1, 17, 65, 67), (2, 5, 63, 71), (2, 3, 65, 65), (1, 64, 65, 65), (1, 20, 67, 63)]
@@ -103,24 +123,27 @@ FAR_DIMS = [(1, 17, 65, 67), (2, 5, 63, 71), (2, 3, 65, 65), (1, 64, 65, 65), (1
        dtypes=st.sampled_from([("f32", "f32"), ("f16", "f16"), ("s8", "s8"), ("f32", "f16"),
                                ("s8", "f32"), ("bf16", "f32")]),
        seed=st.integers(0, 1000))
-def test_far_inner_transposes_match_reference(dims, dst, dtypes, seed):
+def test_far_plane_transposes_match_reference(dims, dst, dtypes, seed):
     """Destinations whose short inner run (channels, a block, an RGBA lane)
-    is gathered from source planes at least 4 KiB apart take the staged
-    big-tile path (cpu_tiles._copy_far_inner): every element gets the reference's
-    bits, with C and H, W tails and dtype conversions."""
-    from runtime.algebra.layout import image_layout
-    from runtime.algebra.desc import MemoryDesc as _M
-    dst_desc = lambda d, dims, dt="f32": image_layout(d[6:]).desc(dims, dt) if d.startswith("image:") else _M(dims, dt, tag=d)  # noqa: E731
+    is gathered from source planes at least 4 KiB apart take the far-plane
+    path: every element gets the reference's bits, with C and H, W tails and
+    dtype conversions."""
     src = MemoryDesc(dims, dtypes[0], tag="nchw")
     dstd = dst_desc(dst, dims, dtypes[1])
-    assert src.nelems > cpu_tiles.SMALL_ELEMS
-    assert dims[2] * dims[3] * src.dtype.itemsize >= 4096
+    assert src.nelems > geometry.SMALL_ELEMS
+    assert dims[2] * dims[3] * src.dtype.itemsize >= geometry.PLANE_BYTES
+    assert "far-plane" in {c.method for c in plan(src, dstd).copies}
     x = fill(dtypes[0], src.span, seed)
-    want = reference.reorder(x, src, dstd)
-    calls = []
-    real = cpu_tiles._copy_far_inner
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cpu_tiles, "_copy_far_inner", lambda *a: calls.append(1) or real(*a))
-        got = cpu.reorder(x, src, dstd)
-    assert calls, "the far-inner path was not taken"
+    want = REF.convert(src, dstd, x)
+    got = CPU.convert(src, dstd, x)
     assert np.array_equal(got.view(dstd.dtype.bits), want.view(dstd.dtype.bits))
+
+
+def test_small_copies_are_one_copy_and_plans_are_cached():
+    src, dst = MemoryDesc((1, 3, 5, 7), tag="nchw"), MemoryDesc((1, 3, 5, 7), tag="nhwc")
+    p = plan(src, dst)
+    assert p.method == "copy" and plan(src, dst) is p
+    blocked = plan(MemoryDesc((2, 3, 5), tag="abc"), MemoryDesc((2, 3, 5), tag="aBc4b"))
+    assert blocked.padding == "memset" and blocked.method == "copy"
+    via = plan(MemoryDesc((2, 24, 3), tag="aBc8b"), MemoryDesc((2, 24, 3), tag="aBc3b"))
+    assert via.method == "via" and via.via == MemoryDesc((2, 24, 3))

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import runtime
 from runtime import MemoryDesc, engine
 from runtime.cpu import engine as cpu
-from runtime.cpu import tiles as cpu_tiles
+from runtime.cpu import geometry
 from runtime.reference import engine as reference
-from runtime.algebra.layout import NAMED
+from runtime.algebra.catalog import NAMED
 
 from strategies import (FEW, SETTINGS, any_descs, assert_same_bits, dtype_names, fill,
                         small_tiles,
@@ -29,8 +29,8 @@ CPU = engine.get("cpu")
 
 
 def both_reorder(data, src, dst):
-    want = REF.reorder(data, src, dst)
-    got = CPU.reorder(data, src, dst)
+    want = REF.convert(src, dst, data)
+    got = CPU.convert(src, dst, data)
     what = f"reorder {src.describe()} -> {dst.describe()}"
     assert_same_bits(got, want, what)
     if 0 < dst.span <= 20000:
@@ -80,8 +80,8 @@ def test_round_trip_same_dtype(data, seed, mode, dt):
     x = fill(dt, a.span, seed, mode)
     there = both_reorder(x, a, b)
     back = both_reorder(there, b, a)
-    assert_same_bits(back, REF.reorder(x, a, a), "round trip")
-    assert_same_bits(reference.read_logical(back, a), reference.read_logical(x, a), "values")
+    assert_same_bits(back, REF.convert(a, a, x), "round trip")
+    assert_same_bits(reference.read(back, a), reference.read(x, a), "values")
 
 
 @SETTINGS
@@ -110,7 +110,7 @@ def test_reorder_into_touches_only_footprint(dst, src_dt, seed, data):
     and leaves every other element of the buffer as it was."""
     src = data.draw(any_descs(dtype=src_dt, dims=dst.dims), label="src")
     x = fill(src_dt, src.span, seed)
-    want = REF.reorder(x, src, dst)
+    want = REF.convert(src, dst, x)
     sentinel = fill(dst.dtype.name, dst.span + 3, seed + 1, "bits")
     buf = sentinel.copy()
     cpu.reorder_into(x, src, buf, dst)
@@ -157,7 +157,7 @@ def test_benchdnn_cases(dims, t1, t2, dts):
     out = both_reorder(x, src, dst)
     back = both_reorder(out, dst, src.with_dtype(dts[1]))
     if dts[0] == dts[1]:
-        assert_same_bits(reference.read_logical(back, src), reference.read_logical(x, src))
+        assert_same_bits(reference.read(back, src), reference.read(x, src))
 
 
 def test_large_tiled_path():
@@ -167,7 +167,7 @@ def test_large_tiled_path():
         for t1, t2, dt in (("nchw", "nChw16c", "f32"), ("nhwc", "nchw", "f16"),
                            ("aBcd16b", "acdb", "s8"), ("nchw", "nhwc", "bf16")):
             src, dst = MemoryDesc(dims, dt, tag=t1), MemoryDesc(dims, "f32", tag=t2)
-            assert src.nelems > cpu_tiles.SMALL_ELEMS
+            assert src.nelems > geometry.SMALL_ELEMS
             both_reorder(fill(dt, src.span, 5), src, dst)
             both_reorder(fill(dt, src.span, 6), src, dst.with_dtype(dt))
 
@@ -196,8 +196,8 @@ def test_to_image(case, src_dt, img_dt, seed, mode, data):
     layout, dims = case
     src = data.draw(any_descs(dtype=src_dt, dims=dims), label="src")
     x = fill(src_dt, src.span, seed, mode)
-    want = REF.to_image(x, layout, src, img_dt)
-    got = CPU.to_image(x, layout, src, img_dt)
+    want = to_img(REF, x, layout, src, img_dt)
+    got = to_img(CPU, x, layout, src, img_dt)
     assert want.shape == layout.array_shape(dims)
     assert_same_bits(got, want, f"to_image {layout} {src} -> {img_dt}")
 
@@ -211,8 +211,8 @@ def test_from_image(case, img_dt, dst_dt, seed, mode, data):
     dst = data.draw(any_descs(dtype=dst_dt, dims=dims), label="dst")
     shape = layout.array_shape(dims)
     image = fill(img_dt, int(np.prod(shape)), seed, mode).reshape(shape)
-    want = REF.from_image(image, layout, dst)
-    got = CPU.from_image(image, layout, dst)
+    want = from_img(REF, image, layout, dst)
+    got = from_img(CPU, image, layout, dst)
     assert_same_bits(got, want, f"from_image {layout} {img_dt} -> {dst}")
 
 
@@ -223,9 +223,9 @@ def test_image_round_trip(case, dt, seed, mode, data):
     src = data.draw(any_descs(dtype=dt, dims=dims), label="src")
     x = fill(dt, src.span, seed, mode)
     for eng in (REF, CPU):
-        image = eng.to_image(x, layout, src, dt)
-        back = eng.from_image(image, layout, src)
-        assert_same_bits(back, REF.reorder(x, src, src), f"{eng.name} round trip {layout}")
+        image = to_img(eng, x, layout, src, dt)
+        back = from_img(eng, image, layout, src)
+        assert_same_bits(back, REF.convert(src, src, x), f"{eng.name} round trip {layout}")
 
 
 @FEW
@@ -253,7 +253,7 @@ LARGE = settings(FEW, max_examples=25)
 @LARGE
 @given(data=st.data(), src_dt=dtype_names, dst_dt=dtype_names, seed=seeds)
 def test_large_reorders(data, src_dt, dst_dt, seed):
-    """Above cpu_tiles.SMALL_ELEMS elements (made small here), with tails: tiles,
+    """Above geometry.SMALL_ELEMS elements (made small here), with tails: tiles,
     staging and lane peeling must give the reference's bits."""
     c = data.draw(st.sampled_from((3, 5, 17, 64)), label="C")
     hw = data.draw(st.sampled_from(((33, 65), (64, 64), (41, 97), (128, 17))), label="HW")
@@ -288,16 +288,17 @@ def test_large_images(name, dt, src_dt, seed, data):
     src = MemoryDesc(dims, src_dt, tag=data.draw(tags(len(dims), max_blocked=1,
                                                        allow_double=False)))
     x = fill(src_dt, src.span, seed)
-    want = REF.to_image(x, layout, src, dt)
-    assert_same_bits(CPU.to_image(x, layout, src, dt), want, f"to_image {name} {dims}")
+    want = to_img(REF, x, layout, src, dt)
+    assert_same_bits(to_img(CPU, x, layout, src, dt), want, f"to_image {name} {dims}")
     dst = MemoryDesc(dims, src_dt, tag=data.draw(tags(len(dims), max_blocked=1)))
     image = fill(dt, want.size, seed + 3).reshape(want.shape)
-    assert_same_bits(CPU.from_image(image, layout, dst), REF.from_image(image, layout, dst),
+    assert_same_bits(from_img(CPU, image, layout, dst), from_img(REF, image, layout, dst),
                      f"from_image {name} {dims}")
 
 
 # -- every dtype pair, deterministically ----------------------------------------------------
 from runtime.algebra.dtypes import IMAGE_NAMES, NAMES  # noqa: E402
+from conftest import to_img, from_img
 
 LAYOUT_DIMS = {"argument": (17,)}
 
@@ -311,14 +312,14 @@ def test_every_layout_and_dtype_pair(name, src_dt, img_dt):
     tag = {1: "a", 4: "aBcd4b"}[len(dims)]
     src = MemoryDesc(dims, src_dt, tag=tag)
     x = fill(src_dt, src.span, 99, "special")
-    image = REF.to_image(x, layout, src, img_dt)
-    assert_same_bits(CPU.to_image(x, layout, src, img_dt), image, "to_image")
+    image = to_img(REF, x, layout, src, img_dt)
+    assert_same_bits(to_img(CPU, x, layout, src, img_dt), image, "to_image")
     dst = MemoryDesc(dims, src_dt, tag={1: "a", 4: "acdb"}[len(dims)],
                      halo=None if len(dims) == 1 else ((0, 1, 0, 0), (0, 0, 1, 0)))
-    back = REF.from_image(image, layout, dst)
-    assert_same_bits(CPU.from_image(image, layout, dst), back, "from_image")
+    back = from_img(REF, image, layout, dst)
+    assert_same_bits(from_img(CPU, image, layout, dst), back, "from_image")
     if src_dt == img_dt:
-        assert_same_bits(reference.read_logical(back, dst), reference.read_logical(x, src))
+        assert_same_bits(reference.read(back, dst), reference.read(x, src))
 
 
 @pytest.mark.parametrize("src_dt", NAMES)
@@ -357,7 +358,7 @@ def test_halo_unit_block():
     dst = MemoryDesc((1, 1), "f32", tag="Ab1a", halo=((0, 0), (1, 1)), fill=1)
     src = MemoryDesc((1, 1), "f32")
     x = np.array([5], np.float32)
-    assert reference.reorder(x, src, dst).tolist() == [5, 1, 1, 1]
+    assert REF.convert(src, dst, x).tolist() == [5, 1, 1, 1]
     buf = np.full(dst.span, 9, np.float32)     # a sentinel instead of np.empty's leftovers
     cpu.reorder_into(x, src, buf, dst)
     assert buf.tolist() == [5, 1, 1, 1]         # cpu: [5, 1, 1, 9]
@@ -370,7 +371,7 @@ def test_sub_unit_block():
     src = MemoryDesc((2, 1, 1, 1), "f32")
     x = np.array([1, 2], np.float32)
     foot = footprint(sub)
-    assert reference.reorder(x, src, sub)[foot].tolist() == [1, 0, 2, 0]
+    assert REF.convert(src, sub, x)[foot].tolist() == [1, 0, 2, 0]
     buf = np.full(sub.span, 9, np.float32)
     cpu.reorder_into(x, src, buf, sub)
     assert buf[foot].tolist() == [1, 0, 2, 0]               # cpu: [1, 0, 2, 9]

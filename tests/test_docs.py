@@ -41,7 +41,7 @@ def test_every_document_is_linked_from_the_readme():
 def test_pictures_exist():
     text = (DOCS / "layouts.md").read_text()
     shown = re.findall(r"!\[[^\]]*\]\((img/[^)]+)\)", text)
-    from runtime.algebra.layout import NAMED
+    from runtime.algebra.catalog import NAMED
     assert sorted(shown) == sorted(f"img/{name}.png" for name in NAMED)
     for path in shown:
         assert (DOCS / path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 import runtime
 from runtime import ClayoutError, ImageLayout, engine, image_layout
-from runtime.algebra.layout import NAMED
-from runtime.reference.engine import FORMULAS
+from runtime import ImageDesc
+from runtime.algebra.catalog import NAMED, check_fits
+from runtime.reference.formulas import FORMULAS
+from conftest import to_img, from_img
 
 from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims
 
@@ -99,7 +101,7 @@ def test_pixel_of_every_element(case):
     n = int(np.prod(dims))
     values = np.arange(1, n + 1, dtype=np.int32).reshape(dims)
     src = runtime.MemoryDesc(dims, "s32")
-    images = [eng.to_image(values.ravel(), layout, src, "s32") for eng in (REF, CPU)]
+    images = [to_img(eng, values.ravel(), layout, src, "s32") for eng in (REF, CPU)]
     assert_same_bits(images[1], images[0], name)
     image = images[0]
     expect = np.zeros_like(image)
@@ -156,13 +158,13 @@ def test_custom_layout_equals_named(case, dt, seed):
     assert custom.image_shape(dims) == named.image_shape(dims)
     src = runtime.MemoryDesc(dims, dt)
     x = fill(dt, src.span, seed)
-    want = REF.to_image(x, named, src, dt)
+    want = to_img(REF, x, named, src, dt)
     for eng in (REF, CPU):
-        assert_same_bits(eng.to_image(x, custom, src, dt), want, f"{eng.name} {MIRRORS[name]}")
+        assert_same_bits(to_img(eng, x, custom, src, dt), want, f"{eng.name} {MIRRORS[name]}")
     image = fill(dt, want.size, seed + 1).reshape(want.shape)
-    back = REF.from_image(image, named, src)
+    back = from_img(REF, image, named, src)
     for eng in (REF, CPU):
-        assert_same_bits(eng.from_image(image, custom, src), back, f"{eng.name} from")
+        assert_same_bits(from_img(eng, image, custom, src), back, f"{eng.name} from")
 
 
 def test_c4_fyx_b_is_custom_over_o_by_ihw():
@@ -204,11 +206,11 @@ def test_layout_rank_checked():
 def test_8192_edge():
     layout = NAMED["in_out_channel"]
     assert layout.image_shape((1, 64, 512, 512)) == (8192, 512)
-    layout.check_fits((1, 64, 512, 512), 8192, 8192)
+    check_fits(ImageDesc(layout, (1, 64, 512, 512)), (8192, 8192))
     with pytest.raises(ClayoutError) as info:
-        layout.check_fits((1, 64, 512, 512), 8191, 8192)
+        check_fits(ImageDesc(layout, (1, 64, 512, 512)), (8191, 8192))
     with pytest.raises(ClayoutError) as info:
-        layout.check_fits((1, 64, 512, 1024), 8192, 8192)
+        check_fits(ImageDesc(layout, (1, 64, 512, 1024)), (8192, 8192))
     msg = str(info.value)
     assert "\n" not in msg
     for word in ("'in_out_channel'", "16384x512", "8192x8192", "(1, 64, 512, 1024)",
@@ -220,9 +222,9 @@ def test_8192_edge():
 
 def test_nothing_fits():
     with pytest.raises(ClayoutError, match="no named image layout fits; keep this tensor in"):
-        NAMED["in_out_channel"].check_fits((1, 4096, 64, 64), 256, 256)
+        check_fits(ImageDesc(NAMED["in_out_channel"], (1, 4096, 64, 64)), (256, 256))
     with pytest.raises(ClayoutError, match=r"layouts that fit: weight_height \(27x16\)$"):
-        NAMED["conv2d_filter"].check_fits((64, 3, 3, 3), 4096, 16)
+        check_fits(ImageDesc(NAMED["conv2d_filter"], (64, 3, 3, 3)), (4096, 16))
 
 
 @SETTINGS
@@ -232,10 +234,10 @@ def test_check_fits_property(case, mw, mh):
     layout = NAMED[name]
     w, h = TABLE[name][0](*dims)
     if w <= mw and h <= mh:
-        layout.check_fits(dims, mw, mh)
+        check_fits(ImageDesc(layout, dims), (mw, mh))
         return
     with pytest.raises(ClayoutError) as info:
-        layout.check_fits(dims, mw, mh)
+        check_fits(ImageDesc(layout, dims), (mw, mh))
     msg = str(info.value)
     assert f"{w}x{h}" in msg and f"{mw}x{mh}" in msg and repr(name) in msg
     for other in NAMED.values():

@@ -11,7 +11,9 @@ import pytest
 import runtime
 
 from runtime import IMAGE_LAYOUTS, ClayoutError, MemoryDesc
-from runtime.opencl import kernels, programs
+from runtime.opencl import plan as cl_plan
+from runtime.opencl import programs
+from conftest import from_img, image_side, to_img
 
 ACTIVATIONS = [(1, 3, 5, 7), (2, 17, 3, 4), (1, 8, 2, 2), (3, 5, 7, 1), (1, 1, 1, 1),
                (2, 16, 4, 4), (1, 33, 9, 2), (4, 3, 2, 8), (1, 64, 3, 3), (2, 2, 2, 2),
@@ -34,13 +36,12 @@ def _sweep(plans):
 def _reorders():
     for a, b in PAIRS:
         for dims in ACTIVATIONS:
-            yield kernels.plan_reorder(MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b))
+            yield cl_plan.plan(MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b))
     for dims in ACTIVATIONS:   # halo, strided, dtype pairs
-        yield kernels.plan_reorder(MemoryDesc(dims, halo=((0, 1, 1, 0), (0, 2, 1, 0)), fill=1),
-                                   MemoryDesc(dims, "f16", tag="nChw8c"))
+        yield cl_plan.plan(MemoryDesc(dims, halo=((0, 1, 1, 0), (0, 2, 1, 0)), fill=1), MemoryDesc(dims, "f16", tag="nChw8c"))
         n, c, h, w = dims
         strided = MemoryDesc(dims, strides=(c * h * (w + 3), h * (w + 3), w + 3, 1))
-        yield kernels.plan_reorder(strided, MemoryDesc(dims, "s8", tag="nhwc"))
+        yield cl_plan.plan(strided, MemoryDesc(dims, "s8", tag="nhwc"))
 
 
 def _images():
@@ -49,8 +50,8 @@ def _images():
             dims = dims[:1] if layout.kind == "argument" else dims
             for staged in (False, True):
                 for dt in ("f32", "f16"):
-                    yield kernels.plan_to_image(MemoryDesc(dims), layout, dt, staged)
-                    yield kernels.plan_from_image(layout, dt, MemoryDesc(dims, "f32"), staged)
+                    yield cl_plan.plan(MemoryDesc(dims), image_side(layout, MemoryDesc(dims).dims, dt), staged=staged)
+                    yield cl_plan.plan(image_side(layout, MemoryDesc(dims, "f32").dims, dt), MemoryDesc(dims, "f32"), staged=staged)
 
 
 def test_one_source_per_family():
@@ -63,7 +64,7 @@ def test_one_source_per_family():
 def test_few_families_over_many_shapes():
     # one conversion over 20 shapes: the vector width and the tiling axis may
     # vary with the dims, nothing else does
-    plans = [kernels.plan_to_image(MemoryDesc(d), IMAGE_LAYOUTS["in_out_channel"], "f32", True)
+    plans = [cl_plan.plan(MemoryDesc(d), image_side(IMAGE_LAYOUTS["in_out_channel"], MemoryDesc(d).dims, "f32"), staged=True)
              for d in ACTIVATIONS]
     copies = [d for d, k in zip(ACTIVATIONS, plans) if k.copy is not None]
     assert copies == [(1, 1, 1, 1)]       # one element and a zero tail: a byte copy
@@ -81,11 +82,11 @@ def test_the_engine_builds_each_family_once(cl_engine):
     for dims in ACTIVATIONS:
         x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims)
         src, dst = MemoryDesc(dims), MemoryDesc(dims, tag="nhwc")
-        for k in (kernels.plan_reorder(src, dst), kernels.plan_to_image(src, layout, "f32",
-                                                                        cl_engine.staged(layout, "f32"))):
+        image = image_side(layout, dims, "f32")
+        for k in (cl_plan.plan(src, dst), cl_plan.plan(src, image, staged=cl_engine.staged(image))):
             families.add(k.family)
-        cl_engine.reorder(x.reshape(-1), src, dst)
-        cl_engine.to_image(x.reshape(-1), layout, src, "f32")
+        cl_engine.convert(src, dst, x.reshape(-1))
+        to_img(cl_engine, x.reshape(-1), layout, src, "f32")
     assert programs.STATS["builds"] - before <= len(families) < len(ACTIVATIONS)
 
 
@@ -94,7 +95,7 @@ def test_program_cache_is_bounded(cl_engine, monkeypatch):
     programs.clear_cache()
     for tag in ("nhwc", "chwn", "nChw8c", "nChw16c"):
         dims = (1, 16, 2, 2)
-        cl_engine.reorder(np.zeros(64, np.float32), MemoryDesc(dims), MemoryDesc(dims, tag=tag))
+        cl_engine.convert(MemoryDesc(dims), MemoryDesc(dims, tag=tag), np.zeros(64, np.float32))
     assert programs.cached_count() <= 2
 
 
@@ -112,23 +113,23 @@ def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
             src = MemoryDesc(dims)
             x = np.arange(src.span, dtype=np.float32)
             for dt in ("f32", "f16"):
-                staged = cl_engine.staged(layout, dt)
-                families.add(kernels.plan_to_image(src, layout, dt, staged).family)
-                families.add(kernels.plan_from_image(layout, dt, src, staged).family)
-                img = cl_engine.to_image(x, layout, src, dt)
-                cl_engine.from_image(img, layout, src)
+                staged = cl_engine.staged(image_side(layout, src.dims, dt))
+                families.add(cl_plan.plan(src, image_side(layout, src.dims, dt), staged=staged).family)
+                families.add(cl_plan.plan(image_side(layout, src.dims, dt), src, staged=staged).family)
+                img = to_img(cl_engine, x, layout, src, dt)
+                from_img(cl_engine, img, layout, src)
     for a, b in PAIRS:
         for dims in ACTIVATIONS[::4]:
             src, dst = MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b)
-            families.add(kernels.plan_reorder(src, dst).family)
-            cl_engine.reorder(np.zeros(src.span, np.float32), src, dst)
+            families.add(cl_plan.plan(src, dst).family)
+            cl_engine.convert(src, dst, np.zeros(src.span, np.float32))
     built = programs.STATS["builds"] - before
     assert built <= len(families), (built, len(families))
 
 
 def _plans_over_calls(dims, calls, layout="in_out_channel"):
     src = MemoryDesc(dims)
-    return [kernels.plan_to_image(src, IMAGE_LAYOUTS[layout], "f32", True) for _ in range(calls)]
+    return [cl_plan.plan(src, image_side(IMAGE_LAYOUTS[layout], src.dims, "f32"), staged=True) for _ in range(calls)]
 
 
 def test_a_hot_shape_gets_its_baked_program(monkeypatch):
@@ -136,11 +137,11 @@ def test_a_hot_shape_gets_its_baked_program(monkeypatch):
     times is baked from then on; a smaller one stays generic."""
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_AFTER", raising=False)
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
-    kernels.clear_cache()
-    kernels.USES.clear()
-    after = kernels.specialize_after()
+    cl_plan.clear_cache()
+    cl_plan.USES.clear()
+    after = cl_plan.specialize_after()
     hot = _plans_over_calls((1, 64, 32, 33), after + 3)        # 264 KiB
-    assert MemoryDesc((1, 64, 32, 33)).size >= kernels.HOT_BYTES
+    assert MemoryDesc((1, 64, 32, 33)).size >= cl_plan.HOT_BYTES
     assert [k.generic for k in hot] == [True] * after + [False] * 3
     cold = _plans_over_calls((1, 64, 32, 31), 3 * after)       # 248 KiB
     assert all(k.generic for k in cold)
@@ -148,8 +149,8 @@ def test_a_hot_shape_gets_its_baked_program(monkeypatch):
 
 def test_specializing_by_use_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "0")
-    kernels.clear_cache()
-    kernels.USES.clear()
+    cl_plan.clear_cache()
+    cl_plan.USES.clear()
     assert all(k.generic for k in _plans_over_calls((1, 64, 32, 33), 20))
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "often")
     with pytest.raises(ClayoutError, match="CLAYOUT_SPECIALIZE_AFTER='often' is not a count"):
@@ -160,14 +161,15 @@ def test_the_baked_program_gives_the_same_bits(cl_engine, monkeypatch):
     """Calls before and after a shape turns hot return the same image."""
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
-    kernels.clear_cache()
-    kernels.USES.clear()
+    cl_plan.clear_cache()
+    cl_plan.USES.clear()
     dims = (1, 61, 33, 35)                                       # C tail, 275 KiB
     x = np.random.default_rng(3).standard_normal(dims).astype(np.float32)
     src = MemoryDesc(dims)
     layout = IMAGE_LAYOUTS["in_out_height"]
-    images = [cl_engine.to_image(x.reshape(-1), layout, src, "f16") for _ in range(4)]
-    assert not kernels.plan_to_image(src, layout, "f16", cl_engine.staged(layout, "f16")).generic
+    images = [to_img(cl_engine, x.reshape(-1), layout, src, "f16") for _ in range(4)]
+    image = image_side(layout, src.dims, "f16")
+    assert not cl_plan.plan(src, image, staged=cl_engine.staged(image)).generic
     assert all(np.array_equal(images[0].view(np.uint16), im.view(np.uint16)) for im in images)
 
 
@@ -180,7 +182,7 @@ def test_the_baked_program_gives_the_same_bits(cl_engine, monkeypatch):
     (MemoryDesc((2, 3, 4), strides=(24, 8, 1)), MemoryDesc((2, 3, 4)), None),   # a gap
 ])
 def test_a_conversion_that_moves_nothing_is_a_byte_copy(src, dst, copy):
-    assert kernels.plan_reorder(src, dst).copy == copy
+    assert cl_plan.plan(src, dst).copy == copy
 
 
 def test_copies_build_no_program_and_give_the_reference_bits(cl_engine):
@@ -193,10 +195,10 @@ def test_copies_build_no_program_and_give_the_reference_bits(cl_engine):
         x = np.random.default_rng(w).standard_normal(w).astype(np.float32)
         x[0] = np.float32("nan")
         desc = MemoryDesc((w,))
-        img = cl_engine.to_image(x, layout, desc, "f32")
-        want = runtime.engine.get("reference").to_image(x, layout, desc, "f32")
+        img = to_img(cl_engine, x, layout, desc, "f32")
+        want = to_img(runtime.engine.get("reference"), x, layout, desc, "f32")
         assert np.array_equal(img.view(np.uint32), want.view(np.uint32))
-        back = cl_engine.from_image(img, layout, desc)
+        back = from_img(cl_engine, img, layout, desc)
         assert np.array_equal(back.view(np.uint32), x.view(np.uint32))
         mem = runtime.Memory.from_numpy(x, desc, engine=cl_engine)
         img_mem = runtime.to_image(mem, layout)
@@ -207,6 +209,6 @@ def test_copies_build_no_program_and_give_the_reference_bits(cl_engine):
 def test_a_copy_needs_the_same_dims():
     """A 2-D activation's image has dims (N, C, 1, 1): never taken for a copy
     of the (N, C) source, even where the offsets would agree."""
-    from runtime.opencl.render import copy_kernel
+    from runtime.opencl.plan import copy_kernel
     assert copy_kernel(MemoryDesc((1, 8)), MemoryDesc((1, 8, 1, 1))) is None
     assert copy_kernel(MemoryDesc((1, 8, 1, 1)), MemoryDesc((1, 8, 1, 1))) is not None

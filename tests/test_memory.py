@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import runtime
-from conftest import bits
+from conftest import bits, from_img, to_img
 from runtime import ClayoutError, Memory, MemoryDesc
 from runtime import engine as engines
 from runtime.opencl.engine import OpenCLEngine
@@ -34,9 +34,9 @@ def test_round_trip_stays_on_the_device(cl_engine, monkeypatch):
     back = runtime.from_image(image, "in_out_channel", DIMS, dst="nhwc", dtype="f32")
     monkeypatch.undo()
     nchw, nhwc = MemoryDesc(DIMS), MemoryDesc(DIMS, tag="nhwc")
-    want_img = REF.to_image(_x(), runtime.image_layout("in_out_channel"), nchw, "f16")
+    want_img = to_img(REF, _x(), runtime.image_layout("in_out_channel"), nchw, "f16")
     assert np.array_equal(bits(image.to_numpy()), bits(want_img))
-    want = REF.from_image(want_img, runtime.image_layout("in_out_channel"), nhwc)
+    want = from_img(REF, want_img, runtime.image_layout("in_out_channel"), nhwc)
     assert np.array_equal(bits(back.to_numpy()), bits(want))
     assert isinstance(back.storage, type(src.storage))
 
@@ -45,14 +45,14 @@ def test_conversions_on_every_engine(engine):
     src = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=engine)
     dst = runtime.reorder(src, None, MemoryDesc(DIMS, "bf16", tag="nChw8c"))
     assert np.array_equal(bits(dst.to_numpy()),
-                          bits(REF.reorder(_x(), MemoryDesc(DIMS), dst.desc)))
+                          bits(REF.convert(MemoryDesc(DIMS), dst.desc, _x())))
     img = runtime.to_image(src, "conv2d_filter", dtype="s8")
-    want = REF.to_image(_x(), runtime.image_layout("conv2d_filter"), MemoryDesc(DIMS), "s8")
+    want = to_img(REF, _x(), runtime.image_layout("conv2d_filter"), MemoryDesc(DIMS), "s8")
     assert np.array_equal(img.to_numpy(), want)
     into = Memory(MemoryDesc(DIMS, "f32", tag="acdb"), engine)
     out = runtime.from_image(img, "conv2d_filter", DIMS, dst=into)
     assert out is into
-    assert np.array_equal(into.to_numpy(), REF.from_image(want, img.layout, into.desc))
+    assert np.array_equal(into.to_numpy(), from_img(REF, want, img.layout, into.desc))
 
 
 def test_attach_user_buffer_and_queue(cl_engine):
@@ -65,7 +65,7 @@ def test_attach_user_buffer_and_queue(cl_engine):
     mem = Memory(desc, data=buf, queue=queue)
     assert mem.storage is buf and mem.engine.queue is queue
     host = mem.to_numpy()
-    tail = REF.reorder(np.ones(np.prod(DIMS), np.float32), MemoryDesc(DIMS), desc) == 0
+    tail = REF.convert(MemoryDesc(DIMS), desc, np.ones(np.prod(DIMS), np.float32)) == 0
     assert (host[tail] == 0).all() and (host[~tail] == 7).all()   # padding re-zeroed
     assert mem.same_buffer(Memory(desc, data=buf, queue=queue))
     assert not mem.same_buffer(Memory(desc, engine=mem.engine))
@@ -78,8 +78,8 @@ def test_attach_numpy_without_copy(engine):
     with mem.map() as a:
         a[desc.offset((0, 0, 0, 0))] = -1.0
     assert arr[desc.offset((0, 0, 0, 0))] == -1.0      # the user's memory, in place
-    logical = REF.reorder(arr, desc, MemoryDesc(DIMS))
-    want = REF.reorder(logical, MemoryDesc(DIMS), desc)  # tails 0, halo 2.0, data kept
+    logical = REF.convert(desc, MemoryDesc(DIMS), arr)
+    want = REF.convert(MemoryDesc(DIMS), desc, logical)  # tails 0, halo 2.0, data kept
     assert np.array_equal(mem.to_numpy(), want)
 
 
@@ -102,10 +102,8 @@ def test_user_image(cl_engine):
     image = cl.create_image(cl_engine.context, cl.mem_flags.READ_WRITE, fmt, shape=(w, h))
     mem = Memory.image(layout, DIMS, "f32", data=image)
     src = Memory.from_numpy(_x(), MemoryDesc(DIMS), engine=mem.engine)
-    runtime.api  # the api routes Memory to runtime.memory
-    from runtime.memory import to_image_memory
-    to_image_memory(src, layout, out=mem)
-    assert np.array_equal(mem.to_numpy(), REF.to_image(_x(), layout, MemoryDesc(DIMS), "f32"))
+    assert runtime.to_image(src, layout, out=mem) is mem
+    assert np.array_equal(mem.to_numpy(), to_img(REF, _x(), layout, MemoryDesc(DIMS), "f32"))
     with pytest.raises(ClayoutError, match="does not match"):
         Memory.image(layout, (1, 17, 3, 3), "f32", data=image)
 
@@ -149,13 +147,12 @@ def test_host_arrays_read_only_and_memory_mapped(cl_engine, tmp_path):
     frozen = x.copy()
     frozen.setflags(write=False)
     src, dst = MemoryDesc(DIMS), MemoryDesc(DIMS, tag="nChw16c")
-    want = REF.reorder(x, src, dst)
+    want = REF.convert(src, dst, x)
     for arr in (mapped, frozen):
-        assert np.array_equal(bits(cl_engine.reorder(arr.reshape(-1), src, dst)), bits(want))
-        img = cl_engine.to_image(arr.reshape(-1), runtime.image_layout("in_out_channel"), src,
-                                 "f32")
+        assert np.array_equal(bits(cl_engine.convert(src, dst, arr.reshape(-1))), bits(want))
+        img = to_img(cl_engine, arr.reshape(-1), runtime.image_layout("in_out_channel"), src, "f32")
         img.setflags(write=False)
-        back = cl_engine.from_image(img, runtime.image_layout("in_out_channel"), src)
+        back = from_img(cl_engine, img, runtime.image_layout("in_out_channel"), src)
         assert np.array_equal(bits(back), bits(x.reshape(-1)))
     assert np.array_equal(np.load(tmp_path / "x.npy"), x)
 
@@ -167,7 +164,7 @@ def test_memory_reorder_checks_src_desc_and_writes_into_out(engine):
     out = Memory.image("in_out_channel", DIMS, "f32", engine)
     got = runtime.to_image(src, "in_out_channel", out=out)
     assert got is out
-    want = REF.to_image(_x(), runtime.image_layout("in_out_channel"), MemoryDesc(DIMS), "f32")
+    want = to_img(REF, _x(), runtime.image_layout("in_out_channel"), MemoryDesc(DIMS), "f32")
     assert np.array_equal(bits(out.to_numpy()), bits(want))
 
 

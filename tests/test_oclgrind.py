@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require
+from conftest import from_img, require, to_img
 
 ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,12 +54,12 @@ def child() -> int:
         src, dst = MemoryDesc(dims, s_dt, tag=s_tag), MemoryDesc(dims, d_dt, tag=d_tag)
         x = values(src)
         runs += 1
-        if not same(eng.reorder(x, src, dst), ref.reorder(x, src, dst)):
+        if not same(eng.convert(src, dst, x), ref.convert(src, dst, x)):
             bad.append(f"reorder {src!r} -> {dst!r}")
     halo = MemoryDesc(dims, "f32", tag="aBcd4b", halo=((0, 1, 1, 0), (0, 0, 1, 2)), fill=2)
     x = values(MemoryDesc(dims))
     runs += 1
-    if not same(eng.reorder(x, MemoryDesc(dims), halo), ref.reorder(x, MemoryDesc(dims), halo)):
+    if not same(eng.convert(MemoryDesc(dims), halo, x), ref.convert(MemoryDesc(dims), halo, x)):
         bad.append("reorder into halo")
     img_cases = [("in_out_channel", "f32", "f32"), ("conv2d_filter", "f16", "f16"),
                  ("image_2d_weights_c4_fyx_b", "s8", "f32"), ("texture_2d", "u8", "s32"),
@@ -71,12 +71,12 @@ def child() -> int:
         src = MemoryDesc(d, buf_dt, tag="a" if len(d) == 1 else "nhwc")
         x = values(src)
         runs += 2
-        img = eng.to_image(x, layout, src, img_dt)
-        want = ref.to_image(x, layout, src, img_dt)
+        img = to_img(eng, x, layout, src, img_dt)
+        want = to_img(ref, x, layout, src, img_dt)
         if not same(img, want):
             bad.append(f"to_image {name} {img_dt}")
         dst = MemoryDesc(d, buf_dt, tag="a" if len(d) == 1 else "nChw4c")
-        if not same(eng.from_image(want, layout, dst), ref.from_image(want, layout, dst)):
+        if not same(from_img(eng, want, layout, dst), from_img(ref, want, layout, dst)):
             bad.append(f"from_image {name} {img_dt}")
     print(f"oclgrind: {runs} conversions, {len(bad)} mismatches", flush=True)
     for b in bad:

@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from runtime import IMAGE_LAYOUTS, MemoryDesc
-from runtime.opencl import kernels, programs, render
+from runtime.opencl import plan as cl_plan
+from runtime.opencl import programs, render
+from conftest import image_side
 
 DIMS = {"activation": [(2, 5, 3, 3), (1, 17, 2, 5), (3, 4, 1, 1), (2, 3)],
         "filter": [(5, 3, 2, 3), (17, 1, 1, 1)], "depthwise": [(2, 5, 3, 3)],
@@ -68,7 +70,7 @@ def test_image_launch_stays_inside_the_image(name, monkeypatch):
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
     layout = IMAGE_LAYOUTS[name]
     for dims in DIMS[layout.kind]:
-        k = kernels.plan_to_image(MemoryDesc(dims), layout, "f32")
+        k = cl_plan.plan(MemoryDesc(dims), image_side(layout, MemoryDesc(dims).dims, "f32"))
         width, height = layout.image_shape(dims)
         assert k.dst_image and k.sizes == (width, height, 1)
         # generic: one work item per pixel in one dimension; the first three
@@ -88,18 +90,18 @@ def test_baked_image_guard_is_the_image(name, monkeypatch):
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_BYTES", "0")   # bake every number
     layout = IMAGE_LAYOUTS[name]
     for dims in DIMS[layout.kind]:
-        k = kernels.plan_to_image(MemoryDesc(dims), layout, "f32")
+        k = cl_plan.plan(MemoryDesc(dims), image_side(layout, MemoryDesc(dims).dims, "f32"))
         width, height = layout.image_shape(dims)
         assert not k.generic and k.args == ()
         assert f"if (g0 >= {width} || g1 >= {height} || g2 >= 1)" in k.source
 
 
 def test_one_template_for_every_kind():
-    reorder = kernels.render_source(MemoryDesc((2, 8, 3, 3)), MemoryDesc((2, 8, 3, 3), tag="nhwc"))
-    to_image = kernels.render_source(MemoryDesc((2, 5, 3, 3)), layout="in_out_channel",
-                                     image_dtype="f16")
-    from_image = kernels.render_source(dst=MemoryDesc((2, 5, 3, 3), "s8"), layout="texture_2d",
-                                       image_dtype="s8")
+    reorder = cl_plan.plan(MemoryDesc((2, 8, 3, 3)), MemoryDesc((2, 8, 3, 3), tag="nhwc")).source
+    to_image = cl_plan.plan(MemoryDesc((2, 5, 3, 3)),
+                            image_side("in_out_channel", (2, 5, 3, 3), "f16")).source
+    from_image = cl_plan.plan(image_side("texture_2d", (2, 5, 3, 3), "s8"),
+                              MemoryDesc((2, 5, 3, 3), "s8")).source
     for src in (reorder, to_image, from_image):
         assert "__kernel void clayout_convert(" in src
     assert "write_imagef" in to_image and "clayout_f32_to_f16" in to_image
@@ -108,21 +110,21 @@ def test_one_template_for_every_kind():
 
 
 def test_vector_loads_where_contiguous():
-    src = kernels.render_source(MemoryDesc((1, 32, 4, 4), tag="nhwc"),
-                                MemoryDesc((1, 32, 4, 4), tag="nChw16c"))
+    src = cl_plan.plan(MemoryDesc((1, 32, 4, 4), tag="nhwc"),
+                       MemoryDesc((1, 32, 4, 4), tag="nChw16c")).source
     assert "vload16" in src and "vstore16" in src
 
 
 def test_program_cache(cl_engine):
     src, dst = MemoryDesc((1, 3, 2, 5)), MemoryDesc((1, 3, 2, 5), tag="nhwc")
     x = np.arange(30, dtype=np.float32)
-    cl_engine.reorder(x, src, dst)
+    cl_engine.convert(src, dst, x)
     before = dict(programs.STATS)
     for _ in range(3):
-        cl_engine.reorder(x, src, dst)
+        cl_engine.convert(src, dst, x)
     assert programs.STATS["builds"] == before["builds"]
     assert programs.STATS["hits"] == before["hits"] + 3
     programs.clear_cache()
     assert programs.cached_count() == 0
-    cl_engine.reorder(x, src, dst)
+    cl_engine.convert(src, dst, x)
     assert programs.STATS["builds"] == before["builds"] + 1

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import bits
+from conftest import bits, from_img, to_img
 from runtime import IMAGE_LAYOUTS, MemoryDesc
 from runtime import engine as engines
 from runtime.algebra.dtypes import IMAGE_NAMES, NAMES
@@ -60,7 +60,7 @@ def _values(dt, n, seed=0, keep_snan=True) -> np.ndarray:
 def test_dtype_pairs(cl_engine, src, dst):
     s, d = MemoryDesc((600,), src), MemoryDesc((600,), dst)
     x = _values(src, 600)
-    assert np.array_equal(bits(cl_engine.reorder(x, s, d)), bits(REF.reorder(x, s, d)))
+    assert np.array_equal(bits(cl_engine.convert(s, d, x)), bits(REF.convert(s, d, x)))
 
 
 @pytest.mark.parametrize("image_dtype", IMAGE_NAMES)
@@ -71,11 +71,11 @@ def test_image_dtypes(cl_image_engine, image_dtype, other):
     buf = image_dtype if other == "same" else other
     x = _values(buf, 601, keep_snan=False)
     s = MemoryDesc((601,), buf)
-    img = cl_image_engine.to_image(x, layout, s, image_dtype)
-    assert np.array_equal(bits(img), bits(REF.to_image(x, layout, s, image_dtype)))
+    img = to_img(cl_image_engine, x, layout, s, image_dtype)
+    assert np.array_equal(bits(img), bits(to_img(REF, x, layout, s, image_dtype)))
     pixels = _values(image_dtype, img.size, seed=1, keep_snan=False).reshape(img.shape)
-    got = cl_image_engine.from_image(pixels, layout, s)
-    assert np.array_equal(bits(got), bits(REF.from_image(pixels, layout, s)))
+    got = from_img(cl_image_engine, pixels, layout, s)
+    assert np.array_equal(bits(got), bits(from_img(REF, pixels, layout, s)))
 
 
 # -- every named layout x image dtype x both directions ---------------------------------
@@ -105,13 +105,13 @@ def test_named_layouts_both_directions(cl_image_engine, name, image_dtype, i):
     layout, dims, tag, buf_dt = _case(name, i)
     src = MemoryDesc(dims, buf_dt, tag=tag)
     x = _values(buf_dt, src.span, seed=i, keep_snan=False)
-    img = cl_image_engine.to_image(x, layout, src, image_dtype)
-    want = REF.to_image(x, layout, src, image_dtype)
+    img = to_img(cl_image_engine, x, layout, src, image_dtype)
+    want = to_img(REF, x, layout, src, image_dtype)
     assert img.shape == want.shape and np.array_equal(bits(img), bits(want))
     dst = MemoryDesc(dims, buf_dt, tag=SRC_TAGS[len(dims)][(i + 1) % len(SRC_TAGS[len(dims)])])
     pixels = _values(image_dtype, want.size, seed=i + 1, keep_snan=False).reshape(want.shape)
-    got = cl_image_engine.from_image(pixels, layout, dst)
-    assert np.array_equal(bits(got), bits(REF.from_image(pixels, layout, dst)))
+    got = from_img(cl_image_engine, pixels, layout, dst)
+    assert np.array_equal(bits(got), bits(from_img(REF, pixels, layout, dst)))
 
 
 @pytest.mark.parametrize("name", ["in_out_channel", "conv2d_filter", "argument"])
@@ -119,9 +119,9 @@ def test_zero_volume_images(cl_image_engine, name):
     layout = IMAGE_LAYOUTS[name]
     dims = (0,) if layout.ndims == 1 else (0, 5, 3, 3)
     src = MemoryDesc(dims)
-    img = cl_image_engine.to_image(np.zeros(0, np.float32), layout, src, "f32")
-    assert img.shape == REF.to_image(np.zeros(0, np.float32), layout, src, "f32").shape
-    assert cl_image_engine.from_image(img, layout, src).size == 0
+    img = to_img(cl_image_engine, np.zeros(0, np.float32), layout, src, "f32")
+    assert img.shape == to_img(REF, np.zeros(0, np.float32), layout, src, "f32").shape
+    assert from_img(cl_image_engine, img, layout, src).size == 0
 
 
 # -- buffer tag pairs -------------------------------------------------------------------
@@ -153,7 +153,7 @@ def _desc(kind, dims, dt):
 def test_buffer_pairs(cl_engine, dims, src_tag, dst_tag, pair):
     src, dst = _desc(src_tag, dims, pair[0]), _desc(dst_tag, dims, pair[1])
     x = _values(pair[0], src.span, seed=len(src_tag))
-    assert np.array_equal(bits(cl_engine.reorder(x, src, dst)), bits(REF.reorder(x, src, dst)))
+    assert np.array_equal(bits(cl_engine.convert(src, dst, x)), bits(REF.convert(src, dst, x)))
 
 
 @pytest.mark.parametrize("src_tag, dst_tag, dims", [
@@ -164,5 +164,5 @@ def test_more_ranks_and_blocks(cl_engine, src_tag, dst_tag, dims):
     src, dst = MemoryDesc(dims, tag=src_tag), MemoryDesc(dims, tag=dst_tag)
     x = _values("f32", src.span, seed=3)
     for a, b in ((src, dst), (dst, src)):
-        y = x if a is src else REF.reorder(x, src, dst)
-        assert np.array_equal(bits(cl_engine.reorder(y, a, b)), bits(REF.reorder(y, a, b)))
+        y = x if a is src else REF.convert(src, dst, x)
+        assert np.array_equal(bits(cl_engine.convert(a, b, y)), bits(REF.convert(a, b, y)))

@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import runtime
+from runtime.cpu.engine import CpuEngine
 from runtime import ClayoutError, choose_layout, layout_choice, tile_plan
-from runtime.algebra.layout import NAMED
+from runtime.algebra.catalog import NAMED
 
 from conftest import run
 from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims
@@ -95,7 +96,7 @@ def test_filter_ties_go_to_least_padding_then_order(dims, limits, want, why):
 
 
 def test_limits_come_from_the_engine():
-    class Device:   # any engine object with image_limits
+    class Device(CpuEngine):   # an engine whose device limits its images, as OpenCL's do
         image_limits = (2048, 4096)
     assert choose_layout("activation", (4, 64, 224, 224), engine=Device()).name == "texture_2d"
     given = layout_choice("activation", (4, 64, 224, 224), limits=(4096, 4096), engine=Device())

@@ -7,7 +7,8 @@ import pytest
 
 import runtime
 from runtime import cli, commands, figure
-from runtime.reference import engine as reference
+from runtime.algebra.catalog import ROW
+from runtime.reference import formulas
 
 from conftest import require, run
 
@@ -61,7 +62,7 @@ def test_show_one_channel(tmp_path, capsys, plot):
 
 
 def test_labels_activation(plot):
-    fig = figure.figure("in_out_channel", (1, 6, 3, 5), formula=commands.PIXEL_FORMULA["in_out_channel"])
+    fig = figure.figure("in_out_channel", (1, 6, 3, 5), formula=ROW["in_out_channel"].formula)
     found = texts(fig)
     assert "c5 h0 w2" in found and "c0 h2 w4" in found
     assert found.count("pad") == 2 * 5 * 3        # lanes of c = 6, 7 at every (h, w)
@@ -90,7 +91,7 @@ def test_labels_filter_follow_the_formula(plot):
     for y in range(height):
         for x in range(width):
             for k in range(4):
-                o, i, h, w = (int(v) for v in reference._conv2d_filter(x, y, k, dims))
+                o, i, h, w = (int(v) for v in formulas._conv2d_filter(x, y, k, dims))
                 want = f"o{o} i{i} h{h} w{w}" if o < dims[0] else "pad"
                 assert labels[(2 * x + k % 2, 2 * y + k // 2)] == want
 
@@ -105,7 +106,7 @@ def test_element_map_is_the_table():
     dims = (2, 6, 3, 5)
     emap = figure.element_map(runtime.image_layout("in_out_channel"), dims)
     y, x, k = np.indices(emap.shape)
-    n, c, h, w = reference._in_out_channel(x, y, k, dims)
+    n, c, h, w = formulas._in_out_channel(x, y, k, dims)
     want = np.where(c < 6, np.ravel_multi_index((n, np.minimum(c, 5), h, w), dims), -1)
     assert np.array_equal(emap, want)
 

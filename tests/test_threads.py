@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import runtime
-from conftest import bits
+from conftest import bits, from_img, image_side, to_img
 from runtime import Memory, MemoryDesc, from_image, reorder, to_image
 from runtime import engine as engines
 
@@ -167,10 +167,10 @@ def test_memory_objects_on_one_engine_from_eight_threads(request, name):
 
 def test_defaults_made_once_under_threads(monkeypatch):
     """First calls from many threads at once make one default engine and one pool."""
-    from runtime.cpu import tiles as cpu_tiles
+    from runtime.cpu import copy as cpu_copy
     from runtime.opencl import engine as cl_engine
     monkeypatch.setattr(cl_engine, "_DEFAULT", None)
-    monkeypatch.setattr(cpu_tiles, "_POOL", None)
+    monkeypatch.setattr(cpu_copy, "_POOL", None)
     made = []
     real = cl_engine.OpenCLEngine
 
@@ -178,7 +178,7 @@ def test_defaults_made_once_under_threads(monkeypatch):
         made.append(1)
         return real(*args, **kw)
     monkeypatch.setattr(cl_engine, "OpenCLEngine", counting)
-    got = _run_threads(lambda t, k: [cl_engine.default(), cpu_tiles.pool()] if k == 0 else [])
+    got = _run_threads(lambda t, k: [cl_engine.default(), cpu_copy.pool()] if k == 0 else [])
     assert len(made) == 1
     assert len({id(r[0]) for r in got.values() if r}) == 1
     assert len({id(r[1]) for r in got.values() if r}) == 1
@@ -198,29 +198,29 @@ def test_memory_steps_on_an_out_of_order_queue_with_barriers(request):
     back = from_image(img, "in_out_channel", desc.dims, dst="nChw8c", dtype="f32")
     cl.enqueue_barrier(eng.queue)
     ref = engines.get("reference")
-    want_img = ref.to_image(x, runtime.image_layout("in_out_channel"), desc, "f16")
+    want_img = to_img(ref, x, runtime.image_layout("in_out_channel"), desc, "f16")
     assert np.array_equal(bits(img.to_numpy()), bits(want_img))
     assert np.array_equal(bits(back.to_numpy()),
-                          bits(ref.from_image(want_img, runtime.image_layout("in_out_channel"),
-                                              back.desc)))
+                          bits(from_img(ref, want_img, runtime.image_layout("in_out_channel"), back.desc)))
 
 
 def test_a_shape_turning_hot_under_threads(request, monkeypatch):
     """Eight threads convert one shape of 275 KiB on one engine while it
     switches from its family's generic program to its baked one (after 2
     calls here): every result has the single-threaded bits."""
-    from runtime.opencl import kernels
+    from runtime.opencl import plan as cl_plan
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
     eng = _engine(request, "opencl-staged")
     dims = (1, 61, 33, 35)
     x = _values(dims, "f32", 5)
-    kernels.clear_cache()
+    cl_plan.clear_cache()
     want = to_image(x, "in_out_height", dtype="f16", engine=eng)
-    kernels.clear_cache()      # the threads start on the generic program again
+    cl_plan.clear_cache()      # the threads start on the generic program again
     got = _run_threads(lambda t, k: [to_image(x, "in_out_height", dtype="f16", engine=eng)]
                        if k < 12 else [])
     assert all(np.array_equal(bits(r[0]), bits(want)) for r in got.values() if r)
     src = MemoryDesc(dims)
     layout = runtime.image_layout("in_out_height")
-    assert not kernels.plan_to_image(src, layout, "f16", eng.staged(layout, "f16")).generic
+    image = image_side(layout, src.dims, "f16")
+    assert not cl_plan.plan(src, image, staged=eng.staged(image)).generic

@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 import runtime
 from runtime import ClayoutError, cli, commands, engine, image_layout
-from runtime.algebra.layout import NAMED
+from runtime.algebra.catalog import NAMED, ROW
 from runtime.where import explain
 
-from conftest import run
+from conftest import run, to_img
 from strategies import SETTINGS, small_dims
 
 REF = engine.get("reference")
@@ -73,7 +73,7 @@ def test_index_agrees_with_the_reference_placement(data, name):
     n = math.prod(dims)
     values = np.arange(1, n + 1, dtype=np.int32)
     from runtime import MemoryDesc
-    image = REF.to_image(values, layout, MemoryDesc(dims, "s32"), "s32")
+    image = to_img(REF, values, layout, MemoryDesc(dims, "s32"), "s32")
     if layout.lanes == 1:
         image = image[..., None]
     for x, y, lane in _all_lanes(layout, dims):
@@ -113,7 +113,7 @@ def test_where_formulas_evaluate_to_the_answer(name):
     layout = NAMED[name]
     dims = (3, 5, 6, 3) if layout.ndims == 4 else (9,)
     idx = tuple(d - 1 for d in dims)
-    lines = explain(layout, dims, index=idx, formula=commands.PIXEL_FORMULA[name])
+    lines = explain(layout, dims, index=idx, formula=ROW[name].formula)
     formula = next(line for line in lines if line.startswith("formula"))[10:]
     values = dict(zip("xyk", layout.pixel(dims, idx)))
     values.update(zip(["n", "c", "h", "w"] if layout.kind == "activation" else

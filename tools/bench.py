@@ -6,7 +6,7 @@ preallocated destination: ``cpu.reorder_into``, and the public call with
 peers measured in the same run: naive numpy (one big
 ``ascontiguousarray`` of a pad + reshape + transpose view) and, where torch is
 installed, ``copy_`` into a channels_last tensor. The OpenCL part is added by
-``runtime.opencl.bench`` when an OpenCL device exists.
+tools/bench_opencl.py when an OpenCL device exists.
 
 Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes).
 """
@@ -20,9 +20,9 @@ import numpy as np
 import bench_model
 from bench_call import geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
-from runtime.algebra.layout import image_layout
+from runtime import ImageDesc, image_layout
 from runtime.cpu import engine as cpu
-from runtime.cpu import tiles as cpu_tiles
+from runtime.cpu import geometry
 from runtime.engine import opencl_available
 
 SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
@@ -40,7 +40,7 @@ CASES = (  # (name, src tag, dst tag or image layout)
 
 def dst_desc(dst: str, dims, dtype="f32") -> MemoryDesc:
     if dst.startswith("image:"):
-        return image_layout(dst[6:]).desc(dims, dtype)
+        return ImageDesc(image_layout(dst[6:]), dims, dtype).desc
     return MemoryDesc(dims, dtype, tag=dst)
 
 
@@ -151,7 +151,7 @@ def main(argv=None) -> int:
             ap.error(f"unknown size {s!r}; allowed: {', '.join(SIZES)}")
     repeat = 3 if args.quick else args.repeat
     print(f"clayout bench: f32, medians of {repeat} rounds; % = memcpy time / conversion time "
-          f"(higher is better; 100% = copy speed); {cpu_tiles.THREADS} threads")
+          f"(higher is better; 100% = copy speed); {geometry.THREADS} threads")
     rows = cpu_rows(sizes, repeat, inner=4)
     print("\nCPU (numpy): memcpy = np.copyto of the destination's bytes")
     print_table(rows, ["memcpy", "cpu", "out=", "numpy", "torch"], "memcpy")

@@ -18,12 +18,12 @@ from runtime.algebra.desc import MemoryDesc
 
 def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
     """A call of runtime.reorder (``target`` a MemoryDesc) or runtime.to_image
-    (``target`` an ImageLayout) on host array ``x`` (src's physical elements)
-    writing into one reused ``out=`` array."""
+    (``target`` an ImageDesc, or an ImageLayout) on host array ``x`` (src's
+    physical elements) writing into one reused ``out=`` array."""
     if isinstance(target, MemoryDesc):
         out = np.empty(target.span, target.dtype.np)
         return lambda: api.reorder(x, src, target, engine=engine, out=out)
-    layout = target
+    layout = getattr(target, "layout", target)
     tag = next(t for t in ("nchw", "nhwc", "oihw") if MemoryDesc(src.dims, tag=t) == src)
     arr = x.reshape(hostarray.physical_shape(src))
     out = np.empty(layout.array_shape(src.dims), src.dtype.np)

@@ -20,7 +20,7 @@ and the public call on host arrays writing into a reused ``out=`` array
 returned as dicts: case, size, bytes, ms, unbaked_ms, limit_ms, pct_of_limit, generic_ms,
 speedup_vs_generic, first_call_ms, cached_call_ms, host_out_ms, host_out_pct.
 
-Called by runtime/bench.py (``python tools/bench.py``, ``clayout bench``).
+Called by tools/bench.py (``python tools/bench.py``, ``clayout bench``).
 """
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ import pyopencl as cl
 
 from bench_call import geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
-from runtime.algebra.layout import image_layout
-from runtime.opencl import kernels, programs
+from runtime import ImageDesc, image_layout
+from runtime.opencl import images
+from runtime.opencl import plan as cl_plan
+from runtime.opencl import programs
 from runtime.opencl.engine import OpenCLEngine, default
 
 SIZES = ((1, 64, 224, 224), (1, 64, 512, 512), (1, 17, 512, 512))
@@ -98,7 +100,7 @@ def _together_ms(queue, launches: dict, repeats: int) -> dict:
             queue.finish()
         return call
     return timed_in_turn({k: until_idle(f) for k, f in launches.items()}, repeats,
-                         warm=kernels.specialize_after() + 3)
+                         warm=cl_plan.specialize_after() + 3)
 
 
 def _median_event_ms(queue, launch, repeats: int) -> float:
@@ -144,12 +146,15 @@ class _Bench:
         a, b = self._buffer(nbytes), self._buffer(nbytes)
         return lambda: cl.enqueue_copy(self.q, b, a)
 
-    def copy_to_image_launch(self, layout, dims):
+    def new_image(self, image: ImageDesc):
+        return images.create(self.ctx, image, self.eng.image_limits)
+
+    def copy_to_image_launch(self, image: ImageDesc):
         """The copy limit of an image target: a buffer of its bytes copied in."""
-        w, h = layout.image_shape(dims)
-        buf = self._buffer(w * h * 16)
-        img = self.eng.new_image(layout, dims, "f32")
-        return lambda: cl.enqueue_copy(self.q, img, buf, offset=0, origin=(0, 0), region=(w, h))
+        buf = self._buffer(image.nbytes)
+        img = self.new_image(image)
+        return lambda: cl.enqueue_copy(self.q, img, buf, offset=0, origin=images.origin(image),
+                                       region=images.region(image))
 
     def first_and_cached(self, call):
         programs.clear_cache()
@@ -189,7 +194,7 @@ class _Bench:
 
     def reorder(self, src: MemoryDesc, dst: MemoryDesc):
         sbuf, dbuf = self._buffer(src.size), self._buffer(dst.size)
-        ours = lambda: self.eng.enqueue_reorder(sbuf, src, dbuf, dst)   # noqa: E731
+        ours = lambda: self.eng.enqueue(src, sbuf, dst, dbuf)   # noqa: E731
         unbaked = self.unbaked(ours)
         n, c, h, w = src.dims
         sizes = (w, h, n * c)
@@ -199,17 +204,17 @@ class _Bench:
         generic = _median_event_ms(self.q, lambda: knl(self.q, _rounded(sizes, local), local,
                                                        sbuf, dbuf, *args), self.repeats)
         host = np.ones(src.span, np.float32)
-        first, cached = self.first_and_cached(lambda: self.eng.reorder(host, src, dst))
+        first, cached = self.first_and_cached(lambda: self.eng.convert(src, dst, host))
         return ours, unbaked, generic, first, cached
 
-    def to_image(self, src: MemoryDesc, layout):
+    def to_image(self, src: MemoryDesc, image: ImageDesc):
         sbuf = self._buffer(src.size)
-        img = self.eng.new_image(layout, src.dims, "f32")
-        ours = lambda: self.eng.enqueue_to_image(sbuf, src, img, layout, "f32")   # noqa: E731
+        img = self.new_image(image)
+        ours = lambda: self.eng.enqueue(src, sbuf, image, img)   # noqa: E731
         unbaked = self.unbaked(ours)
-        w, h = layout.image_shape(src.dims)
+        w, h = image.width, image.height
         local = _pow2_local((w, h))
-        if layout.name == "in_out_channel":
+        if image.layout.name == "in_out_channel":
             knl = self.generic["generic_in_out_channel"]
             args = [np.int32(v) for v in (src.dims[1], src.dims[2], src.dims[3], *src.strides)]
         else:
@@ -218,8 +223,7 @@ class _Bench:
         generic = _median_event_ms(self.q, lambda: knl(self.q, _rounded((w, h), local), local,
                                                        sbuf, img, *args), self.repeats)
         host = np.ones(src.span, np.float32)
-        first, cached = self.first_and_cached(
-            lambda: self.eng.to_image(host, layout, src, "f32"))
+        first, cached = self.first_and_cached(lambda: self.eng.convert(src, image, host))
         return ours, unbaked, generic, first, cached
 
 
@@ -249,11 +253,10 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                 limit, nbytes = b.copy_launch(dst.size), dst.size
                 target = dst
             else:
-                target = image_layout(dst)
+                target = ImageDesc(image_layout(dst), src.dims)
                 ours, unbaked, generic, first, cached = b.to_image(src, target)
-                limit = b.copy_to_image_launch(target, src.dims)
-                wd, ht = target.image_shape(src.dims)
-                nbytes = wd * ht * 16
+                limit = b.copy_to_image_launch(target)
+                nbytes = target.nbytes
             shown = "x".join(map(str, src.dims))
             ms = b.steady(limit, ours, b.host_out_call(src, target))
             limit, ours, host_out = ms["limit"], ms["ours"], ms["host_out"]

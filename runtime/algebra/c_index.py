@@ -2,8 +2,9 @@
 
 One emitter serves every kernel: ``offset_expr`` (a buffer element's offset,
 the mirror of ``MemoryDesc.offsets``), ``pixel_expr`` (an image lane's
-(x, y, lane), the mirror of ``ImageLayout.pixel``) and the row-major
-reshapes between a layout's logical dims and its image dims.
+(x, y, lane), the mirror of ``ImageDesc.pixel``) and the row-major
+reshapes between a side's logical dims and its own dims (``own_names``,
+``logical_names``).
 
 Where the numbers go is the caller's choice, made once per kernel with a
 ``Numbers``:
@@ -29,12 +30,12 @@ Numbers that are structure (block sizes, the 4 lanes) are literals in both.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:   # runtime.desc and runtime.image import this module
-    from .desc import MemoryDesc
+# The ``desc`` arguments below are MemoryDescs and the ``layout`` arguments
+# ImageLayouts; this module imports neither (both import it), so the names in
+# the annotations are documentation only.
 
 
 # Divisions by a number known only at run time: an integer division costs tens
@@ -156,12 +157,18 @@ def offset_expr(desc: MemoryDesc, names, num: Numbers) -> str:
     return " + ".join(terms) if terms else "0"
 
 
-# -- logical dims <-> image dims (a layout's groups, 2-D activations) ----------------------
-def image_names(layout, dims, names, num: Numbers) -> list[str]:
-    """Logical index ``names`` (padded with "0" to the layout's rank: a 2-D
-    activation is N, C, 1, 1) as the image dims' index: each group of
-    ``layout.groups`` flattened row-major."""
-    dims = layout.logical_dims(dims)
+# -- a side's own dims <-> the logical dims (an image's groups, 2-D activations) -------------
+# A MemoryDesc's own dims are the logical dims. An ImageDesc's are its image
+# dims: the placed dims (the logical ones, or a transform's output) with each
+# of the layout's groups flattened row-major. Both sides of a conversion name
+# elements by logical (placed) index, so a kernel decodes its destination's
+# own index, turns it into the logical one, and that into the source's own.
+def own_names(side, names, num: Numbers) -> list[str]:
+    """Logical index ``names`` (padded with "0" to the side's rank: a 2-D
+    activation is N, C, 1, 1) as the index of the side's own dims."""
+    if not side.is_image:
+        return list(names)
+    dims, layout = side.placed, side.layout
     names = list(names) + ["0"] * (len(dims) - len(names))
     if not layout.groups:
         return names
@@ -174,15 +181,15 @@ def image_names(layout, dims, names, num: Numbers) -> list[str]:
     return out
 
 
-def logical_names(layout, dims, names, num: Numbers, ndims: int | None = None) -> list[str]:
-    """The inverse of ``image_names``: the image dims' index ``names`` as the
-    logical index, cut to ``ndims`` dims (2 for a 2-D activation)."""
-    dims = layout.logical_dims(dims)
-    if not layout.groups:
+def logical_names(side, names, num: Numbers, ndims: int | None = None) -> list[str]:
+    """The inverse of ``own_names``: the index ``names`` of the side's own
+    dims as the logical index, cut to ``ndims`` dims (2 for a 2-D activation)."""
+    if not side.is_image or not side.layout.groups:
         out = list(names)
     else:
+        dims = side.placed
         out = [""] * len(dims)
-        for q, group in zip(names, layout.groups):
+        for q, group in zip(names, side.layout.groups):
             for j, d in enumerate(group):
                 below = math.prod(dims[e] for e in group[j + 1:])
                 expr = paren(q) if j == len(group) - 1 else \
@@ -191,23 +198,22 @@ def logical_names(layout, dims, names, num: Numbers, ndims: int | None = None) -
     return out[:ndims if ndims is not None else len(out)]
 
 
-def unchanged_dims(layout) -> dict[int, int]:
-    """Logical dim -> image dim for the dims whose index passes to the image
-    unchanged (a group of one dim); a flattened group keeps none."""
-    if not layout.groups:
-        return {d: d for d in range(layout.ndims)}
-    return {group[0]: g for g, group in enumerate(layout.groups) if len(group) == 1}
+def unchanged_dims(side) -> dict[int, int]:
+    """Logical dim -> own dim for the dims whose index passes to the side's
+    own dims unchanged (all of a buffer's; an image's groups of one dim)."""
+    if not side.is_image or not side.layout.groups:
+        return {d: d for d in range(len(side.dims))}
+    return {group[0]: g for g, group in enumerate(side.layout.groups) if len(group) == 1}
 
 
-def pixel_expr(layout, dims, names, num: Numbers) -> tuple[str, str, str]:
-    """(x, y, lane) of logical index ``names`` as C expressions; the mirror of
-    ``ImageLayout.pixel``: the layout's placement gives the axes that form y,
-    x and the lane."""
-    place = layout.placement(dims)
-    desc = place.desc
+def pixel_expr(image, names, num: Numbers) -> tuple[str, str, str]:
+    """(x, y, lane) of the placed index ``names`` in the ImageDesc ``image``
+    as C expressions; the mirror of ``ImageDesc.pixel``: its row, column and
+    lane axes give y, x and the lane."""
+    desc = image.desc
     if num.bake and desc.is_zero:   # an empty image has no pixel (and maybe width 0)
         return "0", "0", "0"
-    q = image_names(layout, place.dims, names, num)
+    q = own_names(image, names, num)
 
     def terms(axes, pitch, key):
         out = []
@@ -219,11 +225,11 @@ def pixel_expr(layout, dims, names, num: Numbers) -> tuple[str, str, str]:
             out.append(num.times(d, a.stride // pitch, key=(key, i)))
         return " + ".join(out) or "0"
 
-    lane = place.lane_axis
+    lane = image.lane_axis
     lane_expr = "0" if lane is None else \
         digit(paren(q[lane.dim]), lane.div, lane.size, lane.outer)
-    return (terms(place.col_axes, layout.lanes, "x"),
-            terms(place.row_axes, place.width * layout.lanes, "y"), lane_expr)
+    return (terms(image.col_axes, image.lanes, "x"),
+            terms(image.row_axes, image.width * image.lanes, "y"), lane_expr)
 
 
 def arg_value(ctype: str, value):

@@ -21,6 +21,7 @@ import numpy as np
 from . import dtypes
 from . import ops
 from .c_index import Numbers, offset_expr
+from .checks import as_ints, desc_fields, round_up
 from ..errors import ClayoutError
 from .tags import MAX_DIMS, Tag, parse_tag
 
@@ -35,24 +36,6 @@ class Axis:
     div: int
     stride: int
     outer: bool
-
-
-def _ints(values, what: str) -> tuple[int, ...]:
-    """``values`` as a tuple of ints, or a ClayoutError naming ``what`` (a
-    string is refused: '1322' is not the dims 1,3,2,2)."""
-    try:
-        if isinstance(values, (str, bytes)):
-            raise TypeError(what)
-        out = tuple(int(v) for v in values)
-    except (TypeError, ValueError):
-        raise ClayoutError(f"{what} must be a sequence of integers, got {values!r}") from None
-    if any(int(v) != v for v in values):
-        raise ClayoutError(f"{what} must be integers, got {values!r}")
-    return out
-
-
-def _round_up(x: int, b: int) -> int:
-    return -(-x // b) * b
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -74,7 +57,7 @@ class MemoryDesc:
         """``MemoryDesc(dims, dtype, tag=...)`` or ``strides=...`` (plain, no
         blocking). ``halo=(lower, upper)`` adds clDNN padding filled with ``fill``;
         blocking applies to the padded extent."""
-        dims = _ints(dims, "dims") if not isinstance(dims, int) else (dims,)
+        dims = as_ints(dims, "dims") if not isinstance(dims, int) else (dims,)
         if not 1 <= len(dims) <= MAX_DIMS or min(dims) < 0:
             raise ClayoutError(f"dims {dims}: expected 1 to {MAX_DIMS} non-negative sizes")
         nd = len(dims)
@@ -90,7 +73,7 @@ class MemoryDesc:
             blk = [1] * nd
             for d, size in parsed.blocks:
                 blk[d] *= size
-            padded = tuple(_round_up(e, b) for e, b in zip(extent, blk))
+            padded = tuple(round_up(e, b) for e, b in zip(extent, blk))
             out_strides = [0] * nd
             running = math.prod(size for _, size in parsed.blocks)
             for d in reversed(parsed.order):
@@ -101,14 +84,14 @@ class MemoryDesc:
             inner_blks = tuple(size for _, size in parsed.blocks)
             inner_idxs = tuple(d for d, _ in parsed.blocks)
         else:
-            out_strides = list(_ints(strides, "strides"))
+            out_strides = list(as_ints(strides, "strides"))
             if len(out_strides) != nd or min(out_strides) < 0:
                 raise ClayoutError(f"strides {tuple(out_strides)} must be {nd} non-negative "
                                    f"integers for dims {dims}")
             padded, inner_blks, inner_idxs = extent, (), ()
             order = tuple(sorted(range(nd), key=lambda d: (-out_strides[d], d)))
             self._check_no_overlap(dims, extent, out_strides)
-        (offset0,) = _ints((offset0,), "offset0")
+        (offset0,) = as_ints((offset0,), "offset0")
         if offset0 < 0:
             raise ClayoutError(f"offset0 {offset0} must be >= 0")
         try:
@@ -137,7 +120,7 @@ class MemoryDesc:
             lower, upper = halo
         except (TypeError, ValueError):
             raise ClayoutError(f"halo {halo!r}: expected (lower, upper), each {nd} sizes") from None
-        lower, upper = _ints(lower, "halo lower"), _ints(upper, "halo upper")
+        lower, upper = as_ints(lower, "halo lower"), as_ints(upper, "halo upper")
         if len(lower) != nd or len(upper) != nd or min(lower + upper) < 0:
             raise ClayoutError(f"halo {halo!r}: expected (lower, upper), each {nd} "
                                "non-negative sizes")
@@ -156,6 +139,15 @@ class MemoryDesc:
                     f"strides {tuple(strides)} for dims {tuple(dims)} make elements overlap: "
                     f"dim {d} has stride {strides[d]} but the dims inside it span {span} elements")
             span = strides[d] * extent[d]
+
+    # -- as one side of a conversion (an ImageDesc is the other kind of side) ------
+    is_image = False   # a class constant, not a field
+
+    @property
+    def memory(self) -> "MemoryDesc":
+        """The memory this side occupies: the desc itself (an ImageDesc's is the
+        dense desc of its image)."""
+        return self
 
     # -- derived quantities -----------------------------------------------------
     @property
@@ -264,7 +256,7 @@ class MemoryDesc:
     def offset(self, idx) -> int:
         """Element offset of logical index ``idx`` (oneDNN's walk: inner blocks
         innermost first, then the outer strides, plus offset0)."""
-        idx = _ints(idx, "index")
+        idx = as_ints(idx, "index")
         if len(idx) != self.ndims or any(not 0 <= i < d for i, d in zip(idx, self.dims)):
             raise ClayoutError(f"index {idx} is outside dims {self.dims}")
         return int(self.offsets([np.asarray(i) for i in idx]))
@@ -376,38 +368,12 @@ class MemoryDesc:
         if unknown:
             raise ClayoutError(f"replace: unknown field(s) {', '.join(unknown)}; a MemoryDesc "
                                f"has {', '.join(names)}")
-        new = {name: fields.get(name, getattr(self, name)) for name in names}
-        dims = _ints(new["dims"], "replace: dims")
-        nd = len(dims)
-        if not 1 <= nd <= MAX_DIMS:
-            raise ClayoutError(f"replace: dims {dims}: expected 1 to {MAX_DIMS} sizes")
-        per_dim = {}
-        for name in ("dims", "padded_dims", "strides", "halo_lower", "halo_upper"):
-            values = _ints(new[name], f"replace: {name}")
-            if len(values) != nd or min(values) < 0:
-                raise ClayoutError(f"replace: {name} {values} must be {nd} non-negative "
-                                   "integers, one per dim")
-            per_dim[name] = values
-        blks = _ints(new["inner_blks"], "replace: inner_blks")
-        idxs = _ints(new["inner_idxs"], "replace: inner_idxs")
-        if len(blks) != len(idxs) or any(b < 1 for b in blks) or \
-                any(not 0 <= i < nd for i in idxs):
-            raise ClayoutError(f"replace: inner_blks {blks} and inner_idxs {idxs} must pair "
-                               f"block sizes of at least 1 with dims 0..{nd - 1}")
-        order = _ints(new["order"], "replace: order")
-        if sorted(order) != list(range(nd)):
-            raise ClayoutError(f"replace: order {order} is not a permutation of {nd} dims")
-        (offset0,) = _ints((new["offset0"],), "replace: offset0")
-        if offset0 < 0:
-            raise ClayoutError(f"replace: offset0 {offset0} must be >= 0")
-        lower, upper, padded = per_dim["halo_lower"], per_dim["halo_upper"], per_dim["padded_dims"]
-        short = [d for d in range(nd) if padded[d] < lower[d] + dims[d] + upper[d]]
-        if short:
-            raise ClayoutError(f"replace: padded_dims {padded} do not hold dims {dims} with "
-                               f"the halo {lower}/{upper} (dim {short[0]})")
+        new = desc_fields({name: fields.get(name, getattr(self, name)) for name in names},
+                          MAX_DIMS)
         obj = MemoryDesc.__new__(MemoryDesc)
-        obj._init(dims, dtypes.dtype(new["dtype"]), padded, per_dim["strides"], blks, idxs,
-                  offset0, lower, upper, new["fill"], order)
+        obj._init(new["dims"], dtypes.dtype(new["dtype"]), new["padded_dims"], new["strides"],
+                  new["inner_blks"], new["inner_idxs"], new["offset0"], new["halo_lower"],
+                  new["halo_upper"], new["fill"], new["order"])
         return obj
 
     def with_dtype(self, dtype) -> "MemoryDesc":
@@ -417,14 +383,14 @@ class MemoryDesc:
         """A view of part of this memory (oneDNN rules): ``offsets`` a multiple of
         each dim's block; a part that does not reach the right border must be a
         whole number of blocks or smaller than one block."""
-        return ops.submemory(self, _ints(dims, "submemory dims"),
-                             _ints(offsets, "submemory offsets"))
+        return ops.submemory(self, as_ints(dims, "submemory dims"),
+                             as_ints(offsets, "submemory offsets"))
 
     def reshape(self, dims) -> "MemoryDesc":
         """Same memory, other dims: only joins or splits of dense, unblocked,
         unpadded dims, and adding/removing unit dims (oneDNN rules)."""
-        return ops.reshape(self, _ints(dims, "reshape dims"))
+        return ops.reshape(self, as_ints(dims, "reshape dims"))
 
     def permute_axes(self, perm) -> "MemoryDesc":
         """Rename dims: ``new.dims[perm[i]] = dims[i]`` (oneDNN's permute_axes)."""
-        return ops.permute_axes(self, _ints(perm, "perm"))
+        return ops.permute_axes(self, as_ints(perm, "perm"))

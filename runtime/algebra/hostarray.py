@@ -6,8 +6,8 @@ and the N-D physical shape a dense, unpadded plain layout is given in.
 >>> dims_from_shape((1, 2, 3, 6), "nhwc")
 (1, 6, 2, 3)
 
-It imports only desc, dtypes, tags and errors: runtime.api and runtime.memory
-both use it, and neither imports the other for it.
+It imports only desc, dtypes, tags and errors: the engines, runtime.api and
+runtime.memory all use it.
 """
 from __future__ import annotations
 
@@ -40,6 +40,12 @@ def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
     if desc.inner_blks or desc.has_padding or desc.offset0 or not desc.is_dense:
         return (desc.span,)
     return tuple(desc.dims[d] for d in desc.order)
+
+
+def host_shape(side) -> tuple[int, ...]:
+    """The host array an engine's conversion gives for ``side``: 1-D of
+    ``span`` elements for a buffer, (height, width[, 4]) for an image."""
+    return side.array_shape if side.is_image else (side.span,)
 
 
 def dims_from_shape(shape, tag: str, hint: str = "dims=") -> tuple[int, ...]:

@@ -1,35 +1,61 @@
-"""Image layouts (docs/layouts.md): a MemoryDesc placed on a 2D RGBA (or one-channel) image.
+"""Image layouts (docs/layouts.md), and ImageDesc: a layout placed at given dims.
 
-An image layout is (tag, rows, lanes) over the image's dims: the first ``rows``
-outer axes of the tag form the image row ``y``, the remaining axes form the
-column ``x`` (both row-major), and with ``lanes=4`` the innermost block of 4 is
-the RGBA lane. The host view of an image, an array (height, width, lanes), is
-exactly the dense buffer of that desc, so every conversion is a reorder.
+An ``ImageLayout`` is (tag, rows, lanes) over the image's dims: the first
+``rows`` outer axes of the tag form the image row ``y``, the remaining axes
+form the column ``x`` (both row-major), and with ``lanes=4`` the innermost
+block of 4 is the RGBA lane. The host view of an image, an array (height,
+width, lanes), is exactly the dense buffer of that desc, so every conversion
+is a reorder. ``groups`` merges logical dims before placing them
+(``image_2d_weights_c4_fyx_b`` views O,I,H,W as O, I*H*W); ``transform``
+gives values computed from the logical tensor (a Winograd filter's
+G·g·Gᵀ: runtime.algebra.transform) instead of the tensor itself.
 
-``groups`` merges logical dims before placing them (``image_2d_weights_c4_fyx_b``
-views O,I,H,W as O, I*H*W); the merge is a row-major reshape of logical dims.
+An ``ImageDesc`` is one *side* of a conversion held in an image: a layout,
+the logical dims and the image dtype, with everything that follows from them
+worked out once (the image's dense desc, the axes that form y, x and the
+lane, the extent in pixels). The other kind of side is a ``MemoryDesc``.
 
-Example: ``image_layout("in_out_channel").image_shape((1, 17, 5, 7))`` is
-(ceil(17/4)*7, 1*5) = (35, 5).
+>>> in_out_channel = ImageLayout("in_out_channel", "acBd4b", rows=2, kind="activation")
+>>> img = ImageDesc(in_out_channel, (1, 17, 5, 7))
+>>> img.extent, img.array_shape, [a.dim for a in img.row_axes], [a.dim for a in img.col_axes]
+((35, 5, 1), (5, 35, 4), [0, 2], [1, 3])
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from .c_index import Numbers, pixel_expr
+from . import dtypes
 from ..cache import LRU
-from .desc import MemoryDesc, _ints
+from .c_index import Numbers, pixel_expr
+from .checks import as_ints
+from .desc import Axis, MemoryDesc
 from ..errors import ClayoutError
 from .tags import LETTERS, parse_tag
+from .transform import Transform
 
-DEFAULT_TAGS = {"activation": "nchw", "filter": "oihw", "depthwise": "mihw", "argument": "x"}
-KINDS = {  # logical dims users pass, by kind of tensor
-    "activation": "N,C,H,W (or N,C)",
-    "filter": "O,I,H,W",
-    "depthwise": "M,I,H,W",
-    "argument": "W",
-}
+
+@dataclass(frozen=True)
+class Kind:
+    """What a layout's logical dims are: their names in order and the plain
+    tag an input comes in by default."""
+    name: str
+    dims: str                  # "N,C,H,W"
+    default_tag: str
+    two_d: str = ""            # the 2-D form accepted (activations: "N,C" is N,C,1,1)
+
+    @property
+    def text(self) -> str:
+        """'N,C,H,W (or N,C)': the dims as messages and ``clayout info`` write them."""
+        return f"{self.dims} (or {self.two_d})" if self.two_d else self.dims
+
+
+KINDS = {k.name: k for k in (
+    Kind("activation", "N,C,H,W", "nchw", two_d="N,C"),
+    Kind("filter", "O,I,H,W", "oihw"),
+    Kind("depthwise", "M,I,H,W", "mihw"),
+    Kind("argument", "W", "x"),
+)}
 
 
 @dataclass(frozen=True)
@@ -41,13 +67,14 @@ class ImageLayout:
     kind: str = "custom"
     ndims: int = 4
     groups: tuple[tuple[int, ...], ...] | None = None
+    transform: Transform | None = None
 
     def __post_init__(self):
         parsed = parse_tag(self.tag)
-        image_rank = len(self.groups) if self.groups else self.ndims
-        if parsed.ndims != image_rank:
+        placed = len(self.groups) if self.groups else self.ndims
+        if parsed.ndims != placed:
             raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} has {parsed.ndims} "
-                               f"dims but the layout places {image_rank}")
+                               f"dims but the layout places {placed}")
         if self.lanes not in (1, 4):
             raise ClayoutError(f"image layout {self.name!r}: lanes must be 4 (RGBA) or 1 (CL_R), "
                                f"got {self.lanes}")
@@ -59,13 +86,27 @@ class ImageLayout:
                                f"got {self.rows}")
 
     # -- dims ---------------------------------------------------------------
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        """Upper-case names of the logical dims: N,C,H,W / O,I,H,W / ...; A, B, ... for custom."""
+        kind = KINDS.get(self.kind)
+        names = tuple(kind.dims.split(",")) if kind else ()
+        return names if len(names) == self.ndims else tuple(LETTERS[:self.ndims].upper())
+
+    @property
+    def dims_text(self) -> str:
+        """The logical dims as messages write them: 'N,C,H,W (or N,C)', 'a,b,c,d'."""
+        kind = KINDS.get(self.kind)
+        return kind.text if kind else ",".join(LETTERS[:self.ndims])
+
     def logical_dims(self, dims) -> tuple[int, ...]:
         """The canonical logical dims: 2-D activations (N, C) become (N, C, 1, 1)."""
-        dims = _ints(dims, "dims")
-        if self.kind == "activation" and len(dims) == 2:
-            dims = dims + (1, 1)
+        dims = as_ints(dims, "dims")
+        kind = KINDS.get(self.kind)
+        if kind is not None and kind.two_d and len(dims) == 2:
+            dims = dims + (1,) * (self.ndims - 2)
         if len(dims) != self.ndims or min(dims, default=0) < 0:
-            what = KINDS.get(self.kind, f"{self.ndims} dims")
+            what = kind.text if kind else f"{self.ndims} dims"
             raise ClayoutError(f"layout {self.name!r} takes dims {what}; got {dims}")
         return dims
 
@@ -73,160 +114,220 @@ class ImageLayout:
         """The plain tag of this layout's logical dims (nchw, oihw, mihw, x; 'nc'
         for a 2-D activation), the default of to_image's src and from_image's dst."""
         nd = self.ndims if ndims is None else ndims
-        if self.kind == "activation" and nd == 2:
-            return "nc"
-        return DEFAULT_TAGS.get(self.kind) or LETTERS[:nd]
+        kind = KINDS.get(self.kind)
+        if kind is None:
+            return LETTERS[:nd]
+        return "nc" if kind.two_d and nd == 2 else kind.default_tag
+
+    def placed_dims(self, dims) -> tuple[int, ...]:
+        """The dims the tag places, before ``groups``: the logical dims, or the
+        transform's output dims."""
+        dims = self.logical_dims(dims)
+        return self.transform.out_dims(dims) if self.transform else dims
 
     def image_dims(self, dims) -> tuple[int, ...]:
-        dims = self.logical_dims(dims)
+        """The dims of the image's dense desc: the placed dims, grouped."""
+        dims = self.placed_dims(dims)
         if not self.groups:
             return dims
         return tuple(math.prod(dims[d] for d in group) for group in self.groups)
 
+    # -- the public questions; each answered by the ImageDesc at these dims ---------
     def desc(self, dims, dtype="f32") -> MemoryDesc:
         """The dense buffer desc equal to this image's memory, over ``image_dims``."""
-        return MemoryDesc(self.image_dims(dims), dtype, tag=self.tag)
-
-    def placement(self, dims) -> "ImagePlacement":
-        """Where this layout puts a tensor of ``dims``: the image's row, column
-        and lane axes and its size, worked out once per (layout, dims) and kept
-        (``PLACEMENTS``, a bounded cache: runtime/cache.py)."""
-        return _placement(self, self.logical_dims(dims))
+        return ImageDesc(self, dims, dtype).desc
 
     def image_shape(self, dims) -> tuple[int, int]:
         """(width, height) in pixels."""
-        place = self.placement(dims)
-        return place.width, place.height
+        img = ImageDesc(self, dims)
+        return img.width, img.height
 
     def array_shape(self, dims) -> tuple[int, ...]:
         """Shape of the host array holding the image: (height, width, 4) or (height, width)."""
-        width, height = self.image_shape(dims)
-        return (height, width, 4) if self.lanes == 4 else (height, width)
+        return ImageDesc(self, dims).array_shape
 
     def pixel(self, dims, idx) -> tuple[int, int, int]:
-        """(x, y, lane) of the logical index ``idx``."""
-        dims = self.logical_dims(dims)
-        flat = 0
-        for i, d in zip(idx, dims):
-            flat = flat * d + i
-        image_dims = self.image_dims(dims)
-        image_idx = []
-        for d in reversed(image_dims):
-            image_idx.append(flat % d if d else 0)
-            flat = flat // d if d else 0
-        place = self.placement(dims)
-        off = place.desc.offset(tuple(reversed(image_idx)))
-        width = place.width
-        return (off // self.lanes) % width, off // (self.lanes * width), off % self.lanes
+        """(x, y, lane) of the (placed) index ``idx``."""
+        return ImageDesc(self, dims).pixel(idx)
 
     def index(self, dims, x, y, lane=0) -> tuple[int, ...] | None:
-        """The logical index stored at pixel (x, y), lane ``lane``, or None when
-        that lane is padding; the inverse of ``pixel``. The image is the dense
-        buffer of ``desc(dims)``, so the lane's offset (y*width + x)*lanes + lane
-        splits into one digit per physical axis; a dim's digits rebuild its
-        index, and an index past the dim's size is the zero tail.
+        """The (placed) index stored at pixel (x, y), lane ``lane``, or None when
+        that lane is padding; the inverse of ``pixel``.
 
-        >>> image_layout("in_out_channel").index((1, 17, 5, 7), x=30, y=2, lane=0)
+        >>> in_out_channel = ImageLayout("in_out_channel", "acBd4b", rows=2, kind="activation")
+        >>> in_out_channel.index((1, 17, 5, 7), x=30, y=2, lane=0)
         (0, 16, 2, 2)
-        >>> image_layout("in_out_channel").index((1, 17, 5, 7), x=30, y=2, lane=1) is None
+        >>> in_out_channel.index((1, 17, 5, 7), x=30, y=2, lane=1) is None
         True
         """
-        dims = self.logical_dims(dims)
-        place = self.placement(dims)
-        width, height = place.width, place.height
-        for name, value, size in (("x", x, width), ("y", y, height), ("lane", lane, self.lanes)):
-            if not 0 <= int(value) < size:
-                raise ClayoutError(f"layout {self.name!r} with dims {dims}: {name} {value} is "
-                                   f"outside the {width}x{height} image with {self.lanes} "
-                                   f"lane(s) (allowed 0..{size - 1})")
-        desc = place.desc
-        off = (int(y) * width + int(x)) * self.lanes + int(lane)
-        image_idx = [0] * desc.ndims
-        for a in desc.axes:
-            image_idx[a.dim] += (off // a.stride) % a.size * a.div
-        image_dims = self.image_dims(dims)
-        if any(i >= d for i, d in zip(image_idx, image_dims)):
-            return None
-        flat = 0   # image dims -> logical dims: both are row-major views of one order
-        for i, d in zip(image_idx, image_dims):
-            flat = flat * d + i
-        out = []
-        for d in reversed(dims):
-            out.append(flat % d)
-            flat //= d
-        return tuple(reversed(out))
+        return ImageDesc(self, dims).index(x, y, lane)
 
     def c_pixel(self, dims, names) -> tuple[str, str, str]:
-        """(x, y, lane) of the logical index ``names`` (one OpenCL C expression
-        per dim of ``dims``) as C expressions with constants baked in; mirrors
-        ``pixel``. ``image_layout("in_out_channel").c_pixel((2, 8, 2, 3),
-        ["n", "c", "h", "w"])`` is ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
-        return pixel_expr(self, dims, names, Numbers(bake=True))
-
-    # -- device limits --------------------------------------------------------
-    def fitting(self, dims, max_width: int, max_height: int) -> list["ImageLayout"]:
-        """Named layouts of this layout's kind whose image for ``dims`` fits the
-        limits, in table order (this one included when it fits)."""
-        fits = []
-        for other in NAMED.values():
-            if other.kind == self.kind:
-                try:
-                    w, h = other.image_shape(dims)
-                except ClayoutError:
-                    continue
-                if w <= max_width and h <= max_height:
-                    fits.append(other)
-        return fits
-
-    def check_fits(self, dims, max_width: int, max_height: int) -> None:
-        """Refuse an image larger than the device's 2D limits, naming the
-        layouts of the same kind that would fit."""
-        width, height = self.image_shape(dims)
-        if width <= max_width and height <= max_height:
-            return
-        fits = [f"{o.name} ({'x'.join(map(str, o.image_shape(dims)))})"
-                for o in self.fitting(dims, max_width, max_height) if o.name != self.name]
-        hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
-            "no named image layout fits; keep this tensor in a buffer"
-        raise ClayoutError(f"layout {self.name!r} needs a {width}x{height} image for dims "
-                           f"{tuple(dims)}, over the device limit {max_width}x{max_height}; {hint}")
+        """(x, y, lane) of the index ``names`` (one OpenCL C expression per
+        dim) with constants baked in; mirrors ``pixel``. For in_out_channel at
+        (2, 8, 2, 3) and names n, c, h, w: ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
+        return ImageDesc(self, dims).c_pixel(names, Numbers(bake=True))
 
     def __str__(self) -> str:
         return self.name
 
 
-@dataclass(frozen=True)
-class ImagePlacement:
-    """A layout at given dims: the image's dense desc (f32; the geometry does
-    not depend on the dtype) with its physical axes split into the axes that
-    form the row ``y`` (the first ``rows``), the lane (the innermost block of
-    4, when ``lanes`` is 4) and the column ``x`` (the rest), and the image's
-    size. ``image_shape``, ``pixel``, ``index``, the OpenCL index emitter and
-    the kernels' launch all read it from here.
+@dataclass(frozen=True, init=False, eq=False)
+class ImageDesc:
+    """A side of a conversion held in an image: ``ImageDesc(layout, dims,
+    dtype="f32")`` (an ImageLayout, the logical dims, the image dtype).
 
-    >>> p = image_layout("in_out_channel").placement((1, 17, 5, 7))
-    >>> (p.width, p.height), [a.dim for a in p.row_axes], [a.dim for a in p.col_axes]
-    ((35, 5), [0, 2], [1, 3])
+    ``dims`` are the canonical logical dims (a 2-D activation becomes N,C,1,1);
+    ``placed`` the dims the tag places (the transform's output dims for a
+    layout with a ``transform``, else ``dims``); ``desc`` the image's memory,
+    the dense MemoryDesc of ``layout.tag`` over the image dims (``placed``
+    grouped), in ``dtype``; ``row_axes`` / ``col_axes`` / ``lane_axis`` the
+    desc's physical axes that form the row y, the column x and the RGBA
+    lane (None for one channel); ``width``, ``height``, ``depth`` the extent
+    in pixels (depth 1: a 2-D image). ``pixel``, ``index`` and ``c_pixel``
+    work on placed indices.
     """
     layout: ImageLayout
-    dims: tuple[int, ...]            # logical dims
-    desc: MemoryDesc                 # the dense image desc over the image dims
-    row_axes: tuple                  # Axis, outer to inner: y
-    col_axes: tuple                  # Axis, outer to inner: x
-    lane_axis: object                # Axis of the RGBA lane, None for one channel
+    dims: tuple[int, ...]
+    dtype: dtypes.DType
+    placed: tuple[int, ...]
+    desc: MemoryDesc
+    row_axes: tuple[Axis, ...]
+    col_axes: tuple[Axis, ...]
+    lane_axis: Axis | None
     width: int
     height: int
+    depth: int
+
+    is_image = True   # a class constant, not a field
+
+    def __init__(self, layout: ImageLayout, dims, dtype="f32"):
+        if not isinstance(layout, ImageLayout):
+            raise ClayoutError(f"ImageDesc takes an ImageLayout, got {type(layout).__name__} "
+                               "(runtime.image_layout(name) gives one)")
+        dims = layout.logical_dims(dims)
+        dt = dtypes.image_dtype(dtype)
+        values = GEOMETRY.get((layout, dims, dt.name), lambda: _geometry(layout, dims, dt))
+        for name, value in zip(("layout", "dims", "dtype", "placed", "desc", "row_axes",
+                                "col_axes", "lane_axis", "width", "height", "depth"),
+                               (layout, dims, dt) + values):
+            object.__setattr__(self, name, value)
+
+    # -- the side's common face (a MemoryDesc has the same) -------------------------
+    @property
+    def memory(self) -> MemoryDesc:
+        """The memory this side occupies: the image's dense desc."""
+        return self.desc
+
+    @property
+    def is_zero(self) -> bool:
+        return math.prod(self.dims) == 0
+
+    @property
+    def transform(self) -> Transform | None:
+        return self.layout.transform
+
+    # -- the image --------------------------------------------------------------------
+    @property
+    def lanes(self) -> int:
+        return self.layout.lanes
+
+    @property
+    def extent(self) -> tuple[int, int, int]:
+        """(width, height, depth) in pixels."""
+        return self.width, self.height, self.depth
+
+    @property
+    def array_shape(self) -> tuple[int, ...]:
+        """The host array holding the image: (height, width, 4) or (height, width)."""
+        return (self.height, self.width) + ((4,) if self.lanes == 4 else ())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the image: every pixel's lanes, padding lanes included."""
+        return self.width * self.height * self.depth * self.lanes * self.dtype.itemsize
+
+    def with_dtype(self, dtype) -> "ImageDesc":
+        return ImageDesc(self.layout, self.dims, dtype)
+
+    def placement(self) -> "ImageDesc":
+        """This image with its transform left out: the layout placing the
+        transform's output (``placed``) as it is (itself when there is none)."""
+        if self.transform is None:
+            return self
+        return ImageDesc(_untransformed(self.layout), self.placed, self.dtype)
+
+    def describe(self) -> str:
+        """'in_out_channel 1x17x5x7 f32 (image 35x5 RGBA)', for messages."""
+        return (f"{self.layout.name} {'x'.join(map(str, self.dims))} {self.dtype.name} "
+                f"(image {self.width}x{self.height} {'RGBA' if self.lanes == 4 else 'R'})")
+
+    def __repr__(self) -> str:
+        return f"ImageDesc({self.describe()})"
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, ImageDesc):
+            return NotImplemented
+        return (self.layout, self.dims, self.dtype) == (other.layout, other.dims, other.dtype)
+
+    def __hash__(self) -> int:
+        return hash((self.layout, self.dims, self.dtype.name))
+
+    # -- index math: placed index <-> (x, y, lane) --------------------------------------
+    def pixel(self, idx) -> tuple[int, int, int]:
+        """(x, y, lane) of the placed index ``idx``."""
+        flat = 0
+        for i, d in zip(idx, self.placed):
+            flat = flat * d + i
+        image_idx = []
+        for d in reversed(self.desc.dims):
+            image_idx.append(flat % d if d else 0)
+            flat = flat // d if d else 0
+        off = self.desc.offset(tuple(reversed(image_idx)))
+        lanes = self.lanes
+        return (off // lanes) % self.width, off // (lanes * self.width), off % lanes
+
+    def index(self, x, y, lane=0) -> tuple[int, ...] | None:
+        """The placed index stored at pixel (x, y), lane ``lane``, or None when
+        that lane is padding; the inverse of ``pixel``. The image is the dense
+        buffer of ``desc``, so the lane's offset (y*width + x)*lanes + lane
+        splits into one digit per physical axis; a dim's digits rebuild its
+        index, and an index past the dim's size is the zero tail."""
+        for name, value, size in (("x", x, self.width), ("y", y, self.height),
+                                  ("lane", lane, self.lanes)):
+            if not 0 <= int(value) < size:
+                raise ClayoutError(f"layout {self.layout.name!r} with dims {self.dims}: {name} "
+                                   f"{value} is outside the {self.width}x{self.height} image "
+                                   f"with {self.lanes} lane(s) (allowed 0..{size - 1})")
+        off = (int(y) * self.width + int(x)) * self.lanes + int(lane)
+        image_idx = [0] * self.desc.ndims
+        for a in self.desc.axes:
+            image_idx[a.dim] += (off // a.stride) % a.size * a.div
+        if any(i >= d for i, d in zip(image_idx, self.desc.dims)):
+            return None
+        flat = 0   # image dims -> placed dims: both are row-major views of one order
+        for i, d in zip(image_idx, self.desc.dims):
+            flat = flat * d + i
+        out = []
+        for d in reversed(self.placed):
+            out.append(flat % d)
+            flat //= d
+        return tuple(reversed(out))
+
+    def c_pixel(self, names, num: Numbers) -> tuple[str, str, str]:
+        """(x, y, lane) of the placed index ``names`` as C expressions (numbers
+        baked or passed as arguments by ``num``); mirrors ``pixel``."""
+        return pixel_expr(self, names, num)
 
 
-PLACEMENTS = LRU("image placements", "CLAYOUT_PLACEMENT_CACHE", 4096)
+# The geometry of (layout, dims, dtype), worked out once: an ImageDesc is made
+# on every conversion, so its constructor is one lookup here.
+GEOMETRY = LRU("image geometry", "CLAYOUT_PLACEMENT_CACHE", 4096)
 
 
-def _placement(layout: ImageLayout, dims: tuple[int, ...]) -> ImagePlacement:
-    return PLACEMENTS.get((layout, dims), lambda: _place(layout, dims))
-
-
-def _place(layout: ImageLayout, dims: tuple[int, ...]) -> ImagePlacement:
-    desc = layout.desc(dims)
+def _geometry(layout: ImageLayout, dims: tuple[int, ...], dt: dtypes.DType) -> tuple:
+    placed = layout.placed_dims(dims)
+    desc = MemoryDesc(layout.image_dims(dims), dt, tag=layout.tag)
     axes = desc.axes
     lane = axes[-1] if layout.lanes == 4 else None
     rows, cols = axes[:layout.rows], axes[layout.rows:len(axes) - (lane is not None)]
@@ -234,44 +335,9 @@ def _place(layout: ImageLayout, dims: tuple[int, ...]) -> ImagePlacement:
     # the width follows the column axes, also when a zero-volume row axis
     # leaves the image with no row
     width = math.prod(a.size for a in axes[layout.rows:]) // layout.lanes
-    return ImagePlacement(layout, dims, desc, rows, cols, lane, width, height)
+    return placed, desc, tuple(rows), tuple(cols), lane, width, height, 1
 
 
-def _named(name, tag, rows, kind, lanes=4, ndims=4, groups=None):
-    return ImageLayout(name, tag, rows, lanes, kind, ndims, groups)
-
-
-NAMED = {layout.name: layout for layout in (
-    _named("in_out_channel", "acBd4b", 2, "activation"),
-    _named("in_out_height", "aCbd4c", 2, "activation"),
-    _named("in_out_width", "acbD4d", 2, "activation"),
-    _named("conv2d_filter", "Acdb4a", 3, "filter"),
-    _named("dw_conv2d_filter", "Bacd4b", 1, "depthwise"),
-    _named("argument", "A4a", 0, "argument", ndims=1),
-    _named("weight_height", "Acdb4a", 1, "filter"),
-    _named("weight_width", "acdB4b", 1, "filter"),
-    _named("image_2d_weights_c4_fyx_b", "aB4b", 1, "filter", groups=((0,), (1, 2, 3))),
-    _named("image_2d_weights_c1_b_fyx", "bcda", 3, "filter", lanes=1),
-    _named("texture_2d", "cBda4b", 2, "activation"),
-)}
-
-
-def image_layout(name) -> ImageLayout:
-    """A named layout, an ImageLayout, or a custom one written 'TAG:ROWS[:LANES]'
-    (for example 'acBd4b:2' is in_out_channel)."""
-    if isinstance(name, ImageLayout):
-        return name
-    if name in NAMED:
-        return NAMED[name]
-    if isinstance(name, str) and ":" in name:
-        tag, _, rest = name.partition(":")
-        rows, _, lanes = rest.partition(":")
-        try:
-            rows_i, lanes_i = int(rows), int(lanes or 4)
-        except ValueError:
-            rows_i = lanes_i = None
-        if rows_i is not None:
-            ndims = parse_tag(tag).ndims
-            return ImageLayout(name, tag, rows_i, lanes_i, "custom", ndims)
-    raise ClayoutError(f"unknown image layout {name!r}; named layouts: {', '.join(NAMED)}; "
-                       "or a custom 'TAG:ROWS[:LANES]' such as 'acBd4b:2'")
+def _untransformed(layout: ImageLayout) -> ImageLayout:
+    return ImageLayout(layout.name, layout.tag, layout.rows, layout.lanes, layout.kind,
+                       layout.ndims, layout.groups)

@@ -9,12 +9,11 @@ needs nothing of runtime.desc but its type (runtime.desc imports this one).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from ..errors import ClayoutError
 
-if TYPE_CHECKING:
-    from .desc import MemoryDesc
+# ``MemoryDesc`` in the annotations is documentation only: runtime.algebra.desc
+# imports this module, so this one does not import it back.
 
 
 def _no_halo(desc: MemoryDesc, what: str) -> None:

@@ -15,13 +15,10 @@ each band's tiles concatenate along x and the bands along y.
 >>> plan.rows, plan.cols, [t.region for t in plan.tiles][:2]
 (2, 3, ['x [0, 16) y [0, 4)', 'x [16, 32) y [0, 4)'])
 
-Engines: the host engines (cpu, reference) build the unlimited image and
-cut it. On OpenCL the image's dense buffer is written on the device by one
-reorder kernel, and each tile is a rectangular copy out of it
-(``clEnqueueReadBufferRect``), so the unlimited image never exists as an
-image object and may exceed the device's limits; ``_device_tiles`` and
-``_device_join`` are the place to switch to kernels that write each tile
-directly once they take a tile offset.
+Engines cut and join tiles with ``to_tiles`` / ``from_tiles`` (the engine
+contract, runtime/contract.py): the host engines build the unlimited image
+and cut it; the opencl engine writes the image's dense buffer on the device
+and copies each tile's rectangle out of it (runtime/opencl/tiles.py).
 """
 from __future__ import annotations
 
@@ -31,14 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes
-from .desc import MemoryDesc
-from ..engine import _as_dims
+from .catalog import image_layout
 from ..errors import ClayoutError
-from .hostarray import physical_shape
-from .layout import ImageLayout, image_layout
-
-# pyopencl is imported inside the two device functions at the end only: the host
-# engines cut and join tiles without it.
+from .layout import ImageLayout
 
 
 @dataclass(frozen=True)
@@ -72,6 +64,10 @@ class TilePlan:
     rows: int
     cols: int
     tiles: tuple[Tile, ...]
+
+    @property
+    def lanes(self) -> int:
+        return self.layout.lanes
 
     @property
     def split(self) -> bool:
@@ -171,88 +167,3 @@ def plan_of(layout, dims, tiles) -> TilePlan:
     plan = tile_plan(layout, dims, (max(1, first.shape[1]), max(1, first.shape[0])))
     plan.check(tiles)
     return plan
-
-
-# -- engines ------------------------------------------------------------------------
-def _on_device(engine) -> bool:
-    return hasattr(engine, "enqueue_reorder")
-
-
-def _check_device_limit(engine, plan: TilePlan) -> None:
-    limits = getattr(engine, "image_limits", None)
-    if limits is not None and (plan.max_image[0] > limits[0] or plan.max_image[1] > limits[1]):
-        raise ClayoutError(f"max_image {plan.max_image[0]}x{plan.max_image[1]} is over the "
-                           f"device's image limit {limits[0]}x{limits[1]}; give at most that")
-
-
-def to_image_tiles(engine, flat, layout: ImageLayout, src: MemoryDesc, image_dtype, max_image):
-    """to_image with a limit: one image array when it fits, else the tuple of tiles."""
-    plan = tile_plan(layout, src.dims, max_image)
-    _check_device_limit(engine, plan)
-    if not plan.split:
-        return engine.to_image(flat, layout, src, image_dtype)
-    if _on_device(engine):
-        return _device_tiles(engine, flat, plan, src, dtypes.image_dtype(image_dtype))
-    return plan.cut(engine.to_image(flat, layout, src, image_dtype))
-
-
-def from_image_tiles(engine, tiles, plan: TilePlan, dims, dst=None, dtype=None):
-    """from_image of a tuple of tiles that ``plan_of`` checked against the plan
-    they imply (count, shapes, dtypes) and found split; returns the buffer as
-    from_image does."""
-    layout = plan.layout
-    img_dt = dtypes.image_dtype(dtypes.of_array(tiles[0]))
-    dims = tuple(int(d) for d in dims)
-    desc = MemoryDesc(dims, dtype if dtype is not None else img_dt,
-                      tag=dst or layout.default_tag(len(dims)))
-    if _on_device(engine):
-        flat = _device_join(engine, tiles, plan, desc)
-    else:
-        flat = engine.from_image(plan.join(tiles), layout, desc)
-    return flat.reshape(physical_shape(desc))
-
-
-def _rect(plan: TilePlan, tile: Tile, itemsize: int) -> dict:
-    """enqueue_copy arguments of one tile's rectangle inside the image's dense buffer."""
-    pixel = plan.layout.lanes * itemsize
-    return dict(buffer_origin=(tile.x0 * pixel, tile.y0, 0), host_origin=(0, 0, 0),
-                region=(tile.width * pixel, tile.height, 1),
-                buffer_pitches=(plan.image[0] * pixel, 0), host_pitches=(tile.width * pixel, 0))
-
-
-def _device_tiles(engine, flat, plan: TilePlan, src: MemoryDesc, dt) -> tuple[np.ndarray, ...]:
-    import pyopencl as cl
-    image = plan.layout.desc(src.dims, dt)
-    data, src = _as_dims(flat, src, image.dims, engine)
-    data = np.ascontiguousarray(data)
-    src_buf = engine.new_buffer(data.nbytes, data, cl.mem_flags.READ_ONLY)
-    image_buf = engine.new_buffer(image.size)
-    engine.enqueue_reorder(src_buf, src, image_buf, image, zero_first=True)
-    out = []
-    for tile in plan.tiles:
-        arr = np.empty(plan.shape(tile), dtype=dt.np)
-        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(plan, tile, dt.itemsize))
-        out.append(arr)
-    return tuple(out)
-
-
-def _device_join(engine, tiles, plan: TilePlan, dst: MemoryDesc) -> np.ndarray:
-    import pyopencl as cl
-    dt = dtypes.image_dtype(dtypes.of_array(tiles[0]))
-    image = plan.layout.desc(dst.dims, dt)
-    image_buf = engine.new_buffer(image.size)
-    for tile, arr in zip(plan.tiles, tiles):
-        cl.enqueue_copy(engine.queue, image_buf, np.ascontiguousarray(arr),
-                        **_rect(plan, tile, dt.itemsize))
-    out = np.empty(dst.span, dtype=dst.dtype.np)
-    dst_buf = engine.new_buffer(out.nbytes)
-    if dst.dims == image.dims:
-        engine.enqueue_reorder(image_buf, image, dst_buf, dst, zero_first=True)
-    else:  # grouped or 2-D: through a plain buffer, reshaped for free
-        mid = MemoryDesc(image.dims, dst.dtype)
-        mid_buf = engine.new_buffer(mid.size)
-        engine.enqueue_reorder(image_buf, image, mid_buf, mid)
-        engine.enqueue_reorder(mid_buf, MemoryDesc(dst.dims, dst.dtype), dst_buf, dst,
-                               zero_first=True)
-    cl.enqueue_copy(engine.queue, out, dst_buf)
-    return out

@@ -1,4 +1,4 @@
-"""Cache-blocked transposing copies for the cpu engine (runtime.cpu).
+"""Cache-blocked transposing copies (the cpu plan's "blocked" method).
 
 ``np.copyto`` always iterates in the destination's memory order, so a
 transpose reads the source with a long stride for a whole destination row,
@@ -18,9 +18,10 @@ import itertools
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import geometry as g
+
 _UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
          8: np.dtype(np.uint64)}
-L1_BYTES = 32 << 10   # source or destination lines one pass of the inner axis may touch
 
 
 def unsigned(dtype) -> np.dtype:
@@ -44,7 +45,7 @@ def blockable(dst_v: np.ndarray, src_v: np.ndarray) -> tuple[int, int] | None:
     # the longer of the two contiguous axes runs innermost (ties: the destination's)
     inner, partner = (a_src, a_dst) if src_v.shape[a_src] > dst_v.shape[a_dst] else (a_dst, a_src)
     far = max(abs(dst_v.strides[inner]), abs(src_v.strides[inner]))
-    if far >= 1024 and far % 1024 == 0:
+    if far >= g.ALIAS_BYTES and far % g.ALIAS_BYTES == 0:
         return None  # a pass's lines would share 4 of L1's 64 sets: staged tiles do better
     return inner, partner
 
@@ -56,7 +57,7 @@ def block_sizes(dst_v, src_v, inner: int, partner: int, tile_elems: int) -> tupl
     far = max(abs(dst_v.strides[inner]), abs(src_v.strides[inner]))
     hi = max(1, tile_elems // 64)
     lo = max(1, hi // 8)
-    n_inner = min(dst_v.shape[inner], max(lo, min(hi, L1_BYTES // far)))
+    n_inner = min(dst_v.shape[inner], max(lo, min(hi, g.L1_BYTES // far)))
     n_partner = min(dst_v.shape[partner], max(1, (tile_elems // 8) // n_inner))
     return n_inner, n_partner
 

@@ -1,4 +1,4 @@
-"""Zero-padded destinations written row block by row block (runtime.cpu).
+"""Zero-padded destinations written row block by row block (the cpu plan's "rows").
 
 When a destination has zero padding between its elements (an image whose
 lanes are padded, as conv2d_filter with O=1), zeroing it first and copying
@@ -16,9 +16,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import blocked as cpu_blocked
+from . import blocked, geometry as g
 
-STAGE_BYTES = 1 << 20   # per block of rows: 1x64x512x512 OIHW->conv2d_filter 18.5 ms at 256 KiB, 15.5 at 512, 14.8 at 1 MiB
 
 
 def row_axes(d, offset0: int, span: int):
@@ -41,7 +40,7 @@ def row_axes(d, offset0: int, span: int):
 def row_pitch(run: int, itemsize: int) -> int:
     """Elements per staged row: padded by one cache line when the row's bytes
     are a multiple of 1 KiB, so that rows do not alias in the L1 cache."""
-    return run + 64 // itemsize if (run * itemsize) % 1024 == 0 else run
+    return run + g.LINE_BYTES // itemsize if (run * itemsize) % g.ALIAS_BYTES == 0 else run
 
 
 def copy_rows(src_buf, s, dst_buf, d, offset0: int, span: int, put, run_all,
@@ -59,7 +58,7 @@ def copy_rows(src_buf, s, dst_buf, d, offset0: int, span: int, put, run_all,
     rest = [i for i in range(len(d.shape)) if i not in axes]
     rest_shape = tuple(d.shape[i] for i in rest)
     lead = d.offset - offset0   # where the data starts inside a row
-    most = max(1, STAGE_BYTES // (pitch * item))
+    most = max(1, g.STAGE_BYTES // (pitch * item))
     n_rows = -(-d.shape[o1] // -(-d.shape[o1] // most))   # even blocks: a thin last one transposes badly
     blocks = [(k, r) for k in range(d.shape[o0]) for r in range(0, d.shape[o1], n_rows)]
 
@@ -73,12 +72,12 @@ def copy_rows(src_buf, s, dst_buf, d, offset0: int, span: int, put, run_all,
         buf = np.zeros(n_rows * pitch, dst_buf.dtype)  # padding stays zero: only data is rewritten
         rows = buf.reshape(n_rows, pitch)
         into_all = as_strided(buf[lead:], (n_rows,) + rest_shape, into_strides)
-        axes_t = cpu_blocked.blockable(into_all, src_all[0, :n_rows])
+        axes_t = blocked.blockable(into_all, src_all[0, :n_rows])
         if axes_t is not None:
             # one ufunc per block along whole source runs: 128-element blocks would read
             # conv2d_filter's 64 far source rows 4 times each (35 ms, not 15)
-            u = cpu_blocked.unsigned(into_all.dtype)
-            order = cpu_blocked.loop_order(into_all, *axes_t)
+            u = blocked.unsigned(into_all.dtype)
+            order = blocked.loop_order(into_all, *axes_t)
             row_at = order.index(0)
             into_all = into_all.view(u).transpose(order)
         for k, r in part:

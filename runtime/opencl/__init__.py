@@ -1,3 +1,5 @@
-"""The OpenCL engine: kernels planned by kernels.py and rendered from
-templates/convert.cl.mako by render.py, built and cached per context
-(programs.py), run by engine.py."""
+"""The OpenCL engine (runtime/opencl/engine.py): kernels planned for two sides
+(plan.py), rendered from templates/convert.cl.mako in steps (launch.py,
+render.py, with the dtype snippets of dtypes_c.py and the image facts of
+images.py), built and cached per context (programs.py); Memory storage on the
+device (storage.py), tiles (tiles.py), and the choice of device (device.py)."""

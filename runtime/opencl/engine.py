@@ -1,16 +1,17 @@
-"""The opencl engine: host arrays in, host arrays out, through pyopencl.
+"""The opencl engine: the engine contract (runtime/contract.py) kept on an
+OpenCL device through pyopencl.
 
-``OpenCLEngine(context=None, queue=None, device=None)`` binds one context
-and queue (the user's own, or one chosen by ``PYOPENCL_CTX`` / the first
-device with image support). It offers the engine contract of
-runtime/engine.py (``reorder``, ``to_image``, ``from_image`` on host arrays,
-``image_limits``) and the device-side steps Memory objects use
-(``enqueue_reorder``, ``enqueue_to_image``, ``enqueue_from_image``,
-``new_buffer``, ``new_image``), which never touch the host.
+``OpenCLEngine(context=None, queue=None, device=None, image_access="auto")``
+binds one context and queue (the user's own, or one chosen by
+``PYOPENCL_CTX`` / the first device with image support: runtime/opencl/device.py).
+Every conversion is one ``enqueue``: the kernel runtime/opencl/plan.py
+plans for the two sides, launched on device memory; host arrays
+(``move``) are put on the device around it, Memory storage
+(``convert_storage``, runtime/opencl/storage.py) never leaves it.
 
->>> eng = default()                                   # doctest: +SKIP
->>> eng.reorder(np.arange(4, dtype=np.float32), MemoryDesc((2, 2)),
-...             MemoryDesc((2, 2), tag="ba"))         # doctest: +SKIP
+>>> eng = default()                                             # doctest: +SKIP
+>>> eng.convert(MemoryDesc((2, 2)), MemoryDesc((2, 2), tag="ba"),
+...             np.arange(4, dtype=np.float32))                 # doctest: +SKIP
 array([0., 2., 1., 3.], dtype=float32)
 
 Threads: one engine may serve any number of threads at once, each getting
@@ -27,37 +28,36 @@ their own commands only.
 A user's out-of-order queue: each conversion gets a staging buffer of its
 own and chains its own commands by events, a new Memory is zeroed before it
 is returned, and a host-array call waits for its own commands before it
-returns. Conversions of Memory objects are
-enqueued without waiting, and on such a queue nothing orders them with one
-another, with ``Memory.to_numpy`` / ``map`` or with the user's own commands:
-put ``cl.enqueue_barrier(queue)`` (or ``queue.finish()``) between dependent
-steps, as for any command on an out-of-order queue.
+returns. Conversions of Memory objects are enqueued without waiting, and on
+such a queue nothing orders them with one another, with ``Memory.to_numpy``
+/ ``map`` or with the user's own commands: put ``cl.enqueue_barrier(queue)``
+(or ``queue.finish()``) between dependent steps, as for any command on an
+out-of-order queue.
 """
 from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 
 import numpy as np
 import pyopencl as cl
 
-from ..algebra import dtypes
-from ..algebra.desc import MemoryDesc
+from ..algebra import conversion
+from ..algebra.hostarray import host_shape
+from ..contract import Engine
 from ..errors import ClayoutError
-from ..algebra.layout import ImageLayout
-from . import kernels, programs
+from . import device, images, programs, tiles
+from .plan import plan
+from .storage import DeviceStorage
 
-CHANNEL_TYPES = {"f32": "FLOAT", "f16": "HALF_FLOAT", "s32": "SIGNED_INT32",
-                 "s8": "SIGNED_INT8", "u8": "UNSIGNED_INT8"}
 mf = cl.mem_flags
 # a cl.Kernel holds its arguments and the program cache shares it between engines:
 # set_args + enqueue must not interleave across threads
 _LAUNCH_LOCK = threading.Lock()
 
 
-class OpenCLEngine:
+class OpenCLEngine(DeviceStorage, Engine):
     name = "opencl"
 
     IMAGE_ACCESS = ("auto", "direct", "staged")
@@ -87,8 +87,16 @@ class OpenCLEngine:
         self.is_cpu = bool(dev.type & cl.device_type.CPU)
         self.in_order = not (self.queue.properties
                              & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        self.domain = ("opencl", self.context.int_ptr)
         self._stage: cl.Buffer | None = None
         self._stage_lock = threading.Lock()
+
+    @property
+    def device_name(self) -> str:
+        return self.device.name.strip()
+
+    def __repr__(self) -> str:
+        return f"<clayout engine opencl: {self.device_name} ({self.device.platform.name})>"
 
     @contextlib.contextmanager
     def staging(self, nbytes: int):
@@ -105,66 +113,75 @@ class OpenCLEngine:
                 self._stage = self.new_buffer(nbytes)
             yield self._stage
 
-    def __repr__(self) -> str:
-        return f"<clayout engine opencl: {self.device.name.strip()} ({self.device.platform.name})>"
-
-    # -- allocation ----------------------------------------------------------------
     def new_buffer(self, nbytes: int, hostbuf: np.ndarray | None = None,
                    flags=mf.READ_WRITE) -> cl.Buffer:
         if nbytes > self.max_alloc:
             raise ClayoutError(f"a buffer of {nbytes} bytes is over the device's max allocation "
-                               f"{self.max_alloc} bytes ({self.device.name.strip()})")
+                               f"{self.max_alloc} bytes ({self.device_name})")
         if hostbuf is not None:
             return cl.Buffer(self.context, flags | mf.COPY_HOST_PTR, hostbuf=hostbuf)
         return cl.Buffer(self.context, flags, size=max(1, nbytes))
 
-    def image_format(self, dtype, lanes: int) -> cl.ImageFormat:
-        dt = dtypes.image_dtype(dtype)
-        order = cl.channel_order.RGBA if lanes == 4 else cl.channel_order.R
-        return cl.ImageFormat(order, getattr(cl.channel_type, CHANNEL_TYPES[dt.name]))
+    def staged(self, image) -> bool:
+        """True when kernels reach the ImageDesc ``image`` through a dense
+        staging buffer and a buffer<->image copy instead of write_imagef/read_imagef:
+        - ``image_access="staged"``, or ``"auto"`` on a CPU device (PoCL
+          emulates image access in software: a buffer kernel plus
+          clEnqueueCopyBufferToImage, which runs at memcpy speed, measured
+          1.2-2.3x faster than write_imagef there);
+        - one-channel half images (PoCL 3.1 writes and reads CL_R +
+          CL_HALF_FLOAT wrongly; a plain copy moves the exact bits everywhere)."""
+        if image.dtype.name == "f16" and image.lanes == 1:
+            return True
+        return self.image_access == "staged" or (self.image_access == "auto" and self.is_cpu)
 
-    def new_image(self, layout: ImageLayout, dims, dtype, hostbuf=None,
-                  flags=mf.READ_WRITE) -> cl.Image:
-        """An image for ``layout`` over ``dims``; refused before allocation when
-        over the device's 2D limits."""
-        layout.check_fits(dims, *self.image_limits)
-        width, height = layout.image_shape(dims)
-        fmt = self.image_format(dtype, layout.lanes)
-        if hostbuf is not None:
-            return cl.create_image(self.context, flags | mf.COPY_HOST_PTR, fmt,
-                                   shape=(width, height), hostbuf=hostbuf)
-        return cl.create_image(self.context, flags, fmt, shape=(width, height))
+    def _staged_pair(self, src, dst) -> bool:
+        image = src if src.is_image else dst if dst.is_image else None
+        return image is not None and self.staged(image)
 
-    # -- device-side conversions (nothing crosses to the host) -----------------------
-    def _launch(self, plan: kernels.Kernel, src, dst, wait_for=None) -> cl.Event:
-        if plan.copy is not None:   # a byte copy and a zero tail: no program
-            count, total = plan.copy
+    # -- the device conversion ---------------------------------------------------------------
+    def _launch(self, kernel, src, dst, wait_for=None) -> cl.Event:
+        if kernel.copy is not None:   # a byte copy and a zero tail: no program
+            count, total = kernel.copy
             events = [cl.enqueue_copy(self.queue, dst, src, byte_count=count,
                                       wait_for=wait_for or None)]
             if total > count:
                 events.append(cl.enqueue_fill_buffer(self.queue, dst, np.uint8(0), count,
                                                      total - count, wait_for=wait_for or None))
             return cl.enqueue_marker(self.queue, wait_for=events)
-        knl = programs.kernel(self.context, plan.source)
+        knl = programs.kernel(self.context, kernel.source)
         with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
-            knl.set_args(src, dst, *plan.args)
-            return cl.enqueue_nd_range_kernel(self.queue, knl, plan.launch, plan.local,
+            knl.set_args(src, dst, *kernel.args)
+            return cl.enqueue_nd_range_kernel(self.queue, knl, kernel.launch, kernel.local,
                                               wait_for=wait_for or None)
 
-    def enqueue_reorder(self, src_buf, src: MemoryDesc, dst_buf, dst: MemoryDesc,
-                        zero_first: bool = False, in_place: bool = False) -> cl.Event | None:
-        """Write dst's footprint in ``dst_buf`` from ``src_buf``. ``zero_first``
-        also zeroes the rest of dst's span (a fresh output); ``in_place``: the
-        same buffer and desc on both sides (rewrites padding, keeps data)."""
-        if src.dims != dst.dims:
-            raise ClayoutError(f"reorder needs equal dims, got {src.dims} and {dst.dims}")
+    def enqueue(self, src, src_mem, dst, dst_mem, zero_first: bool = False,
+                aliased: bool = False, dense: bool = False) -> cl.Event | None:
+        """One move on device memory: write dst's footprint in ``dst_mem`` (a
+        cl.Buffer, or a cl.Image for an image side) from ``src_mem``.
+        ``zero_first`` also zeroes the rest of a buffer's span (a fresh
+        output); ``aliased``: the same buffer and desc on both sides (rewrites
+        the padding, keeps the data); ``dense``: an image side is a cl.Buffer
+        holding the image's dense desc, not an image object."""
         if src.is_zero or dst.is_zero:
             return None
-        wait = self._zero_rest(dst_buf, dst) if zero_first else []
-        return self._launch(kernels.plan_reorder(src, dst, aliased=in_place), src_buf, dst_buf,
-                            wait)
+        staged = self._staged_pair(src, dst)
+        wait = self._zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
+        kernel = plan(src, dst, staged=staged or dense, aliased=aliased)
+        if not staged or dense:
+            return self._launch(kernel, src_mem, dst_mem, wait)
+        image = src if src.is_image else dst
+        with self.staging(image.memory.size) as stage:
+            if dst.is_image:
+                event = self._launch(kernel, src_mem, stage, wait)
+                return cl.enqueue_copy(self.queue, dst_mem, stage, offset=0,
+                                       origin=images.origin(dst), region=images.region(dst),
+                                       wait_for=[event])
+            wait.append(cl.enqueue_copy(self.queue, stage, src_mem, offset=0,
+                                        origin=images.origin(src), region=images.region(src)))
+            return self._launch(kernel, stage, dst_mem, wait)
 
-    def _zero_rest(self, dst_buf, dst: MemoryDesc) -> list:
+    def _zero_rest(self, dst_buf, dst) -> list:
         """For a fresh output: zero dst's whole span where the kernel will not
         write all of it (gaps, offset0, a submemory's neighbours); the events
         to wait for."""
@@ -173,47 +190,13 @@ class OpenCLEngine:
         return [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
                                        dst.span * dst.dtype.itemsize)]
 
-    def staged(self, layout: ImageLayout, dtype) -> bool:
-        """Images the kernels reach through a dense staging buffer and a
-        buffer<->image copy instead of write_imagef/read_imagef:
-        - ``image_access="staged"``, or ``"auto"`` on a CPU device (PoCL
-          emulates image access in software: a buffer kernel plus
-          clEnqueueCopyBufferToImage, which runs at memcpy speed, measured
-          1.2-2.3x faster than write_imagef there);
-        - one-channel half images (PoCL 3.1 writes and reads CL_R +
-          CL_HALF_FLOAT wrongly; a plain copy moves the exact bits everywhere)."""
-        if dtypes.dtype(dtype).name == "f16" and layout.lanes == 1:
-            return True
-        return self.image_access == "staged" or (self.image_access == "auto" and self.is_cpu)
+    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+        if len(conversion.stages(src, dst)) > 1:   # a transform stage: on the host
+            self.write(dst_storage, dst, self.convert(src, dst, self.read(src_storage, src)))
+            return
+        self.enqueue(src, src_storage, dst, dst_storage)
 
-    def enqueue_to_image(self, src_buf, src: MemoryDesc, image, layout: ImageLayout,
-                         dtype) -> cl.Event | None:
-        if src.is_zero:
-            return None
-        if not self.staged(layout, dtype):
-            return self._launch(kernels.plan_to_image(src, layout, dtype), src_buf, image)
-        width, height = layout.image_shape(src.dims)
-        with self.staging(layout.desc(src.dims, dtype).size) as stage:
-            event = self._launch(kernels.plan_to_image(src, layout, dtype, staged=True),
-                                 src_buf, stage)
-            return cl.enqueue_copy(self.queue, image, stage, offset=0, origin=(0, 0),
-                                   region=(width, height), wait_for=[event])
-
-    def enqueue_from_image(self, image, layout: ImageLayout, dtype, dst_buf, dst: MemoryDesc,
-                           zero_first: bool = False) -> cl.Event | None:
-        if dst.is_zero:
-            return None
-        wait = self._zero_rest(dst_buf, dst) if zero_first else []
-        if not self.staged(layout, dtype):
-            return self._launch(kernels.plan_from_image(layout, dtype, dst), image, dst_buf, wait)
-        width, height = layout.image_shape(dst.dims)
-        with self.staging(layout.desc(dst.dims, dtype).size) as stage:
-            wait.append(cl.enqueue_copy(self.queue, stage, image, offset=0, origin=(0, 0),
-                                        region=(width, height)))
-            return self._launch(kernels.plan_from_image(layout, dtype, dst, staged=True),
-                                stage, dst_buf, wait)
-
-    # -- the engine contract: host arrays ------------------------------------------------
+    # -- host arrays ---------------------------------------------------------------------------
     # On a CPU device the kernels work on the host arrays themselves
     # (USE_HOST_PTR, then a map for coherency): at 1x64x512x512 f32 a host
     # call took 125 ms with an upload and a download copy, 55 ms without.
@@ -221,6 +204,29 @@ class OpenCLEngine:
     # staging buffer's contents, so no image object is made at all. ``out``
     # (checked by runtime.api: C-contiguous, writable, the result's shape and
     # dtype) is then the kernel's destination itself.
+    def move(self, src, dst, data, out=None) -> np.ndarray:
+        shape = host_shape(dst)
+        if src.is_zero or dst.is_zero or math.prod(shape) == 0:
+            return _zeros(out, shape, dst.dtype.np)
+        arr = np.ascontiguousarray(data)
+        staged = self._staged_pair(src, dst)
+        if src.is_image and not staged:
+            src_mem = images.create(self.context, src, self.image_limits, mf.READ_ONLY,
+                                    hostbuf=arr.reshape(src.array_shape))
+        else:
+            src_mem = self._host_buffer(arr, mf.READ_ONLY)
+        if dst.is_image and not staged:
+            out = np.empty(shape, dtype=dst.dtype.np) if out is None else out
+            image = images.create(self.context, dst, self.image_limits, mf.WRITE_ONLY)
+            event = self._launch(plan(src, dst), src_mem, image)
+            cl.enqueue_copy(self.queue, out, image, origin=images.origin(dst),
+                            region=images.region(dst), wait_for=[event])
+            return out
+        out, dst_buf = self._output(out, shape, dst.dtype.np)
+        wait = [] if dst.is_image else self._zero_rest(dst_buf, dst)
+        event = self._launch(plan(src, dst, staged=staged), src_mem, dst_buf, wait)
+        return self._read_back(dst_buf, out, event)
+
     def _host_buffer(self, arr: np.ndarray, flags) -> cl.Buffer:
         arr = arr.reshape(-1)
         if self.is_cpu and arr.flags.c_contiguous:
@@ -245,48 +251,16 @@ class OpenCLEngine:
         return out, self._host_buffer(out, mf.WRITE_ONLY) if self.is_cpu else \
             self.new_buffer(out.nbytes)
 
-    def reorder(self, flat_src, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
-        if src.is_zero or dst.is_zero:
-            return _zeros(out, dst.span, dst.dtype.np)
-        out, dst_buf = self._output(out, dst.span, dst.dtype.np)
-        event = self.enqueue_reorder(self._host_buffer(flat_src, mf.READ_ONLY), src, dst_buf,
-                                     dst, zero_first=True)
-        return self._read_back(dst_buf, out, event)
+    # -- tiles: the whole image's dense buffer on the device, cut by rectangle copies --------
+    def to_tiles(self, src, dst, data, tile_plan):
+        if dst.transform is not None:
+            return super().to_tiles(src, dst, data, tile_plan)
+        return tiles.to_tiles(self, src, dst, np.ascontiguousarray(data).reshape(-1), tile_plan)
 
-    def to_image(self, flat_src, layout: ImageLayout, src: MemoryDesc, image_dtype,
-                 out=None) -> np.ndarray:
-        dt = dtypes.image_dtype(image_dtype)
-        shape = layout.array_shape(src.dims)
-        if math.prod(shape) == 0 or src.is_zero:
-            return _zeros(out, shape, dt.np)
-        src_buf = self._host_buffer(flat_src, mf.READ_ONLY)
-        if self.staged(layout, dt):
-            out, buf = self._output(out, shape, dt.np)
-            event = self._launch(kernels.plan_to_image(src, layout, dt, staged=True), src_buf, buf)
-            return self._read_back(buf, out, event)
-        out = np.empty(shape, dtype=dt.np) if out is None else out
-        image = self.new_image(layout, src.dims, dt, flags=mf.WRITE_ONLY)
-        event = self.enqueue_to_image(src_buf, src, image, layout, dt)
-        width, height = layout.image_shape(src.dims)
-        cl.enqueue_copy(self.queue, out, image, origin=(0, 0), region=(width, height),
-                        wait_for=[event])
-        return out
-
-    def from_image(self, image_array, layout: ImageLayout, dst: MemoryDesc,
-                   out=None) -> np.ndarray:
-        if dst.is_zero:
-            return _zeros(out, dst.span, dst.dtype.np)
-        arr = np.ascontiguousarray(image_array)
-        dt = dtypes.image_dtype(dtypes.of_array(arr))
-        out, dst_buf = self._output(out, dst.span, dst.dtype.np)
-        if self.staged(layout, dt):
-            event = self._launch(kernels.plan_from_image(layout, dt, dst, staged=True),
-                                 self._host_buffer(arr, mf.READ_ONLY), dst_buf,
-                                 self._zero_rest(dst_buf, dst))
-            return self._read_back(dst_buf, out, event)
-        image = self.new_image(layout, dst.dims, dt, hostbuf=arr, flags=mf.READ_ONLY)
-        event = self.enqueue_from_image(image, layout, dt, dst_buf, dst, zero_first=True)
-        return self._read_back(dst_buf, out, event)
+    def from_tiles(self, src, parts, tile_plan, dst):
+        if src.transform is not None:
+            return super().from_tiles(src, parts, tile_plan, dst)
+        return tiles.from_tiles(self, src, parts, tile_plan, dst)
 
 
 def _zeros(out, shape, dtype) -> np.ndarray:
@@ -297,76 +271,15 @@ def _zeros(out, shape, dtype) -> np.ndarray:
     return out
 
 
-# -- device choice -----------------------------------------------------------------------
-CPU_HINT = "engine='cpu' (--engine cpu) works without OpenCL"
-
-
-def _all_devices() -> list:
-    """Every OpenCL device of every platform; no platform at all is an empty list
-    (the ICD loader reports that as an error)."""
-    try:
-        platforms = cl.get_platforms()
-    except (cl.Error, RuntimeError, OSError):
-        return []
-    found = []
-    for platform in platforms:
-        try:
-            found.extend(platform.get_devices())
-        except (cl.Error, RuntimeError):
-            continue
-    return found
-
-
-def describe_devices(devices) -> str:
-    """'PoCL cpu-x86 (CPU, images), ...' for messages; 'none' when empty."""
-    def one(d):
-        kind = ("GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU
-                else cl.device_type.to_string(d.type))
-        return (f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, "
-                f"{'images' if d.image_support else 'no image support'})")
-    return "; ".join(one(d) for d in devices) or "none"
-
-
-def _devices_with_images():
-    found = [d for d in _all_devices() if d.image_support]
-    # GPUs first: the CPU device is the fallback
-    return sorted(found, key=lambda d: not d.type & cl.device_type.GPU)
-
-
 def _pick_context() -> cl.Context:
-    """The context of the device PYOPENCL_CTX names, else of the first device
-    with image support (GPUs first); one clear line when there is none."""
-    chosen = os.environ.get("PYOPENCL_CTX")
-    if chosen is not None or os.environ.get("PYOPENCL_TEST"):
-        try:
-            context = cl.create_some_context(interactive=False)
-        except (cl.Error, RuntimeError, ValueError, IndexError) as exc:
-            raise ClayoutError(
-                f"PYOPENCL_CTX={chosen!r} names no usable OpenCL device "
-                f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); devices "
-                f"found: {describe_devices(_all_devices())}; give a platform[:device] index or "
-                f"name from that list, or {CPU_HINT}") from None
-        device = context.devices[0]
-        if not device.image_support:
-            raise ClayoutError(f"PYOPENCL_CTX={chosen!r} picks {device.name.strip()}, which has "
-                               f"no image support; devices found: "
-                               f"{describe_devices(_all_devices())}; {CPU_HINT}")
-        return context
-    devices = _devices_with_images()
-    if not devices:
-        every = _all_devices()
-        what = ("no OpenCL platform or device found" if not every else
-                f"no OpenCL device with image support (found: {describe_devices(every)})")
-        raise ClayoutError(f"{what}; {CPU_HINT} (on Debian: apt-get install pocl-opencl-icd)")
-    return cl.Context([devices[0]])
+    return device.pick_context()
 
 
+# -- the process-wide engine -----------------------------------------------------------------
 _DEFAULT: OpenCLEngine | None = None
 _AVAILABLE: bool | None = None
-_DEFAULT_LOCK = threading.RLock()  # first calls from many threads make one engine
-
-
 _WHY_NOT = ""
+_DEFAULT_LOCK = threading.RLock()  # first calls from many threads make one engine
 
 
 def available() -> bool:
@@ -396,3 +309,17 @@ def default() -> OpenCLEngine:
         if _DEFAULT is None:
             _DEFAULT = OpenCLEngine()
         return _DEFAULT
+
+
+def engine_for(engine, data, queue) -> OpenCLEngine:
+    """The engine a Memory on the caller's device object or queue lives on:
+    ``engine`` (an engine object or None for the default) when it has that
+    context (and queue), else a new engine on it."""
+    if queue is not None and not isinstance(queue, cl.CommandQueue):
+        raise ClayoutError(f"queue= takes a pyopencl CommandQueue, got {type(queue).__name__}")
+    context = queue.context if queue is not None else data.context
+    eng = default() if engine is None and queue is None else engine
+    if isinstance(eng, OpenCLEngine) and eng.context == context and \
+            (queue is None or eng.queue == queue):
+        return eng
+    return OpenCLEngine(context=context, queue=queue)

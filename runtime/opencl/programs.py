@@ -2,7 +2,7 @@
 
 The rendered source is the exact key: two conversions share a program iff
 their kernels are the same text, and a program belongs to one context. With
-generic kernels (runtime.opencl.kernels) a text stands for a whole conversion
+generic kernels (runtime.opencl.plan) a text stands for a whole conversion
 family, so a model's hundred weights need a handful of programs. The cache
 holds at most ``CLAYOUT_PROGRAM_CACHE`` programs (default 256; set
 ``PROGRAMS.size`` to change it at run time: runtime/cache.py); ``clear_cache()``
@@ -16,7 +16,7 @@ import threading
 import pyopencl as cl
 
 from ..cache import LRU
-from . import kernels
+from . import plan
 from .render import KERNEL_NAME
 
 PROGRAMS = LRU("OpenCL programs", "CLAYOUT_PROGRAM_CACHE", 256)
@@ -50,4 +50,4 @@ def cached_count() -> int:
 def clear_cache() -> None:
     """Forget every built program (and the planned kernels that feed them)."""
     PROGRAMS.clear()
-    kernels.clear_cache()
+    plan.clear_cache()

@@ -1,0 +1,167 @@
+"""The named image layouts, one row each, and the roles tensors play.
+
+Every fact about a named layout is in its row: the layout itself (tag, rows,
+lanes, kind, groups), its image size and pixel formula as the docs write
+them, the engine it comes from, and the roles it serves with its rank
+among each role's candidates. ``clayout info`` / ``where``, placement
+(runtime.placement) and the docs read it from here; the reference engine
+keeps its own, independent formula per name (runtime/reference/formulas.py).
+
+Three words, one meaning each:
+
+* **kind**: what a layout's logical dims are (activation N,C,H,W; filter
+  O,I,H,W; depthwise M,I,H,W; argument W): runtime.algebra.layout.KINDS;
+* **role**: what a tensor does in a network (activation, filter,
+  depthwise, argument, fc_weight), which fixes its kind and its candidate
+  layouts, in tiers: ``ROLES`` here;
+* **layout**: where each element goes on the image (``LAYOUTS``).
+
+>>> image_layout("in_out_channel").tag, ROW["in_out_channel"].formula
+('acBd4b', 'n=y/H, h=y%H, c=4(x/W)+k, w=x%W')
+>>> candidates("filter")
+(('conv2d_filter',), ('weight_height', 'weight_width'), ('image_2d_weights_c4_fyx_b',), ('image_2d_weights_c1_b_fyx',))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import ClayoutError
+from .layout import ImageDesc, ImageLayout
+from .tags import parse_tag
+
+
+@dataclass(frozen=True)
+class Role:
+    """A role: the kind of its dims, and how to write them in messages."""
+    name: str
+    kind: str
+    dims: str
+
+
+ROLES = {r.name: r for r in (
+    Role("activation", "activation", "N,C,H,W (or N,C)"),
+    Role("filter", "filter", "O,I,H,W"),
+    Role("depthwise", "depthwise", "M,I,H,W"),
+    Role("argument", "argument", "W"),
+    Role("fc_weight", "filter", "O,I,H,W (an O x I matrix is O,I,1,1)"),
+)}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One named layout: the layout, its image size and pixel formula as the
+    docs write them (pixel (x, y), lane k -> logical index), where it comes
+    from, and {role: tier} of the roles it serves (tier 0 is a role's first
+    choice; layouts of one tier are equally preferred)."""
+    layout: ImageLayout
+    size: str
+    formula: str
+    source: str
+    roles: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+
+def _row(name, tag, rows, kind, size, formula, source, roles, lanes=4, ndims=4, groups=None):
+    return Row(ImageLayout(name, tag, rows, lanes, kind, ndims, groups), size, formula, source,
+               roles)
+
+
+LAYOUTS = (
+    _row("in_out_channel", "acBd4b", 2, "activation", "⌈C/4⌉·W × N·H",
+         "n=y/H, h=y%H, c=4(x/W)+k, w=x%W", "MACE", {"activation": 0}),
+    _row("in_out_height", "aCbd4c", 2, "activation", "C·W × N·⌈H/4⌉",
+         "n=y/ceil(H/4), h=4(y%ceil(H/4))+k, c=x/W, w=x%W", "MACE", {"activation": 2}),
+    _row("in_out_width", "acbD4d", 2, "activation", "C·⌈W/4⌉ × N·H",
+         "n=y/H, h=y%H, c=x/ceil(W/4), w=4(x%ceil(W/4))+k", "MACE", {"activation": 3}),
+    _row("conv2d_filter", "Acdb4a", 3, "filter", "I × ⌈O/4⌉·H·W",
+         "o=4(y/HW)+k, h=(y%HW)/W, w=y%W, i=x", "MACE", {"filter": 0, "fc_weight": 3}),
+    _row("dw_conv2d_filter", "Bacd4b", 1, "depthwise", "M·H·W × ⌈I/4⌉",
+         "i=4y+k, m=x/HW, h=(x%HW)/W, w=x%W", "MACE", {"depthwise": 0}),
+    _row("argument", "A4a", 0, "argument", "⌈W/4⌉ × 1", "w=4x+k", "MACE", {"argument": 0},
+         ndims=1),
+    _row("weight_height", "Acdb4a", 1, "filter", "I·H·W × ⌈O/4⌉",
+         "o=4y+k, h=x/(W*I), w=(x/I)%W, i=x%I", "MACE", {"filter": 1, "fc_weight": 1}),
+    _row("weight_width", "acdB4b", 1, "filter", "⌈I/4⌉·H·W × O",
+         "o=y, h=x/(W*ceil(I/4)), w=(x/ceil(I/4))%W, i=4(x%ceil(I/4))+k", "MACE",
+         {"filter": 1, "fc_weight": 0}),
+    _row("image_2d_weights_c4_fyx_b", "aB4b", 1, "filter", "⌈I·H·W/4⌉ × O",
+         "o=y, f=4x+k with f=(i*H+h)*W+w", "clDNN", {"filter": 2, "fc_weight": 2},
+         groups=((0,), (1, 2, 3))),
+    _row("image_2d_weights_c1_b_fyx", "bcda", 3, "filter", "O × I·H·W",
+         "o=x, y=(i*H+h)*W+w (one channel)", "clDNN", {"filter": 3, "fc_weight": 4}, lanes=1),
+    _row("texture_2d", "cBda4b", 2, "activation", "W·N × H·⌈C/4⌉",
+         "x=w*N+n, y=h*ceil(C/4)+c/4, k=c%4", "TFLite GPU", {"activation": 1}),
+)
+ROW = {row.name: row for row in LAYOUTS}
+NAMED = {row.name: row.layout for row in LAYOUTS}
+
+
+def image_layout(name) -> ImageLayout:
+    """A named layout, an ImageLayout, or a custom one written 'TAG:ROWS[:LANES]'
+    (for example 'acBd4b:2' is in_out_channel)."""
+    if isinstance(name, ImageLayout):
+        return name
+    if isinstance(name, str) and name in NAMED:
+        return NAMED[name]
+    if isinstance(name, str) and ":" in name:
+        tag, _, rest = name.partition(":")
+        rows, _, lanes = rest.partition(":")
+        try:
+            rows_i, lanes_i = int(rows), int(lanes or 4)
+        except ValueError:
+            rows_i = lanes_i = None
+        if rows_i is not None:
+            return ImageLayout(name, tag, rows_i, lanes_i, "custom", parse_tag(tag).ndims)
+    raise ClayoutError(f"unknown image layout {name!r}; named layouts: {', '.join(NAMED)}; "
+                       "or a custom 'TAG:ROWS[:LANES]' such as 'acBd4b:2'")
+
+
+def formula(layout: ImageLayout) -> str | None:
+    """The table formula of a named layout (None for a custom one, or one
+    that only shares a name with a named layout)."""
+    row = ROW.get(layout.name)
+    return row.formula if row is not None and row.layout == layout else None
+
+
+def candidates(role: str) -> tuple[tuple[str, ...], ...]:
+    """The candidate layouts of ``role``, tier by tier (catalog order inside a tier)."""
+    if role not in ROLES:
+        raise ClayoutError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+    tiers: dict[int, list[str]] = {}
+    for row in LAYOUTS:
+        if role in row.roles:
+            tiers.setdefault(row.roles[role], []).append(row.name)
+    return tuple(tuple(tiers[t]) for t in sorted(tiers))
+
+
+def fitting(kind: str, dims, limits: tuple[int, int]) -> list[ImageLayout]:
+    """Named layouts of ``kind`` whose image for ``dims`` fits ``limits``
+    (max width, max height), in catalog order."""
+    fits = []
+    for row in LAYOUTS:
+        if row.layout.kind == kind:
+            try:
+                img = ImageDesc(row.layout, dims)
+            except ClayoutError:
+                continue
+            if img.width <= limits[0] and img.height <= limits[1]:
+                fits.append(row.layout)
+    return fits
+
+
+def check_fits(image: ImageDesc, limits: tuple[int, int] | None) -> None:
+    """Refuse an image larger than ``limits`` (a device's 2-D image limits;
+    None: no limit), naming the layouts of the same kind that would fit."""
+    if limits is None or (image.width <= limits[0] and image.height <= limits[1]):
+        return
+    layout = image.layout
+    fits = [f"{o.name} ({'x'.join(map(str, ImageDesc(o, image.dims).extent[:2]))})"
+            for o in fitting(layout.kind, image.dims, limits) if o.name != layout.name]
+    hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
+        "no named image layout fits; keep this tensor in a buffer"
+    raise ClayoutError(f"layout {layout.name!r} needs a {image.width}x{image.height} image for "
+                       f"dims {image.dims}, over the device limit {limits[0]}x{limits[1]}; "
+                       f"{hint}")

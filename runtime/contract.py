@@ -1,0 +1,180 @@
+"""The contract every engine keeps (docs/architecture.md).
+
+* one conversion: ``convert(src, dst, data, out=None)`` between two sides
+  (runtime.algebra.conversion), host arrays in and out;
+* the storage of Memory objects: ``allocate``, ``attach``, ``read``,
+  ``write``, ``map``, ``same``, and ``convert_storage`` (a conversion between
+  two storages of the engine; on a device nothing crosses to the host);
+* tiles of an image over a limit: ``to_tiles`` / ``from_tiles``.
+
+``Engine`` states it (and runs the stages of a conversion, the same for
+every engine); ``HostEngine`` keeps it with numpy arrays for storage and one
+buffer-to-buffer reorder per move, which the cpu and reference engines give.
+runtime.opencl.engine keeps it on a device.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .algebra import conversion
+from .algebra.conversion import Move
+from .algebra.desc import MemoryDesc
+from .algebra.hostarray import host_shape
+from .errors import ClayoutError
+from .limits import check_host_bytes
+
+
+class Engine:
+    """The contract of every engine. ``data`` and results are host arrays
+    holding a side's memory: a buffer's physical elements (any shape, read
+    in order; results 1-D of ``span`` elements) or an image array (height,
+    width[, 4]). ``out``, where given, is the result's array (checked by the
+    caller: its shape and dtype, C-contiguous) and is written whatever it held.
+    ``image_limits``: the (max width, max height) of the engine's 2-D images,
+    None where there is no limit. ``domain``: where its storage lives; Memory
+    objects convert together only within one domain."""
+    name = "engine"
+    image_limits: tuple[int, int] | None = None
+    domain = "host"
+
+    # -- the one conversion -------------------------------------------------------------
+    def convert(self, src, dst, data, out=None) -> np.ndarray:
+        """``data`` (src's memory) converted into dst's memory."""
+        conversion.check(src, dst)
+        return self.run_stages(src, dst, data,
+                               lambda s, d, value: self.move(s, d, value, out))
+
+    def run_stages(self, src, dst, data, last):
+        """Run the stages of src -> dst (runtime.algebra.conversion) on host
+        arrays; the final move is ``last(src side, dst side, value)``."""
+        steps = conversion.stages(src, dst)
+        value = data
+        for step in steps[:-1]:
+            value = self.move(step.src, step.dst, value) if isinstance(step, Move) else \
+                self.apply(step, np.asarray(value))
+        return last(steps[-1].src, steps[-1].dst, value)
+
+    def move(self, src, dst, data, out=None) -> np.ndarray:
+        """One Move stage: every element of src to its place in dst."""
+        raise NotImplementedError
+
+    def apply(self, step, data: np.ndarray) -> np.ndarray:
+        """One Apply stage, on the host: the transform's one evaluation
+        (runtime.algebra.transform), its result 1-D (a plain tensor)."""
+        values = np.asarray(data).reshape(step.src.dims)
+        if step.inverse:
+            return step.transform.invert(values, step.dst.dtype).reshape(-1)
+        return step.transform.apply(values).reshape(-1)
+
+    # -- tiles ------------------------------------------------------------------------------
+    def to_tiles(self, src, dst, data, plan) -> tuple[np.ndarray, ...]:
+        """The image ``dst`` cut into the tiles of ``plan`` (runtime.algebra.tiles)."""
+        return plan.cut(self.convert(src, dst, data))
+
+    def from_tiles(self, src, tiles, plan, dst) -> np.ndarray:
+        """The buffer ``dst`` read from the tiles of the image ``src``."""
+        return self.convert(src, dst, plan.join(tiles))
+
+    # -- storage of Memory objects ---------------------------------------------------------
+    def allocate(self, side):
+        """New, zeroed storage for ``side`` (None for a side with no elements)."""
+        raise NotImplementedError
+
+    def attach(self, side, data):
+        """``data`` (the caller's own storage) used in place for ``side``."""
+        raise NotImplementedError
+
+    def read(self, storage, side) -> np.ndarray:
+        """A host copy of the storage: 1-D for a buffer, the image array for an image."""
+        raise NotImplementedError
+
+    def write(self, storage, side, array: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def map(self, storage, side, write: bool = True):
+        """A context manager giving the storage as a host array."""
+        raise NotImplementedError
+
+    def same(self, a, b) -> bool:
+        """True when two storages are the same memory."""
+        raise NotImplementedError
+
+    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+        """Write dst's footprint in ``dst_storage`` from ``src_storage``
+        (``fresh``: dst_storage is known to be zero)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<clayout engine {self.name}>"
+
+
+class HostEngine(Engine):
+    """An engine whose storage is numpy arrays (cpu, reference), and whose
+    moves are each one buffer-to-buffer reorder: an image is the dense buffer
+    of its layout's desc. Subclasses give ``reorder`` (a fresh result: zero
+    outside dst's footprint) and ``reorder_into`` (dst's footprint only).
+    Stateless, so any number of threads may share it."""
+
+    def reorder(self, data, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
+        raise NotImplementedError
+
+    def reorder_into(self, data, src: MemoryDesc, target, dst: MemoryDesc, zeroed: bool) -> None:
+        raise NotImplementedError
+
+    def move(self, src, dst, data, out=None) -> np.ndarray:
+        data, s = self._regroup(np.asarray(data).reshape(-1), src.memory, dst.memory)
+        flat = self.reorder(data, s, dst.memory, None if out is None else out.reshape(-1))
+        return out if out is not None else flat.reshape(host_shape(dst))
+
+    def _regroup(self, data, s: MemoryDesc, d: MemoryDesc) -> tuple[np.ndarray, MemoryDesc]:
+        """``data`` in ``s`` seen with d's dims, the same logical tensor
+        (a row-major regrouping: an image's grouped dims, a 2-D activation):
+        free when ``s`` allows the reshape, else through a plain copy."""
+        if s.dims == d.dims:
+            return data, s
+        try:
+            return data, s.reshape(d.dims)
+        except ClayoutError:
+            plain = MemoryDesc(s.dims, d.dtype)
+            return self.reorder(data, s, plain), MemoryDesc(d.dims, d.dtype)
+
+    # -- storage: numpy arrays --------------------------------------------------------------
+    def allocate(self, side):
+        if side.is_zero:
+            return None
+        nbytes = side.memory.span * side.dtype.itemsize
+        what = f"image Memory {side.layout.name} of dims {side.dims}" if side.is_image else \
+            f"Memory {side.describe()}"
+        check_host_bytes(nbytes, what)
+        return np.zeros(host_shape(side), side.dtype.np)
+
+    def attach(self, side, data):
+        arr = np.asarray(data)
+        if side.is_image:
+            return arr
+        arr = arr.reshape(-1)
+        if not side.is_zero and (side.has_padding or any(side.halo_lower) or
+                                 any(side.halo_upper)):
+            self.reorder_into(arr.copy(), side, arr, side, False)   # padding restored in place
+        return arr
+
+    def read(self, storage, side) -> np.ndarray:
+        return np.array(storage, copy=True)
+
+    def write(self, storage, side, array) -> None:
+        storage[...] = np.asarray(array).reshape(storage.shape)
+
+    @contextlib.contextmanager
+    def map(self, storage, side, write: bool = True):
+        yield storage
+
+    def same(self, a, b) -> bool:
+        return np.shares_memory(a, b)
+
+    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+        def last(s, d, value):
+            data, sm = self._regroup(np.asarray(value).reshape(-1), s.memory, d.memory)
+            self.reorder_into(data, sm, dst_storage.reshape(-1), d.memory, fresh)
+        self.run_stages(src, dst, src_storage, last)

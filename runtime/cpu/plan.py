@@ -1,0 +1,417 @@
+"""The cpu engine's plan of one reorder: made once per pair of descs, cached,
+and applied cheaply (runtime/cpu/engine.py). Every choice the engine makes is
+here, as data: which box is copied how (``Copy.method``), how the zero padding
+is written (``Plan.padding``), and the plan's one-word summary ``Plan.method``.
+
+1. *shared digits* (``_shared_digits``): per logical dim, the block divisors of
+   both sides are merged into one chain (16c and 8c give digits c//16,
+   (c//8)%2, c%8), so that the two physical layouts become two strided views
+   of the same shape;
+2. *boxes*: the logical range of every dim is cut into boxes of whole digits
+   (a tail such as C=17 in 16c blocks is its own box), one box pair each;
+3. *methods*: each pair is one copy between strided views, chosen by how
+   the two sides' memory orders disagree (``choose``):
+
+   ``copy``       small (up to SMALL_ELEMS): one np.copyto;
+   ``far-plane``  the destination's short inner run (channels, a 16c block,
+                  an RGBA lane) is gathered from source planes far apart: big
+                  tiles copied whole into a compact buffer, then written out;
+   ``blocked``    another transpose of 1- to 8-byte items, same dtype: one
+                  ufunc per block (runtime/cpu/blocked.py);
+   ``tiles``      cache-sized tiles, ``staged`` through a compact buffer where
+                  the destination would read the source with a far stride, or
+                  ``peeled`` one lane at a time where its inner run is short;
+
+4. *padding*: block tails (zero) and halos (the fill) as boxes of their own;
+   a dense destination's zeros are written with one memset, or, where one
+   copy's rows tile it (``rows``), together with the data, row block by row
+   block (runtime/cpu/rows.py). A pair whose blocks do not chain, or whose
+   dims differ, goes ``via`` a plain logical intermediate (two plans).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import blocked, geometry as g, rows
+from ..algebra.desc import MemoryDesc
+from ..cache import LRU
+
+
+@dataclass(frozen=True)
+class View:
+    """A strided view of a 1-D buffer: offset, shape and strides in the
+    buffer's elements; ``wide`` > 1 sees runs of that many elements along the
+    axis whose stride is ``wide`` as single items (an unsigned integer or
+    complex of their bytes: numpy's inner loop then moves 16 bytes a step)."""
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    wide: int = 1
+
+    def of(self, buf: np.ndarray) -> np.ndarray:
+        item = buf.itemsize
+        if self.wide == 1:
+            return as_strided(buf[self.offset:], self.shape, tuple(s * item for s in self.strides))
+        return np.ndarray(self.shape, dtype=WIDE[self.wide * item], buffer=buf,
+                          offset=self.offset * item, strides=tuple(s * item for s in self.strides))
+
+    def geometry(self, dtype: np.dtype) -> "Geometry":
+        """Shape, byte strides and item of this view over a buffer of ``dtype``."""
+        item = dtype.itemsize * self.wide
+        return Geometry(self.shape, tuple(s * dtype.itemsize for s in self.strides), item,
+                        dtype.str if self.wide == 1 else WIDE[item].str)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What a choice reads of an array (the same names as numpy's): shape,
+    byte strides, item size, and the item type's name."""
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    itemsize: int
+    dtype: str
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+# copies of these move bits unchanged (NaN payloads too)
+WIDE = {16: np.dtype(np.complex128), 8: np.dtype(np.uint64), 4: np.dtype(np.uint32),
+        2: np.dtype(np.uint16)}
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One box pair, and how it is copied: ``method`` (see the module's
+    docstring), ``tile`` the tile extents (far-plane, tiles), ``axes`` the
+    method's axes (far-plane: the inner one; blocked: inner and partner;
+    peeled tiles: the lane), ``boxes`` the tiles as index tuples, in the
+    order they are walked."""
+    src: View
+    dst: View
+    method: str
+    tile: tuple[int, ...] = ()
+    axes: tuple[int, ...] = ()
+    boxes: tuple = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """``copies`` move the data; ``fills`` are the destination's padding
+    boxes; ``padding`` says how its zeros are written when the destination
+    is not known to be zero already: "rows" (the one box pair ``rows`` and
+    the zeros around it in one pass), "memset", "boxes" (its zero fills), or
+    "none" (it has no zero padding). ``via``: the plain intermediate of a
+    two-step plan (no copies of its own)."""
+    copies: tuple[Copy, ...]
+    fills: tuple[tuple[View, str], ...]   # dst views to fill: "zero" | "halo"
+    padding: str
+    via: MemoryDesc | None = None
+    rows: tuple[View, View] | None = None
+
+    @property
+    def method(self) -> str:
+        """The plan in one word: "via" (two steps), "rows" (data and zeros
+        in one pass), else the method of its largest copy ("none" without any)."""
+        if self.via is not None:
+            return "via"
+        if self.padding == "rows":
+            return "rows"
+        if not self.copies:
+            return "none"
+        return max(self.copies, key=lambda c: math.prod(c.dst.shape)).method
+
+
+PLANS = LRU("cpu plans", "CLAYOUT_CPU_PLAN_CACHE", 256)
+
+
+def plan(src: MemoryDesc, dst: MemoryDesc) -> Plan:
+    """The plan of src -> dst (same dims), cached by the exact fields of both
+    sides (descs equal under oneDNN's rules may differ in unit strides and order)."""
+    key = (src, dst, src.strides, src.order, dst.strides, dst.order)
+    return PLANS.get(key, lambda: _build(src, dst))
+
+
+# -- boxes ----------------------------------------------------------------------------------
+def _interval_boxes(lo: int, hi: int, divs: tuple[int, ...]):
+    """Cut [lo, hi) into boxes of mixed-radix digits; ``divs`` ascending with
+    divs[0] == 1, the last one the outer digit. Yields per-digit (start, stop)
+    ranges, outer digit first. [1, 6) over divs (1, 4) gives ((0, 1), (1, 4))
+    and ((1, 2), (0, 2))."""
+    if lo >= hi:
+        return
+    if len(divs) == 1:
+        yield ((lo, hi),)
+        return
+    top, lower = divs[-1], divs[:-1]
+    whole = tuple((0, divs[i + 1] // divs[i]) for i in reversed(range(len(lower))))
+    first, last = -(-lo // top), hi // top      # whole outer digits: [first, last)
+    head_end = min(hi, first * top)
+    pieces = [(lo, head_end)] if lo < head_end else []
+    if first < last:
+        yield ((first, last),) + whole
+    tail_start = max(last * top, head_end)
+    if tail_start < hi:
+        pieces.append((tail_start, hi))
+    for plo, phi in pieces:  # each lies inside one outer digit
+        base = plo // top
+        for sub in _interval_boxes(plo - base * top, phi - base * top, lower):
+            yield ((base, base + 1),) + sub
+
+
+def _digit_axes(desc: MemoryDesc, d: int):
+    """The axes of dim d that carry a digit: a unit inner block (1a) is always
+    0 and would tie with another axis's div, so it is left out."""
+    return [a for a in desc.axes if a.dim == d and (a.outer or a.size > 1)]
+
+
+def _shared_digits(src: MemoryDesc, dst: MemoryDesc, d: int):
+    """Digits of dim d shared by both sides: (base, divisors, src strides, dst
+    strides, src shift, dst shift), or None when the blockings do not chain."""
+    sides = (src, dst)
+    axes = [_digit_axes(side, d) for side in sides]
+    is_blocked = [len(ax) > 1 or ax[0].div != 1 for ax in axes]
+    lows = [side.halo_lower[d] for side in sides]
+    if all(is_blocked) and lows[0] != lows[1]:
+        return None
+    divs = sorted({a.div for ax, b in zip(axes, is_blocked) if b for a in ax} | {1})
+    if any(hi % lo for lo, hi in zip(divs, divs[1:])):
+        return None
+    base = lows[1] if is_blocked[1] else lows[0] if is_blocked[0] else 0
+    strides, shifts = [], []
+    for ax, b, low in zip(axes, is_blocked, lows):
+        if not b:
+            s = ax[0].stride
+            strides.append(tuple(s * u for u in divs))
+            shifts.append((low - base) * s)
+            continue
+        per = []
+        for u in divs:
+            a = next(a for a in ax if a.div <= u and u % a.div == 0
+                     and (a.outer or u < a.div * a.size))
+            per.append(a.stride * (u // a.div))
+        strides.append(tuple(per))
+        shifts.append(0)
+    return base, tuple(divs), strides[0], strides[1], shifts[0], shifts[1]
+
+
+def _dst_views(dst: MemoryDesc, region):
+    """Views of dst over ``region`` (per dim: list of (lo, hi) halo-padded index
+    intervals), using dst's own digits."""
+    per_dim = []
+    for d in range(dst.ndims):
+        ax = sorted(_digit_axes(dst, d), key=lambda a: a.div)
+        divs = tuple(a.div for a in ax)
+        boxes = [b for lo, hi in region[d] for b in _interval_boxes(lo, hi, divs)]
+        per_dim.append([(b, tuple(a.stride for a in reversed(ax))) for b in boxes])
+    for combo in itertools.product(*per_dim):
+        offset, shape, strides = dst.offset0, [], []
+        for box, st in combo:
+            for (start, stop), s in zip(box, st):
+                offset += start * s
+                shape.append(stop - start)
+                strides.append(s)
+        yield View(offset, tuple(shape), tuple(strides))
+
+
+def _pairs(src: MemoryDesc, dst: MemoryDesc, shared) -> list[tuple[View, View]]:
+    per_dim = []
+    for d, (base, divs, s_str, d_str, s_shift, d_shift) in enumerate(shared):
+        boxes = list(_interval_boxes(base, base + src.dims[d], divs))
+        per_dim.append([(box, s_str[::-1], d_str[::-1], s_shift, d_shift) for box in boxes])
+    pairs = []
+    for combo in itertools.product(*per_dim):
+        s_off, d_off = src.offset0, dst.offset0
+        shape, s_st, d_st = [], [], []
+        for box, ss, ds, s_shift, d_shift in combo:
+            s_off += s_shift
+            d_off += d_shift
+            for (start, stop), a, b in zip(box, ss, ds):
+                s_off += start * a
+                d_off += start * b
+                shape.append(stop - start)
+                s_st.append(a)
+                d_st.append(b)
+        if math.prod(shape):
+            pairs.append((View(s_off, tuple(shape), tuple(s_st)),
+                          View(d_off, tuple(shape), tuple(d_st))))
+    return pairs
+
+
+def _fills(dst: MemoryDesc) -> list[tuple[View, str]]:
+    """Halo (fill value) inside the extent; block tails (zero) win everywhere,
+    including where a halo row meets a block tail: the tail is always zero."""
+    fills = []
+    inside = [[(lo, lo + n)] for lo, n in zip(dst.halo_lower, dst.dims)]
+    extent = [[(0, e)] for e in dst.extent]
+    full = [[(0, p)] for p in dst.padded_dims]
+    for d in range(dst.ndims):
+        lo, n = dst.halo_lower[d], dst.dims[d]
+        halo = [(a, b) for a, b in ((0, lo), (lo + n, dst.extent[d])) if a < b]
+        if halo:
+            region = inside[:d] + [halo] + extent[d + 1:]
+            fills.extend((v, "halo") for v in _dst_views(dst, region) if math.prod(v.shape))
+    for d in range(dst.ndims):
+        if dst.extent[d] < dst.padded_dims[d]:
+            region = full[:d] + [[(dst.extent[d], dst.padded_dims[d])]] + full[d + 1:]
+            fills.extend((v, "zero") for v in _dst_views(dst, region) if math.prod(v.shape))
+    return fills
+
+
+def _build(src: MemoryDesc, dst: MemoryDesc) -> Plan:
+    shared = [_shared_digits(src, dst, d) for d in range(src.ndims)]
+    if any(r is None for r in shared):
+        return Plan((), (), "none", via=MemoryDesc(src.dims, dst.dtype))
+    pairs = _pairs(src, dst, shared)
+    fills = _fills(dst)
+    padding, by_rows = "none", None
+    if any(what == "zero" for _, what in fills):
+        padding = "boxes"
+        if dst.is_dense:
+            one = len(pairs) == 1 and math.prod(pairs[0][1].shape) > g.SMALL_ELEMS
+            by_rows = pairs[0] if one and rows.row_axes(pairs[0][1], dst.offset0, dst.span) \
+                else None
+            padding = "rows" if by_rows else "memset"
+    same = src.dtype == dst.dtype
+    copies = tuple(choose(*_widened(s, d, dst.dtype.itemsize) if same else (s, d),
+                          src.dtype.np, dst.dtype.np) for s, d in pairs)
+    return Plan(copies, tuple(fills), padding, rows=by_rows)
+
+
+# -- methods ----------------------------------------------------------------------------------
+def _widened(s: View, d: View, item: int) -> tuple[View, View]:
+    """Where one axis is contiguous on both sides, runs of up to 16 bytes
+    along it become single items (same dtype on both sides only)."""
+    axis = next((j for j in range(len(s.shape)) if s.strides[j] == 1 == d.strides[j]
+                 and s.shape[j] > 1), None)
+    if axis is None:
+        return s, d
+    k = next((k for k in (16 // item, 8 // item, 4 // item, 2 // item)
+              if k > 1 and s.shape[axis] % k == 0), None)
+    if k is None:
+        return s, d
+
+    def wide(v: View) -> View:
+        shape, strides = list(v.shape), list(v.strides)
+        shape[axis] //= k
+        strides[axis] = k
+        return View(v.offset, tuple(shape), tuple(strides), k)
+
+    return wide(s), wide(d)
+
+
+def choose(s: View, d: View, src_dt: np.dtype, dst_dt: np.dtype) -> Copy:
+    """How the box pair (s, d) is copied (the module's docstring lists the methods)."""
+    sg, dg = s.geometry(src_dt), d.geometry(dst_dt)
+    if dg.size <= g.SMALL_ELEMS:
+        return Copy(s, d, "copy")
+    far = far_plane_axis(dg, sg)
+    if far is not None:
+        tile = tiles(dg.shape, sg.strides, dg.strides, g.FAR_READ_RUN, g.FAR_TILE_ELEMS)
+        order = sorted(range(dg.ndim), key=lambda i: -abs(dg.strides[i]))
+        return Copy(s, d, "far-plane", tuple(tile), (far,), tile_boxes(dg.shape, tile, order))
+    axes = blocked.blockable(dg, sg)
+    if axes is not None:  # 1x64x512x512 f32 NHWC->NCHW: one ufunc per block of 128-1024
+        return Copy(s, d, "blocked", axes=axes)
+    tile = tiles(dg.shape, sg.strides, dg.strides)
+    order = sorted(range(dg.ndim), key=lambda i: -dg.strides[i])   # writes stream
+    boxes = tile_boxes(dg.shape, tile, order)
+    if needs_staging(dg, sg, tile):
+        return Copy(s, d, "staged tiles", tuple(tile), (), boxes)
+    peel = peelable_axis(dg, sg, tile)
+    if peel is not None:
+        return Copy(s, d, "peeled tiles", tuple(tile), (peel,), boxes)
+    return Copy(s, d, "tiles", tuple(tile), (), boxes)
+
+
+def tiles(shape, src_strides, dst_strides, read_run: int = g.READ_RUN,
+          elems: int = g.TILE_ELEMS) -> list[int]:
+    """Tile extents: dst's innermost axes (runs of >= WRITE_RUN elements
+    written), then src's innermost axes (runs of >= ``read_run`` read), then
+    dst's next axes up to ``elems``."""
+    n = len(shape)
+    tile = [1] * n
+
+    def grow(order, target):
+        vol = 1
+        for i in order:
+            if vol >= target:
+                break
+            if shape[i] > 1:
+                tile[i] = max(tile[i], min(shape[i], -(-target // vol)))
+                vol *= tile[i]
+
+    by_dst = sorted(range(n), key=lambda i: dst_strides[i])
+    by_src = sorted(range(n), key=lambda i: src_strides[i])
+    grow(by_dst, g.WRITE_RUN)
+    grow(by_src, read_run)
+    vol = math.prod(tile)
+    for i in by_dst:  # widen along dst's order until the tile is big enough
+        if vol >= elems:
+            break
+        if shape[i] > tile[i]:
+            vol //= tile[i]
+            tile[i] = min(shape[i], max(tile[i], -(-elems // vol)))
+            vol *= tile[i]
+    return tile
+
+
+def tile_boxes(shape, tile, order) -> tuple[tuple[slice, ...], ...]:
+    """The tiles covering ``shape``, as index tuples, the first axis of
+    ``order`` outermost (so that a run of them walks memory in that order)."""
+    boxes = []
+    for start in itertools.product(*(range(0, shape[i], tile[i]) for i in order)):
+        sl = [slice(None)] * len(shape)
+        for i, st in zip(order, start):
+            sl[i] = slice(st, st + tile[i])
+        boxes.append(tuple(sl))
+    return tuple(boxes)
+
+
+def needs_staging(dg: Geometry, sg: Geometry, tile) -> bool:
+    """True when dst's inner loop would read src with a long, far stride: such
+    reads alias in the L1 cache (power-of-two plane strides), so the tile is
+    first copied into a compact buffer in src's order."""
+    axes = [i for i in range(dg.ndim) if tile[i] > 1]
+    if not axes:
+        return False
+    inner = min(axes, key=lambda i: dg.strides[i])
+    return tile[inner] >= g.STAGE_RUN and abs(sg.strides[inner]) >= g.PLANE_BYTES
+
+
+def peelable_axis(dg: Geometry, sg: Geometry, tile) -> int | None:
+    """dst's innermost axis when it is short (<= LANE_RUN, e.g. the RGBA lane)
+    and not contiguous in src: copying it one index at a time lets numpy's
+    inner loop run along a long axis instead of 4-element runs."""
+    axes = [i for i in range(dg.ndim) if tile[i] > 1]
+    if len(axes) < 2:
+        return None
+    inner = min(axes, key=lambda i: dg.strides[i])
+    if tile[inner] <= g.LANE_RUN and abs(sg.strides[inner]) != sg.itemsize:
+        return inner
+    return None
+
+
+def far_plane_axis(dg: Geometry, sg: Geometry) -> int | None:
+    """dst's innermost axis when it is short (<= SHORT_RUN elements: channels,
+    a 16c block, an RGBA lane) and its elements lie planes apart in src (>=
+    PLANE_BYTES), with some other axis nearer in src; else None."""
+    axes = [i for i in range(dg.ndim) if dg.shape[i] > 1]
+    if len(axes) < 2:
+        return None
+    inner = min(axes, key=lambda i: abs(dg.strides[i]))
+    near = min(axes, key=lambda i: abs(sg.strides[i]))
+    if dg.shape[inner] <= g.SHORT_RUN and abs(sg.strides[inner]) >= g.PLANE_BYTES \
+            and near != inner:
+        return inner
+    return None

@@ -1,0 +1,75 @@
+"""Which OpenCL device the opencl engine runs on.
+
+``PYOPENCL_CTX`` names a platform[:device] (pyopencl's own rule); without it
+the first device with image support is taken, GPUs first; no device at all
+is one clear line that names the cpu engine.
+"""
+from __future__ import annotations
+
+import os
+
+import pyopencl as cl
+
+from ..errors import ClayoutError
+
+CPU_HINT = "engine='cpu' (--engine cpu) works without OpenCL"
+
+
+def _all_devices() -> list:
+    """Every OpenCL device of every platform; no platform at all is an empty list
+    (the ICD loader reports that as an error)."""
+    try:
+        platforms = cl.get_platforms()
+    except (cl.Error, RuntimeError, OSError):
+        return []
+    found = []
+    for platform in platforms:
+        try:
+            found.extend(platform.get_devices())
+        except (cl.Error, RuntimeError):
+            continue
+    return found
+
+
+def describe_devices(devices) -> str:
+    """'PoCL cpu-x86 (CPU, images), ...' for messages; 'none' when empty."""
+    def one(d):
+        kind = ("GPU" if d.type & cl.device_type.GPU else "CPU" if d.type & cl.device_type.CPU
+                else cl.device_type.to_string(d.type))
+        return (f"{d.platform.name.strip()}: {d.name.strip()} ({kind}, "
+                f"{'images' if d.image_support else 'no image support'})")
+    return "; ".join(one(d) for d in devices) or "none"
+
+
+def _devices_with_images():
+    found = [d for d in _all_devices() if d.image_support]
+    # GPUs first: the CPU device is the fallback
+    return sorted(found, key=lambda d: not d.type & cl.device_type.GPU)
+
+
+def pick_context() -> cl.Context:
+    """The context of the device PYOPENCL_CTX names, else of the first device
+    with image support (GPUs first); one clear line when there is none."""
+    chosen = os.environ.get("PYOPENCL_CTX")
+    if chosen is not None or os.environ.get("PYOPENCL_TEST"):
+        try:
+            context = cl.create_some_context(interactive=False)
+        except (cl.Error, RuntimeError, ValueError, IndexError) as exc:
+            raise ClayoutError(
+                f"PYOPENCL_CTX={chosen!r} names no usable OpenCL device "
+                f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); devices "
+                f"found: {describe_devices(_all_devices())}; give a platform[:device] index or "
+                f"name from that list, or {CPU_HINT}") from None
+        device = context.devices[0]
+        if not device.image_support:
+            raise ClayoutError(f"PYOPENCL_CTX={chosen!r} picks {device.name.strip()}, which has "
+                               f"no image support; devices found: "
+                               f"{describe_devices(_all_devices())}; {CPU_HINT}")
+        return context
+    devices = _devices_with_images()
+    if not devices:
+        every = _all_devices()
+        what = ("no OpenCL platform or device found" if not every else
+                f"no OpenCL device with image support (found: {describe_devices(every)})")
+        raise ClayoutError(f"{what}; {CPU_HINT} (on Debian: apt-get install pocl-opencl-icd)")
+    return cl.Context([devices[0]])

@@ -1,0 +1,164 @@
+"""Plan the kernel of one conversion between two sides, and cache it.
+
+``plan(src, dst, staged)`` takes the conversion's two sides (a MemoryDesc
+or an ImageDesc each) and gives the ``Kernel`` that runs it: which side is
+read or written as an image (``staged``: both through buffers, the image's
+dense buffer copied to or from the image object by the engine), whether
+its numbers are baked in, and, where the conversion moves nothing, a plain
+byte copy instead of a kernel. runtime/opencl/render.py builds a kernel.
+
+**Generic or specialized.** The numbers that depend on the dims (sizes,
+strides, offsets, halo, fill, image width) are kernel arguments, so one
+program serves every shape of a conversion *family*: the structure of both
+sides (axis order, blocking, strided or not, halo or not, image layout), the
+dtype pair, the image access (direct or staged), the vector width, the axis
+the launch tiles along, the run length of the loads and the index type. A
+conversion of at least ``specialize_bytes()`` (16 MiB by default,
+``CLAYOUT_SPECIALIZE_BYTES``), or of at least ``HOT_BYTES`` converted more
+than ``specialize_after()`` times (8, ``CLAYOUT_SPECIALIZE_AFTER``), bakes its
+numbers in instead: one program for that shape, whose divisions by constants
+the compiler turns into multiplications and whose 3-D launch the compiler
+vectorizes; a model's weights, converted once, share programs. A generic
+kernel divides by its arguments with magic numbers (``c_index.magic``) and
+launches in one dimension with one work-group size (PoCL compiles a kernel
+again for each local size).
+
+>>> k = plan(MemoryDesc((1, 8, 2, 2), tag="nchw"), MemoryDesc((1, 8, 2, 2), tag="nhwc"))
+>>> k.vector, k.sizes, k.generic
+(8, (1, 2, 2), True)
+"""
+from __future__ import annotations
+
+import threading
+
+from ..algebra.c_index import logical_names, own_names, unchanged_dims
+from ..algebra.desc import MemoryDesc
+from ..cache import LRU
+from ..settings import env_int
+from .render import Kernel, Source, Target, render_kernel
+
+DEFAULT_SPECIALIZE_BYTES = 16 << 20
+
+
+def specialize_bytes() -> int:
+    """Conversions of at least this many bytes bake their numbers in
+    (``CLAYOUT_SPECIALIZE_BYTES``; 0 bakes everything, a negative value nothing)."""
+    return env_int("CLAYOUT_SPECIALIZE_BYTES", DEFAULT_SPECIALIZE_BYTES, "a byte count")
+
+
+# A conversion of at least this many bytes converted more than
+# ``specialize_after()`` times with the same shape gets its baked program: the
+# per-frame activation of an inference engine pays one build for a kernel
+# 2-5x faster (at 1x64x224x224 f32 a staged image took 2.1 ms generic, 0.6 ms
+# baked); a weight converted once never does.
+HOT_BYTES = 256 << 10
+DEFAULT_SPECIALIZE_AFTER = 8
+
+
+def specialize_after() -> int:
+    """Conversions of one shape (of at least ``HOT_BYTES``) after which its
+    numbers are baked in (``CLAYOUT_SPECIALIZE_AFTER``; 0: never by use)."""
+    return env_int("CLAYOUT_SPECIALIZE_AFTER", DEFAULT_SPECIALIZE_AFTER, "a count of calls")
+
+
+USES = LRU("OpenCL conversion counts", "CLAYOUT_PLAN_CACHE", 4096)
+_USES_LOCK = threading.Lock()
+PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096)
+
+
+def _bake(key, *descs: MemoryDesc) -> bool:
+    """The one place that chooses a specialized program over the generic
+    one: at least ``specialize_bytes()``, or at least ``HOT_BYTES`` and
+    converted more than ``specialize_after()`` times."""
+    limit = specialize_bytes()
+    if limit < 0:
+        return False
+    size = max(d.size for d in descs)
+    if size >= limit:
+        return True
+    after = specialize_after()
+    if after <= 0 or size < HOT_BYTES:
+        return False
+    count = USES.get(key, lambda: [0])
+    with _USES_LOCK:
+        count[0] += 1
+        return count[0] > after
+
+
+def _key(side):
+    """Exactly what of a side changes a kernel or its arguments: every field
+    of a desc (strides too: descs equal under oneDNN's rules can differ in
+    unit strides), or an image's layout, dims and dtype."""
+    if side.is_image:
+        return ("image", side.layout, side.dims, side.dtype.name)
+    return (side.dims, side.dtype.name, side.padded_dims, side.strides, side.inner_blks,
+            side.inner_idxs, side.offset0, side.halo_lower, side.halo_upper,
+            repr(side.fill), side.order)
+
+
+def plan(src, dst, staged: bool = False, aliased: bool = False) -> Kernel:
+    """The kernel of the conversion ``src`` -> ``dst`` (two sides, no
+    transform: runtime.algebra.conversion splits those into stages). An
+    image side is read or written with read_image*/write_image*, or with
+    ``staged`` through its dense buffer. ``aliased``: src and dst may be the
+    same buffer (no ``restrict``); each element is then read and written by
+    the same work item, so an in-place same-desc pass is safe. Cached by
+    exactly what changes the kernel; a conversion that moves nothing is a
+    byte copy (``Kernel.copy``) and needs no program."""
+    key = (_key(src), _key(dst), staged, aliased)
+    bake = _bake(key, src.memory, dst.memory)
+
+    def make():
+        through_buffers = staged or not (src.is_image or dst.is_image)
+        copy = copy_kernel(src.memory, dst.memory) if through_buffers and not aliased else None
+        return copy or render_kernel(_source(src, dst, staged), _target(dst, staged), aliased,
+                                     bake)
+    return PLANS.get((key, bake), make)
+
+
+def _target(dst, staged: bool) -> Target:
+    return Target(dst.memory, dst if dst.is_image and not staged else None)
+
+
+def _source(src, dst, staged: bool) -> Source:
+    """How the kernel reads ``src``, indexed by the destination's own dims:
+    their names go to logical names (``dst``'s groups undone), and those to
+    the source's own (its groups made), or to the image's pixel."""
+    as_image = src.is_image and not staged
+
+    def to_src(names, num):
+        logical = logical_names(dst, names, num, len(src.dims))
+        return logical if as_image else own_names(src, logical, num)
+    into_logical = {own: d for d, own in unchanged_dims(dst).items()}
+    from_logical = unchanged_dims(src)
+    dim_map = {own: from_logical[d] for own, d in into_logical.items() if d in from_logical}
+    return Source(src.memory, src if as_image else None, to_src, dim_map)
+
+
+def copy_kernel(src: MemoryDesc, dst: MemoryDesc) -> Kernel | None:
+    """A conversion that is a byte copy, or None: the same dims (an image's
+    dims may group a layout's logical ones) and dtype on both sides, every
+    element at the same offset (``linear_strides``), those offsets filling
+    [0, n) (row-major in some order), so the first n elements move as they
+    are and the rest of dst, its padding, is zero (a bias onto an
+    ``argument`` image: the vector plus a zero tail)."""
+    if src.dims != dst.dims or src.dtype != dst.dtype or src.offset0 or dst.offset0 \
+            or src.is_zero:
+        return None
+    a, b = src.linear_strides(), dst.linear_strides()
+    if a is None or a != b:
+        return None
+    expect = 1
+    for stride, n in sorted((s, n) for s, n in zip(a, src.dims) if n > 1):
+        if stride != expect:
+            return None
+        expect *= n
+    item = src.dtype.itemsize
+    return Kernel("", (0, 0, 0), (1, 1, 1), 1, False, False,
+                  copy=(src.nelems * item, dst.span * item))
+
+
+def clear_cache() -> None:
+    """Forget every planned kernel and how often each shape was converted."""
+    PLANS.clear()
+    USES.clear()

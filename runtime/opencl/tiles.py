@@ -1,0 +1,48 @@
+"""Tiles of an image over a limit, on the device (runtime.algebra.tiles has the rule).
+
+The image's dense buffer is written on the device by one conversion kernel,
+and each tile is a rectangle copied out of it (``clEnqueueReadBufferRect``),
+so the unlimited image never exists as an image object and may exceed the
+device's limits; reading tiles back is the same in reverse.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from ..algebra.desc import MemoryDesc
+
+
+def _rect(tile_plan, tile, itemsize: int) -> dict:
+    """enqueue_copy arguments of one tile's rectangle inside the image's dense buffer."""
+    pixel = tile_plan.lanes * itemsize
+    return dict(buffer_origin=(tile.x0 * pixel, tile.y0, 0), host_origin=(0, 0, 0),
+                region=(tile.width * pixel, tile.height, 1),
+                buffer_pitches=(tile_plan.image[0] * pixel, 0),
+                host_pitches=(tile.width * pixel, 0))
+
+
+def to_tiles(engine, src, dst, flat: np.ndarray, tile_plan) -> tuple[np.ndarray, ...]:
+    """The tiles of the ImageDesc ``dst`` written from host data in ``src``."""
+    src_buf = engine.new_buffer(flat.nbytes, flat, cl.mem_flags.READ_ONLY)
+    image_buf = engine.new_buffer(dst.memory.size)
+    engine.enqueue(src, src_buf, dst, image_buf, dense=True)
+    out = []
+    for tile in tile_plan.tiles:
+        arr = np.empty(tile_plan.shape(tile), dtype=dst.dtype.np)
+        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(tile_plan, tile, dst.dtype.itemsize))
+        out.append(arr)
+    return tuple(out)
+
+
+def from_tiles(engine, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
+    """``dst`` (1-D) read from the tiles ``parts`` of the ImageDesc ``src``."""
+    image_buf = engine.new_buffer(src.memory.size)
+    for tile, arr in zip(tile_plan.tiles, parts):
+        cl.enqueue_copy(engine.queue, image_buf, np.ascontiguousarray(arr),
+                        **_rect(tile_plan, tile, src.dtype.itemsize))
+    out = np.empty(dst.span, dtype=dst.dtype.np)
+    dst_buf = engine.new_buffer(out.nbytes)
+    engine.enqueue(src, image_buf, dst, dst_buf, zero_first=True, dense=True)
+    cl.enqueue_copy(engine.queue, out, dst_buf)
+    return out
