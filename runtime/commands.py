@@ -264,34 +264,12 @@ def cmd_show(args) -> int:
 
 
 # -- devices, bench ----------------------------------------------------------------------
-def opencl_devices():
-    """[(platform, device, {info})] of every OpenCL device, or (None, reason)."""
-    try:
-        import pyopencl as cl
-        platforms = cl.get_platforms()
-    except Exception as exc:  # import errors, missing ICD loader, no platform (-1001)
-        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
-    found = []
-    for plat in platforms:
-        try:
-            devices = plat.get_devices()
-        except Exception:
-            continue
-        for dev in devices:
-            info = {"type": cl.device_type.to_string(dev.type),
-                    "image_support": bool(dev.image_support),
-                    "image2d": (dev.image2d_max_width, dev.image2d_max_height)
-                    if dev.image_support else None,
-                    "max_alloc": dev.max_mem_alloc_size, "global_mem": dev.global_mem_size,
-                    "fp16": "cl_khr_fp16" in dev.extensions, "version": dev.version}
-            found.append((plat.name, dev.name, info))
-    return found, "" if found else "no OpenCL device found"
-
-
-
-
 def cmd_devices(args) -> int:
-    found, reason = opencl_devices()
+    try:
+        from .opencl.device import device_list   # pyopencl: only when it is installed
+        found, reason = device_list()
+    except Exception as exc:  # import errors, a missing ICD loader
+        found, reason = None, f"{type(exc).__name__}: {exc}".splitlines()[0]
     if not found:
         print(f"no OpenCL device found ({reason}); clayout uses the cpu engine")
         return 0

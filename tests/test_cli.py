@@ -449,6 +449,8 @@ def test_devices(capsys):
 
 def test_devices_without_pyopencl(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "pyopencl", None)
+    for name in [n for n in sys.modules if n.startswith("runtime.opencl")]:
+        monkeypatch.delitem(sys.modules, name)      # as in a process that never had pyopencl
     code, out, err = run(capsys, "devices")
     assert code == 0 and err == ""
     assert out.startswith("no OpenCL device found") and "cpu engine" in out

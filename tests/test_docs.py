@@ -47,6 +47,20 @@ def test_pictures_exist():
         assert (DOCS / path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
 
 
+def test_the_layout_summary_is_the_catalog():
+    """docs/layouts.md's summary table has one row per catalog row, with its
+    kind, tag, rows, lanes and image size (runtime/algebra/catalog.py)."""
+    from runtime.algebra.catalog import LAYOUTS
+    text = (DOCS / "layouts.md").read_text()
+    table = text[text.index("## Summary"):].split("\n\n")[1]
+    shown = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    want = [[f"[`{r.name}`](#{r.name})", r.layout.kind, r.layout.tag, str(r.layout.rows),
+             str(r.layout.lanes), r.size] for r in LAYOUTS]
+    got = [[cells[0], cells[1], cells[2].split("`")[1], cells[3], cells[4], cells[5]]
+           for cells in shown]
+    assert got == want
+
+
 @pytest.mark.parametrize("name", DOCUMENTS)
 def test_python_examples(name, tmp_path, monkeypatch):
     found = [(line, body) for line, body in blocks(name, "python") if ">>>" in body]

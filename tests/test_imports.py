@@ -12,6 +12,10 @@
   only (OPTIONAL), directly or through a runtime module that imports one at
   its top, so that the cpu engine never needs them; every other import is at
   the top of its module.
+- The house rules: pyopencl is imported in runtime/opencl/ only; nothing asks
+  an engine what it is (``hasattr(engine, ...)``); no private name (``_x``)
+  is imported from another module; no module is over 400 lines; and the
+  graph has no cycle even with the ``if TYPE_CHECKING:`` imports counted.
 """
 from __future__ import annotations
 
@@ -105,7 +109,7 @@ def _runtime_module(dotted: str) -> str | None:
     return None
 
 
-def imports_of(name: str, path: Path) -> list[dict]:
+def imports_of(name: str, path: Path, type_checking: bool = False) -> list[dict]:
     """Every import statement of one module that is executed at some point
     (``if TYPE_CHECKING:`` blocks are not), plus importlib.import_module calls
     with a literal name: the runtime module or third-party package it loads,
@@ -119,7 +123,7 @@ def imports_of(name: str, path: Path) -> list[dict]:
 
     def visit(node, in_function):
         for child in ast.iter_child_nodes(node):
-            if _type_checking_only(child):
+            if _type_checking_only(child) and not type_checking:
                 continue
             inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                       ast.Lambda))
@@ -133,6 +137,11 @@ def imports_of(name: str, path: Path) -> list[dict]:
                     sub = f"{source}.{alias.name}"
                     if sub in MODULES:
                         add(sub, child, inner, True)
+                        continue
+                    if alias.name.startswith("_") and _runtime_module(source):
+                        found.append({"target": _runtime_module(source), "runtime": True,
+                                      "in_function": inner, "private": alias.name,
+                                      "where": f"{path.relative_to(ROOT)}:{child.lineno}"})
                     elif _runtime_module(source):
                         add(_runtime_module(source), child, inner, True)
                     else:
@@ -201,6 +210,39 @@ def test_no_import_cycle():
     cycle = find_cycle(_edges(IMPORTS))
     if cycle:
         pytest.fail(describe(cycle), pytrace=False)
+
+
+def test_no_import_cycle_even_for_type_checking():
+    with_types = {name: imports_of(name, path, type_checking=True)
+                  for name, path in MODULES.items()}
+    cycle = find_cycle(_edges(with_types))
+    if cycle:
+        pytest.fail(describe(cycle), pytrace=False)
+
+
+def test_pyopencl_only_in_the_opencl_engine():
+    wrong = [e["where"] for name, found in IMPORTS.items() for e in found
+             if e["target"] == "pyopencl" and not name.startswith("runtime.opencl")]
+    assert not wrong, f"pyopencl imported outside runtime/opencl/: {wrong}"
+
+
+def test_no_private_name_crosses_a_module():
+    wrong = [f"{e['where']}: {e['private']} from {e['target']}" for found in IMPORTS.values()
+             for e in found if "private" in e]
+    assert not wrong, f"private names imported from other modules: {wrong}"
+
+
+def test_nothing_asks_an_engine_what_it_is():
+    wrong = [f"{path.relative_to(ROOT)}:{n}" for path in MODULES.values()
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if "hasattr(engine" in line or "hasattr(eng," in line]
+    assert not wrong, wrong
+
+
+def test_every_module_is_under_400_lines():
+    long = {str(path.relative_to(ROOT)): n for path in MODULES.values()
+            if (n := len(path.read_text().splitlines())) > 400}
+    assert not long, long
 
 
 def test_the_scan_finds_a_planted_cycle():

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import blocked, geometry as g, rows
 from ..algebra import dtypes
-from .plan import Copy
+from .methods import Copy
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()  # first calls from many threads share one pool

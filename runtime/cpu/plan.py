@@ -9,18 +9,9 @@ is written (``Plan.padding``), and the plan's one-word summary ``Plan.method``.
    of the same shape;
 2. *boxes*: the logical range of every dim is cut into boxes of whole digits
    (a tail such as C=17 in 16c blocks is its own box), one box pair each;
-3. *methods*: each pair is one copy between strided views, chosen by how
-   the two sides' memory orders disagree (``choose``):
-
-   ``copy``       small (up to SMALL_ELEMS): one np.copyto;
-   ``far-plane``  the destination's short inner run (channels, a 16c block,
-                  an RGBA lane) is gathered from source planes far apart: big
-                  tiles copied whole into a compact buffer, then written out;
-   ``blocked``    another transpose of 1- to 8-byte items, same dtype: one
-                  ufunc per block (runtime/cpu/blocked.py);
-   ``tiles``      cache-sized tiles, ``staged`` through a compact buffer where
-                  the destination would read the source with a far stride, or
-                  ``peeled`` one lane at a time where its inner run is short;
+3. *methods*: each pair is one copy between strided views, its method
+   chosen by how the two sides' memory orders disagree (runtime/cpu/methods.py:
+   copy, far-plane, blocked, tiles, staged tiles, peeled tiles);
 
 4. *padding*: block tails (zero) and halos (the fill) as boxes of their own;
    a dense destination's zeros are written with one memset, or, where one
@@ -34,75 +25,10 @@ import itertools
 import math
 from dataclasses import dataclass
 
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
-
-from . import blocked, geometry as g, rows
+from . import geometry as g, rows
 from ..algebra.desc import MemoryDesc
 from ..cache import LRU
-
-
-@dataclass(frozen=True)
-class View:
-    """A strided view of a 1-D buffer: offset, shape and strides in the
-    buffer's elements; ``wide`` > 1 sees runs of that many elements along the
-    axis whose stride is ``wide`` as single items (an unsigned integer or
-    complex of their bytes: numpy's inner loop then moves 16 bytes a step)."""
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    wide: int = 1
-
-    def of(self, buf: np.ndarray) -> np.ndarray:
-        item = buf.itemsize
-        if self.wide == 1:
-            return as_strided(buf[self.offset:], self.shape, tuple(s * item for s in self.strides))
-        return np.ndarray(self.shape, dtype=WIDE[self.wide * item], buffer=buf,
-                          offset=self.offset * item, strides=tuple(s * item for s in self.strides))
-
-    def geometry(self, dtype: np.dtype) -> "Geometry":
-        """Shape, byte strides and item of this view over a buffer of ``dtype``."""
-        item = dtype.itemsize * self.wide
-        return Geometry(self.shape, tuple(s * dtype.itemsize for s in self.strides), item,
-                        dtype.str if self.wide == 1 else WIDE[item].str)
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """What a choice reads of an array (the same names as numpy's): shape,
-    byte strides, item size, and the item type's name."""
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    itemsize: int
-    dtype: str
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-
-# copies of these move bits unchanged (NaN payloads too)
-WIDE = {16: np.dtype(np.complex128), 8: np.dtype(np.uint64), 4: np.dtype(np.uint32),
-        2: np.dtype(np.uint16)}
-
-
-@dataclass(frozen=True)
-class Copy:
-    """One box pair, and how it is copied: ``method`` (see the module's
-    docstring), ``tile`` the tile extents (far-plane, tiles), ``axes`` the
-    method's axes (far-plane: the inner one; blocked: inner and partner;
-    peeled tiles: the lane), ``boxes`` the tiles as index tuples, in the
-    order they are walked."""
-    src: View
-    dst: View
-    method: str
-    tile: tuple[int, ...] = ()
-    axes: tuple[int, ...] = ()
-    boxes: tuple = ()
+from .methods import Copy, View, choose, widened
 
 
 @dataclass(frozen=True)
@@ -283,135 +209,6 @@ def _build(src: MemoryDesc, dst: MemoryDesc) -> Plan:
                 else None
             padding = "rows" if by_rows else "memset"
     same = src.dtype == dst.dtype
-    copies = tuple(choose(*_widened(s, d, dst.dtype.itemsize) if same else (s, d),
+    copies = tuple(choose(*widened(s, d, dst.dtype.itemsize) if same else (s, d),
                           src.dtype.np, dst.dtype.np) for s, d in pairs)
     return Plan(copies, tuple(fills), padding, rows=by_rows)
-
-
-# -- methods ----------------------------------------------------------------------------------
-def _widened(s: View, d: View, item: int) -> tuple[View, View]:
-    """Where one axis is contiguous on both sides, runs of up to 16 bytes
-    along it become single items (same dtype on both sides only)."""
-    axis = next((j for j in range(len(s.shape)) if s.strides[j] == 1 == d.strides[j]
-                 and s.shape[j] > 1), None)
-    if axis is None:
-        return s, d
-    k = next((k for k in (16 // item, 8 // item, 4 // item, 2 // item)
-              if k > 1 and s.shape[axis] % k == 0), None)
-    if k is None:
-        return s, d
-
-    def wide(v: View) -> View:
-        shape, strides = list(v.shape), list(v.strides)
-        shape[axis] //= k
-        strides[axis] = k
-        return View(v.offset, tuple(shape), tuple(strides), k)
-
-    return wide(s), wide(d)
-
-
-def choose(s: View, d: View, src_dt: np.dtype, dst_dt: np.dtype) -> Copy:
-    """How the box pair (s, d) is copied (the module's docstring lists the methods)."""
-    sg, dg = s.geometry(src_dt), d.geometry(dst_dt)
-    if dg.size <= g.SMALL_ELEMS:
-        return Copy(s, d, "copy")
-    far = far_plane_axis(dg, sg)
-    if far is not None:
-        tile = tiles(dg.shape, sg.strides, dg.strides, g.FAR_READ_RUN, g.FAR_TILE_ELEMS)
-        order = sorted(range(dg.ndim), key=lambda i: -abs(dg.strides[i]))
-        return Copy(s, d, "far-plane", tuple(tile), (far,), tile_boxes(dg.shape, tile, order))
-    axes = blocked.blockable(dg, sg)
-    if axes is not None:  # 1x64x512x512 f32 NHWC->NCHW: one ufunc per block of 128-1024
-        return Copy(s, d, "blocked", axes=axes)
-    tile = tiles(dg.shape, sg.strides, dg.strides)
-    order = sorted(range(dg.ndim), key=lambda i: -dg.strides[i])   # writes stream
-    boxes = tile_boxes(dg.shape, tile, order)
-    if needs_staging(dg, sg, tile):
-        return Copy(s, d, "staged tiles", tuple(tile), (), boxes)
-    peel = peelable_axis(dg, sg, tile)
-    if peel is not None:
-        return Copy(s, d, "peeled tiles", tuple(tile), (peel,), boxes)
-    return Copy(s, d, "tiles", tuple(tile), (), boxes)
-
-
-def tiles(shape, src_strides, dst_strides, read_run: int = g.READ_RUN,
-          elems: int = g.TILE_ELEMS) -> list[int]:
-    """Tile extents: dst's innermost axes (runs of >= WRITE_RUN elements
-    written), then src's innermost axes (runs of >= ``read_run`` read), then
-    dst's next axes up to ``elems``."""
-    n = len(shape)
-    tile = [1] * n
-
-    def grow(order, target):
-        vol = 1
-        for i in order:
-            if vol >= target:
-                break
-            if shape[i] > 1:
-                tile[i] = max(tile[i], min(shape[i], -(-target // vol)))
-                vol *= tile[i]
-
-    by_dst = sorted(range(n), key=lambda i: dst_strides[i])
-    by_src = sorted(range(n), key=lambda i: src_strides[i])
-    grow(by_dst, g.WRITE_RUN)
-    grow(by_src, read_run)
-    vol = math.prod(tile)
-    for i in by_dst:  # widen along dst's order until the tile is big enough
-        if vol >= elems:
-            break
-        if shape[i] > tile[i]:
-            vol //= tile[i]
-            tile[i] = min(shape[i], max(tile[i], -(-elems // vol)))
-            vol *= tile[i]
-    return tile
-
-
-def tile_boxes(shape, tile, order) -> tuple[tuple[slice, ...], ...]:
-    """The tiles covering ``shape``, as index tuples, the first axis of
-    ``order`` outermost (so that a run of them walks memory in that order)."""
-    boxes = []
-    for start in itertools.product(*(range(0, shape[i], tile[i]) for i in order)):
-        sl = [slice(None)] * len(shape)
-        for i, st in zip(order, start):
-            sl[i] = slice(st, st + tile[i])
-        boxes.append(tuple(sl))
-    return tuple(boxes)
-
-
-def needs_staging(dg: Geometry, sg: Geometry, tile) -> bool:
-    """True when dst's inner loop would read src with a long, far stride: such
-    reads alias in the L1 cache (power-of-two plane strides), so the tile is
-    first copied into a compact buffer in src's order."""
-    axes = [i for i in range(dg.ndim) if tile[i] > 1]
-    if not axes:
-        return False
-    inner = min(axes, key=lambda i: dg.strides[i])
-    return tile[inner] >= g.STAGE_RUN and abs(sg.strides[inner]) >= g.PLANE_BYTES
-
-
-def peelable_axis(dg: Geometry, sg: Geometry, tile) -> int | None:
-    """dst's innermost axis when it is short (<= LANE_RUN, e.g. the RGBA lane)
-    and not contiguous in src: copying it one index at a time lets numpy's
-    inner loop run along a long axis instead of 4-element runs."""
-    axes = [i for i in range(dg.ndim) if tile[i] > 1]
-    if len(axes) < 2:
-        return None
-    inner = min(axes, key=lambda i: dg.strides[i])
-    if tile[inner] <= g.LANE_RUN and abs(sg.strides[inner]) != sg.itemsize:
-        return inner
-    return None
-
-
-def far_plane_axis(dg: Geometry, sg: Geometry) -> int | None:
-    """dst's innermost axis when it is short (<= SHORT_RUN elements: channels,
-    a 16c block, an RGBA lane) and its elements lie planes apart in src (>=
-    PLANE_BYTES), with some other axis nearer in src; else None."""
-    axes = [i for i in range(dg.ndim) if dg.shape[i] > 1]
-    if len(axes) < 2:
-        return None
-    inner = min(axes, key=lambda i: abs(dg.strides[i]))
-    near = min(axes, key=lambda i: abs(sg.strides[i]))
-    if dg.shape[inner] <= g.SHORT_RUN and abs(sg.strides[inner]) >= g.PLANE_BYTES \
-            and near != inner:
-        return inner
-    return None

@@ -73,3 +73,27 @@ def pick_context() -> cl.Context:
                 f"no OpenCL device with image support (found: {describe_devices(every)})")
         raise ClayoutError(f"{what}; {CPU_HINT} (on Debian: apt-get install pocl-opencl-icd)")
     return cl.Context([devices[0]])
+
+
+def device_list():
+    """([(platform, device, {info})] of every OpenCL device, "") or (None,
+    why there is none), for ``clayout devices``."""
+    try:
+        platforms = cl.get_platforms()
+    except Exception as exc:  # no ICD loader or platform (-1001)
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    found = []
+    for plat in platforms:
+        try:
+            devices = plat.get_devices()
+        except Exception:
+            continue
+        for dev in devices:
+            info = {"type": cl.device_type.to_string(dev.type),
+                    "image_support": bool(dev.image_support),
+                    "image2d": (dev.image2d_max_width, dev.image2d_max_height)
+                    if dev.image_support else None,
+                    "max_alloc": dev.max_mem_alloc_size, "global_mem": dev.global_mem_size,
+                    "fp16": "cl_khr_fp16" in dev.extensions, "version": dev.version}
+            found.append((plat.name, dev.name, info))
+    return found, "" if found else "no OpenCL device found"

@@ -79,6 +79,26 @@ def plan_launch(dst, image, tile_of, num: Numbers) -> Launch:
     return Launch(groups, sizes, vec_axis, vector, tile, False)
 
 
+def tile_axis(src, rest, bake: bool):
+    """The destination axis (among ``rest``) that walks the source's most
+    contiguous axis (``src``: how the kernel reads its source, a render.Source; so a
+    work group reads whole cache lines: a tiled transpose without local
+    memory), else the next axis out. Baked, only axes at least 8 long count
+    (a 3x3 filter's W = 3 would leave the dimension idle); generic, the choice
+    follows the structure alone."""
+    if not rest:
+        return None
+    if src.image is None:
+        s_axes = [a for a in src.desc.axes if not bake or a.size >= 8]
+        order = sorted(s_axes, key=lambda a: a.stride) if bake else list(reversed(s_axes))
+        for s_axis in order:
+            match = [a for a in rest if src.dim_map.get(a.dim) == s_axis.dim
+                     and (not bake or a.size >= 8)]
+            if match:
+                return min(match, key=lambda a: abs(a.div - s_axis.div))
+    return rest[-1]
+
+
 def decode(g: str, axes, sizes, num: Numbers) -> list[tuple[object, str]]:
     """Digits of a group of axes (outer to inner) from global id ``g``."""
     out = []

@@ -34,7 +34,8 @@ from ..algebra.c_index import Numbers, arg_value, offset_expr, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from . import dtypes_c, images
-from .launch import GENERIC_LOCAL, VEC, Launch, decode, local_size, plan_launch, work_item_ids
+from .launch import (GENERIC_LOCAL, VEC, Launch, decode, local_size, plan_launch, tile_axis,
+                     work_item_ids)
 
 KERNEL_NAME = "clayout_convert"
 
@@ -123,7 +124,7 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
     """The kernel writing all of ``dst`` from ``src``."""
     index_type = _index_type(src.desc, dst.desc)
     num = Numbers(bake, magic_div=index_type == "uint")
-    launch = plan_launch(dst.desc, dst.image, lambda rest: _tile_axis(src, rest, bake), num)
+    launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num)
     index = _index(dst, launch, num)
     validity = _validity(dst.desc, launch, num)
     run = _run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
@@ -353,25 +354,6 @@ def _gather_stride(src: Source, vec_axis) -> int:
     if src.image is not None or vec_axis is None or vec_axis.dim not in src.dim_map:
         return 0
     return _element_axis(src.desc, src.dim_map[vec_axis.dim]).stride * src.desc.dtype.itemsize
-
-
-def _tile_axis(src: Source, rest, bake: bool):
-    """The destination axis that walks the source's most contiguous axis (so a
-    work group reads whole cache lines: a tiled transpose without local
-    memory), else the next axis out. Baked, only axes at least 8 long count
-    (a 3x3 filter's W = 3 would leave the dimension idle); generic, the choice
-    follows the structure alone."""
-    if not rest:
-        return None
-    if src.image is None:
-        s_axes = [a for a in src.desc.axes if not bake or a.size >= 8]
-        order = sorted(s_axes, key=lambda a: a.stride) if bake else list(reversed(s_axes))
-        for s_axis in order:
-            match = [a for a in rest if src.dim_map.get(a.dim) == s_axis.dim
-                     and (not bake or a.size >= 8)]
-            if match:
-                return min(match, key=lambda a: abs(a.div - s_axis.div))
-    return rest[-1]
 
 
 def _run_length(src: Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> int:
