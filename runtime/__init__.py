@@ -23,7 +23,19 @@ from .errors import ClayoutError
 from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
 
-__all__ = ["MemoryDesc", "Axis", "ImageLayout", "ImageDesc", "image_layout", "IMAGE_LAYOUTS",
+
+
+def __getattr__(name: str):
+    """``runtime.accessor`` / ``runtime.Accessor``: OpenCL C that reads and
+    writes a layout by logical index (runtime/opencl/accessor.py), loaded when
+    first asked for: it needs pyopencl and mako, the rest of clayout does not."""
+    if name in ("accessor", "Accessor"):
+        from .opencl import accessor as accessors
+        return getattr(accessors, name)
+    raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+
+
+__all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc", "image_layout", "IMAGE_LAYOUTS",
            "Transform", "reorder", "to_image", "from_image", "physical_shape", "convert",
            "parse_tag", "ClayoutError", "Memory", "choose_layout", "layout_choice",
            "LayoutChoice", "tile_plan", "TilePlan"]

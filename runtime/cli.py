@@ -26,7 +26,7 @@ import sys
 from . import fileio, model, placement
 from .algebra import dtypes
 from . import engine as engines
-from .commands import (PROG, cmd_bench, cmd_demo, cmd_devices, cmd_from_image, cmd_info,
+from .commands import (PROG, cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image, cmd_info,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
 from .errors import ClayoutError
 
@@ -162,6 +162,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bake", action="store_true",
                    help="the specialized program (numbers baked in, as for tensors of "
                    "16 MiB and more) instead of the generic one")
+
+    p = command("accessor", cmd_accessor, "print the OpenCL C accessor of a layout: functions "
+                "that read (and write) it by logical index, a header to #include")
+    p.add_argument("layout", metavar="LAYOUT", nargs="?",
+                   help="an image layout (named or 'TAG:ROWS[:LANES]'); or --tag for a buffer")
+    p.add_argument("--tag", metavar="TAG", help="a buffer layout instead of an image layout")
+    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+    p.add_argument("--dtype", metavar="T", default="f32", help="the tensor's dtype (f32)")
+    p.add_argument("--write", action="store_true", help="store functions too (write access)")
+    p.add_argument("--generic", action="store_true",
+                   help="numbers as arguments: one program for every shape of the layout")
+    p.add_argument("--name", default="t", metavar="N", help="the prefix of every symbol (t)")
 
     command("devices", cmd_devices, "list OpenCL devices and their image limits")
     p = command("bench", cmd_bench, "run the benchmark (runtime.bench); arguments pass through",

@@ -338,5 +338,22 @@ def cmd_kernel(args) -> int:
     return 0
 
 
+def cmd_accessor(args) -> int:
+    """Print the accessor of an image layout (LAYOUT) or a buffer (--tag)."""
+    from .opencl.accessor import accessor   # pyopencl and mako: this command only
+    if (args.layout is None) == (args.tag is None):
+        raise ClayoutError("give an image layout (LAYOUT) or a buffer layout (--tag TAG), "
+                           "not both and not neither")
+    side = MemoryDesc(args.dims, args.dtype, tag=args.tag) if args.tag else \
+        ImageDesc(image_layout(args.layout), args.dims, args.dtype)
+    acc = accessor(side, name=args.name, access="write" if args.write else "read",
+                   generic=args.generic)
+    print(acc.source, end="")
+    if acc.values:   # the numbers this shape passes after the storage
+        print(f"// arguments for dims {','.join(map(str, args.dims))}: "
+              + " ".join(f"{args.name}_n{i}={int(v)}" for i, v in enumerate(acc.values)))
+    return 0
+
+
 def cmd_demo(args) -> int:
     return run_demo(args)

@@ -134,11 +134,24 @@ def run(args) -> int:
     with tempfile.TemporaryDirectory(prefix="clayout-demo-") as tmp:
         out = args.output or os.path.join(tmp, "sample_cnn.safetensors")
         ok = _convert_and_check(path, out, engine, None)
+        ok = _end_to_end(path, out, engine) and ok
         if getattr(args, "ppocr", False):
             ok = _ppocr(tmp, engine) and ok
     if not args.output:
         print("the files were written to a temporary folder and removed")
     return 0 if ok else 1
+
+
+def _end_to_end(path: str, weights: str, engine) -> bool:
+    """The sample run through the accessor kernels against onnxruntime, on a device."""
+    if engine.domain == "host":
+        print("end to end: needs an OpenCL device (the compute kernels run through accessors "
+              "on it); the cpu engine was used, so it was not run")
+        return True
+    from .compute.network import compare_with_onnxruntime   # pyopencl, mako: a device is here
+    line, same = compare_with_onnxruntime(path, weights, engine)
+    print(line)
+    return same
 
 
 def _ppocr(tmp: str, engine) -> bool:

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "runtime"
 
 # imported inside functions so that the cpu engine works without them
-OPTIONAL = {"pyopencl", "mako", "onnx", "matplotlib", "safetensors", "torch"}
+OPTIONAL = {"pyopencl", "mako", "onnx", "matplotlib", "safetensors", "torch", "onnxruntime"}
 # runtime modules a function may import although they need nothing of OPTIONAL:
 # `clayout bench` says so in one line when a build leaves runtime.bench out
 LAZY_ALLOWED: set = set()

@@ -64,14 +64,16 @@ def magic(d: int) -> tuple[int, int]:
 
 class Numbers:
     """Where the dims-dependent numbers of one kernel go: literals
-    (``bake=True``) or kernel arguments named ``n0, n1, ...`` whose values
+    (``bake=True``) or kernel arguments named ``n0, n1, ...`` (``prefix``
+    other than "n": ``t_n0, ...`` for an accessor named t) whose values
     are kept in ``args`` as (name, C type, value). ``magic_div``: divisions
     and remainders by arguments multiply by a magic number instead (every
     index below 2**31, i.e. ``idx_t`` is uint)."""
 
-    def __init__(self, bake: bool, magic_div: bool = False):
+    def __init__(self, bake: bool, magic_div: bool = False, prefix: str = "n"):
         self.bake = bake
         self.magic_div = magic_div and not bake
+        self.prefix = prefix
         self.args: list[tuple[str, str, object]] = []
         self._named: dict = {}
 
@@ -83,7 +85,7 @@ class Numbers:
             return str(int(value))
         if key is not None and key in self._named:
             return self._named[key]
-        name = f"n{len(self.args)}"
+        name = f"{self.prefix}{len(self.args)}"
         self.args.append((name, ctype, int(value)))
         if key is not None:
             self._named[key] = name
@@ -94,7 +96,7 @@ class Numbers:
         else an argument of ``ctype`` holding ``raw`` (a numpy scalar)."""
         if self.bake:
             return literal
-        name = f"n{len(self.args)}"
+        name = f"{self.prefix}{len(self.args)}"
         self.args.append((name, ctype, raw))
         return name
 

@@ -95,3 +95,40 @@ def fill_value(desc) -> np.generic:
     """The halo fill of ``desc`` in its dtype, as runtime.reference computes it."""
     return dtypes.convert(np.array([desc.fill], dtype=np.float64).astype(np.float32),
                           desc.dtype)[0]
+
+
+# -- accessors: a kernel's values (float for f32/f16/bf16, int for s8/s32, uint for u8) ---------
+def buffer_load(dt, ptr: str, off: str) -> str:
+    """The value of one buffer element (exact: an f16 or bf16 becomes its float)."""
+    dt = dtypes.dtype(dt)
+    x = f"{ptr}[{off}]"
+    return {"f16": f"clayout_f16_to_f32({x})", "bf16": f"clayout_bf16_to_f32({x})",
+            "s8": f"(int){x}", "u8": f"(uint){x}"}.get(dt.name, x)
+
+
+def buffer_load4(dt, ptr: str, off: str) -> tuple[str, ...]:
+    """C statements returning four contiguous buffer elements from ``off``
+    as one vector value."""
+    dt = dtypes.dtype(dt)
+    v = f"vload4(0, {ptr} + ({off}))"
+    if dt.name in ("f16", "bf16"):
+        f = "clayout_f16_to_f32" if dt.name == "f16" else "clayout_bf16_to_f32"
+        return (f"const ushort4 h = {v};",
+                f"return (float4)({f}(h.x), {f}(h.y), {f}(h.z), {f}(h.w));")
+    return (f"return {dict(s8=f'convert_int4({v})', u8=f'convert_uint4({v})').get(dt.name, v)};",)
+
+
+def value_to_storage(dt, v: str) -> str:
+    """A value stored in a buffer of ``dt``, rounded by the dtype rules."""
+    dt = dtypes.dtype(dt)
+    return {"f16": f"clayout_f32_to_f16({v})", "bf16": f"clayout_f32_to_bf16({v})",
+            "s8": f"convert_char_sat({v})", "u8": f"convert_uchar_sat({v})"}.get(dt.name, v)
+
+
+def value_to_image_write(dt, v: str) -> str:
+    """A value as write_image* takes it for an image of ``dt``: a half image
+    gets the float of the rounded half, so the device has nothing to round."""
+    dt = dtypes.dtype(dt)
+    if dt.name == "f16":
+        return f"clayout_f16_to_f32(clayout_f32_to_f16({v}))"
+    return f"({IMAGE_IO[dt.name].write_type})({v})"

@@ -155,6 +155,16 @@ class OpenCLEngine(DeviceStorage, Engine):
             return cl.enqueue_nd_range_kernel(self.queue, knl, kernel.launch, kernel.local,
                                               wait_for=wait_for or None)
 
+    def run_kernel(self, source: str, name: str, global_size, args, wait_for=None) -> cl.Event:
+        """Launch kernel ``name`` of ``source`` (built once per context and
+        cached) over ``global_size`` work items with ``args``: how the compute
+        kernels of runtime/compute run, under the same launch lock."""
+        knl = programs.kernel(self.context, source, name)
+        with _LAUNCH_LOCK:
+            knl.set_args(*args)
+            return cl.enqueue_nd_range_kernel(self.queue, knl, tuple(global_size), None,
+                                              wait_for=wait_for or None)
+
     def enqueue(self, src, src_mem, dst, dst_mem, zero_first: bool = False,
                 aliased: bool = False, dense: bool = False) -> cl.Event | None:
         """One move on device memory: write dst's footprint in ``dst_mem`` (a

@@ -1,4 +1,4 @@
-"""Built programs, cached per (context, source), least recently used first out.
+"""Built programs, cached per (context, source, kernel name), least recently used first out.
 
 The rendered source is the exact key: two conversions share a program iff
 their kernels are the same text, and a program belongs to one context. With
@@ -24,23 +24,24 @@ STATS = {"builds": 0, "hits": 0}
 _STATS_LOCK = threading.Lock()
 
 
-def _build(context: cl.Context, source: str):
+def _build(context: cl.Context, source: str, name: str):
     program = cl.Program(context, source).build()
     with _STATS_LOCK:
         STATS["builds"] += 1
     # keep the context alive with its kernel: int_ptr must not be reused
-    return context, getattr(program, KERNEL_NAME)
+    return context, getattr(program, name)
 
 
-def kernel(context: cl.Context, source: str) -> cl.Kernel:
-    """The conversion kernel of ``source`` built for ``context`` (cached)."""
-    key = (context.int_ptr, source)
+def kernel(context: cl.Context, source: str, name: str = KERNEL_NAME) -> cl.Kernel:
+    """The kernel ``name`` (default: the conversion kernel) of ``source``
+    built for ``context`` (cached)."""
+    key = (context.int_ptr, source, name)
     hit = PROGRAMS.peek(key)
     if hit is not None:
         with _STATS_LOCK:
             STATS["hits"] += 1
         return hit[1]
-    return PROGRAMS.get(key, lambda: _build(context, source))[1]
+    return PROGRAMS.get(key, lambda: _build(context, source, name))[1]
 
 
 def cached_count() -> int:

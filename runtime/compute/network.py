@@ -1,0 +1,166 @@
+"""A small ONNX CNN run end to end through the compute kernels (runtime/compute/ops.py):
+the weights as ``clayout model`` placed them (read from its safetensors file),
+the activations placed by ``to_image``, every op through the accessor kernels.
+
+The runner takes the ops a small CNN is made of: Conv (any group, stride,
+padding, dilation; a depthwise weight on ``dw_conv2d_filter``),
+BatchNormalization, Relu, MaxPool, AveragePool, GlobalAveragePool, Add, a
+Reshape or Flatten of an (N, C, 1, 1) tensor to (N, C), and Gemm with
+transB = 1; anything else is refused by name. Nodes whose inputs are all
+constants (the chains ``clayout model`` folded) are skipped.
+
+>>> run("sample_cnn.onnx", "sample_cnn.safetensors", x, engine)        # doctest: +SKIP
+array([[...]], dtype=float32)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import onnx_graph
+from ..api import from_image, to_image
+from ..errors import ClayoutError
+from ..manifest import read_manifest
+from ..memory import Memory
+from . import ops
+
+OPS = ("Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool",
+       "Add", "Reshape", "Flatten", "Gemm", "Identity")
+
+
+def _attrs(node) -> dict:
+    import onnx.helper   # the model extra: a model is being read
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _pads(attrs, rank=2):
+    pads = list(attrs.get("pads", [0] * 2 * rank))
+    if pads[:rank] != pads[rank:]:
+        raise ClayoutError(f"asymmetric pads {pads}: the reference runner takes symmetric ones")
+    return tuple(pads[:rank])
+
+
+def weights_on(engine, images: dict, manifest: dict) -> dict:
+    """Every image of a ``clayout model`` file as an image Memory on ``engine``."""
+    out = {}
+    for e in manifest["tensors"]:
+        if e["role"] == "buffer" or "tiles" in e:
+            continue
+        out[e["name"]] = Memory.from_numpy(images[e["name"]], e["layout"], engine=engine,
+                                           dims=e["dims"])
+    return out
+
+
+def run(model, images: dict, manifest: dict, x: np.ndarray, engine,
+        activations: str = "in_out_channel") -> np.ndarray:
+    """The output of ``model`` (an ONNX ModelProto with one input and one
+    output) for the input ``x`` (NCHW float32), every op on ``engine``'s
+    device with activations on ``activations`` images."""
+    weights = weights_on(engine, images, manifest)
+    layouts = {e["name"]: e["layout"] for e in manifest["tensors"]}
+    graph = model.graph
+    values = {graph.input[0].name: to_image_memory(x, activations, engine)}
+    for node in graph.node:
+        ins = [i for i in node.input if i]
+        if not any(i in values for i in ins):
+            continue   # a constant, or a chain of constants clayout model folded
+        if node.op_type not in OPS:
+            raise ClayoutError(f"node {node.name or node.op_type!r}: the reference runner takes "
+                               f"{', '.join(OPS)}; not {node.op_type}")
+        values[node.output[0]] = _node(node, ins, values, weights, layouts, engine, activations)
+    out = values[graph.output[0].name]
+    host = from_image(out.to_numpy(), out.layout, out.dims)
+    return host.reshape(host.shape[:2]) if host.shape[2:] == (1, 1) else host
+
+
+def to_image_memory(x: np.ndarray, layout: str, engine) -> Memory:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    return Memory.from_numpy(to_image(x, layout), layout, engine=engine, dims=x.shape)
+
+
+def _zeros(n: int, engine) -> Memory:
+    return Memory.image("argument", (n,), "f32", engine)
+
+
+def _node(node, ins, values, weights, layouts, engine, activations) -> Memory:
+    op, a = node.op_type, _attrs(node)
+    x = values[ins[0]]
+    if op in ("Identity", "Reshape", "Flatten"):
+        if op != "Identity" and x.dims[2:] != (1, 1):
+            raise ClayoutError(f"{op} {node.name!r} of dims {x.dims}: the reference runner "
+                               "reshapes only (N, C, 1, 1) to (N, C)")
+        return x
+    if op == "Add" and ins[1] in values:
+        other = values[ins[1]]
+    elif op == "Add":
+        other = weights[ins[1]]
+    y_dims = x.dims
+    if op == "Conv":
+        w = weights[ins[1]]
+        depthwise = layouts[ins[1]] == "dw_conv2d_filter"
+        strides, dil = tuple(a.get("strides", (1, 1))), tuple(a.get("dilations", (1, 1)))
+        pads = _pads(a)
+        y_dims = ops.conv_out_dims(x.dims, w.dims, strides, pads, dil, depthwise)
+        b = weights[ins[2]] if len(ins) > 2 else _zeros(y_dims[1], engine)
+        y = Memory.image(activations, y_dims, "f32", engine)
+        ops.conv(x, w, b, y, strides, pads, dil, int(a.get("group", 1)), depthwise)
+        return y
+    if op == "Gemm":
+        if not a.get("transB", 0) or a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or \
+                a.get("beta", 1.0) != 1.0:
+            raise ClayoutError(f"Gemm {node.name!r}: the reference runner takes transB=1, "
+                               "alpha=beta=1 (a fully connected layer)")
+        w = weights[ins[1]]
+        y = Memory.image(activations, (x.dims[0], w.dims[0], 1, 1), "f32", engine)
+        b = weights[ins[2]] if len(ins) > 2 else _zeros(w.dims[0], engine)
+        ops.gemm(x, w, b, y)
+        return y
+    if op in ("MaxPool", "AveragePool", "GlobalAveragePool"):
+        n, c, h, w_ = x.dims
+        if op == "GlobalAveragePool":
+            kernel, strides, pads = (h, w_), (1, 1), (0, 0)
+        else:
+            kernel, strides, pads = tuple(a["kernel_shape"]), tuple(a.get("strides", (1, 1))), \
+                _pads(a)
+        y_dims = (n, c, (h + 2 * pads[0] - kernel[0]) // strides[0] + 1,
+                  (w_ + 2 * pads[1] - kernel[1]) // strides[1] + 1)
+        y = Memory.image(activations, y_dims, "f32", engine)
+        ops.pool(x, y, kernel, strides, pads, op == "MaxPool",
+                 bool(a.get("count_include_pad", 0)))
+        return y
+    y = Memory.image(activations, y_dims, "f32", engine)
+    if op == "BatchNormalization":
+        scale, bias, mean, var = (weights[i] for i in ins[1:5])
+        ops.batchnorm(x, scale, bias, mean, var, y, float(a.get("epsilon", 1e-5)))
+    elif op == "Relu":
+        ops.relu(x, y)
+    else:
+        ops.add(x, other, y)
+    return y
+
+
+__all__ = ["run", "weights_on", "to_image_memory"]
+
+
+def compare_with_onnxruntime(model_path: str, weights_path: str, engine,
+                             seed: int = 0) -> tuple[str, bool]:
+    """(one line for ``clayout demo``, whether it agrees): the model run end
+    to end on ``engine`` through the accessor kernels against onnxruntime on
+    one random input (agreeing within 1e-4 of the largest output), or why it
+    was not run (which agrees: nothing was wrong)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return ("end to end: onnxruntime is not installed (pip install onnxruntime), so the "
+                "sample CNN was not compared"), True
+    model = onnx_graph.load(model_path)
+    shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    images, manifest = read_manifest(weights_path)
+    got = run(model, images, manifest, x, engine)
+    session = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    want = session.run(None, {model.graph.input[0].name: x})[0]
+    diff = float(np.abs(got - want.reshape(got.shape)).max())
+    top = float(np.abs(want).max())
+    return (f"end to end: the sample CNN on {engine.name} through accessor kernels (weights "
+            f"placed by clayout model, activations by to_image): largest difference to "
+            f"onnxruntime {diff:.2g} (outputs up to {top:.3g})"), diff <= 1e-4 * top + 1e-6

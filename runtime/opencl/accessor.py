@@ -1,0 +1,271 @@
+"""Accessors: OpenCL C that reads and writes a tensor by its logical index,
+whatever its layout (docs/kernels.md).
+
+``accessor(layout, dims=None, *, dtype="f32", name="t", access="read",
+generic=False)`` takes one side: an ImageDesc, an image layout (a name, an
+ImageLayout, a custom 'TAG:ROWS[:LANES]') with its logical ``dims``, or a
+MemoryDesc (a buffer: plain, blocked, strided, halo-padded). Its
+``source`` defines, every symbol prefixed with ``name`` and include-guarded:
+
+* ``T NAME_load(NAME_ARGS, i0, ..., i{r-1})``: the element at that logical
+  index, 0 for any index outside the logical dims;
+* ``T4 NAME_load4(NAME_ARGS, i...)``: the four elements along the lane axis
+  from that index (a multiple of 4 on that axis): one read_image* for an
+  image, one vload4 where a buffer is contiguous; past the dims 0;
+* with ``access="write"``: ``NAME_store4(NAME_ARGS, i..., T4 v)`` (an image
+  pixel whole: lanes past the dims written as 0; a buffer's elements inside
+  the dims) and ``NAME_store(NAME_ARGS, i..., T v)`` where the storage
+  takes one element (buffers, one-channel images; an RGBA image cannot be
+  written lane by lane: calling it is a compile error that says so). Stores
+  outside the dims do nothing;
+* ``NAME_PARAMS`` (the kernel parameters), ``NAME_ARGS`` (their names),
+  ``NAME_RANK``, ``NAME_LANE_AXIS`` and ``int NAME_dim(NAME_ARGS, k)``.
+
+``T`` is float for f32/f16/bf16 data (exactly the stored value), int for
+s8/s32, uint for u8; a store rounds a float by the dtype rules
+(runtime.algebra.dtypes). ``generic=False`` bakes every number in (one
+program per shape); ``generic=True`` takes them as arguments (``.values``,
+passed by ``.args(storage)``), one program per layout family.
+
+>>> acc = accessor("in_out_channel", (1, 6, 2, 3), name="x")
+>>> acc.params, acc.lane_axis, acc.args("IMAGE")
+('__read_only image2d_t x', 1, ('IMAGE',))
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+
+from mako.template import Template
+
+from ..algebra.c_index import Numbers, arg_value, offset_expr, unchanged_dims
+from ..algebra.catalog import image_layout
+from ..algebra.desc import MemoryDesc
+from ..algebra.layout import ImageDesc, ImageLayout
+from ..errors import ClayoutError
+from . import dtypes_c, images
+
+# what a load gives, by dtype: (scalar type, vector type, zero)
+VALUE_TYPES = {"f32": ("float", "float4", "0.0f"), "f16": ("float", "float4", "0.0f"),
+               "bf16": ("float", "float4", "0.0f"), "s32": ("int", "int4", "0"),
+               "s8": ("int", "int4", "0"), "u8": ("uint", "uint4", "0u")}
+
+
+@dataclass(frozen=True)
+class Function:
+    signature: str
+    body: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Accessor:
+    """The accessor of one side: its OpenCL C ``source`` and how to call it
+    (module docstring). ``values`` are the numbers a generic accessor takes
+    after the storage; ``store_one`` says whether ``NAME_store`` exists."""
+    name: str
+    side: object
+    access: str
+    generic: bool
+    source: str
+    params: str
+    lane_axis: int | None
+    rank: int
+    values: tuple
+    store_one: bool
+
+    def args(self, storage) -> tuple:
+        """The kernel arguments of this tensor, storage first:
+        ``kernel(queue, gsize, None, *acc.args(image), ...)``."""
+        return (storage,) + self.values
+
+
+def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "read",
+             generic: bool = False) -> Accessor:
+    """The accessor of ``layout`` (see the module docstring)."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ClayoutError(f"accessor name {name!r} must be a C identifier (it prefixes "
+                           "every symbol)")
+    if access not in ("read", "write"):
+        raise ClayoutError(f"access {access!r}; allowed: read, write")
+    side = _side(layout, dims, dtype)
+    if side.is_image and side.transform is not None:
+        side = side.placement()   # the values stored: indexed by the transform's output dims
+    return _build(side, name, access, bool(generic))
+
+
+def _side(layout, dims, dtype):
+    if isinstance(layout, (MemoryDesc, ImageDesc)):
+        if dims is not None and tuple(dims) != layout.dims:
+            raise ClayoutError(f"accessor of {layout.describe()}: dims {tuple(dims)} differ "
+                               "from the side's own; leave dims out")
+        return layout
+    if not isinstance(layout, (str, ImageLayout)):
+        raise ClayoutError(f"accessor takes an ImageDesc, a MemoryDesc, or an image layout "
+                           f"with dims; got {type(layout).__name__}")
+    if dims is None:
+        raise ClayoutError(f"accessor of layout {layout!r} needs dims= (its logical dims)")
+    return ImageDesc(image_layout(layout), dims, dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _build(side, name: str, access: str, generic: bool) -> Accessor:
+    num = Numbers(bake=not generic, magic_div=generic, prefix=f"{name}_n")
+    span = side.memory.span
+    idx = "uint" if span < 2 ** 31 else "ulong"
+    if idx == "ulong":
+        num.magic_div = False
+    dt = side.dtype
+    scalar, vector, zero = VALUE_TYPES[dt.name]
+    rank = len(side.dims)
+    dims = [num(d, key=("dim", k)) for k, d in enumerate(side.dims)]
+    lane = _lane_axis(side)
+    ints = ", ".join(f"int i{k}" for k in range(rank))
+    inside = " && ".join(f"(uint)i{k} < {dims[k]}" for k in range(rank))
+    qs = [f"const {idx} q{k} = ({idx})i{k};" for k in range(rank)]
+    names = [f"q{k}" for k in range(rank)]
+    fns, notes = [], []
+    readable = access == "read" or not side.is_image
+    if side.is_image:
+        io = dtypes_c.IMAGE_IO[dt.name]
+        x, y, k = side.c_pixel(names, num)
+        pixel = f"{io.read}({name}, {name}_sampler, {images.coord(x, y)})"
+        one = f"{io.lane_helper}(p, {k})"   # read_image* gives the value type itself
+    else:
+        off = offset_expr(side, names, num)
+        one = dtypes_c.buffer_load(dt, name, off)
+    sig = f"{name}_PARAMS, {ints}"
+    if readable:
+        fns.append(Function(f"static inline {scalar} {name}_load({sig})",
+                            (f"if (!({inside})) return {zero};", *qs,
+                             *((f"const {io.pixel_type} p = {pixel};",) if side.is_image else ()),
+                             f"return {one};")))
+    if readable and lane is not None:
+        fns.append(Function(f"static inline {vector} {name}_load4({sig})",
+                            _load4(side, name, lane, dims, qs, vector, zero,
+                                   pixel if side.is_image else None, num)))
+    store_one = access == "write" and (not side.is_image or side.lanes == 1)
+    if access == "write":
+        if store_one:
+            fns.append(Function(f"static inline void {name}_store({sig}, {scalar} v)",
+                                (f"if (!({inside})) return;", *qs,
+                                 _store_one(side, name, names, num))))
+        else:
+            notes.append(f"#define {name}_store(...) {name}_store_is_not_available_on_an_RGBA"
+                         f"_image_write_whole_pixels_with_{name}_store4")
+        if lane is not None:
+            fns.append(Function(f"static inline void {name}_store4({sig}, {vector} v)",
+                                _store4(side, name, lane, dims, qs, names, num, zero)))
+        elif not store_one:
+            raise ClayoutError(f"an accessor cannot write {side.describe()}: its RGBA lanes hold "
+                               "elements of grouped dims (no single lane axis) and one lane "
+                               "cannot be written alone; write it with to_image")
+    fns.insert(0, Function(f"static inline int {name}_dim({name}_PARAMS, int k)",
+                           (f"const int d[{rank}] = {{{', '.join(f'(int){d}' for d in dims)}}};",
+                            "return d[k];")))
+    param = images.param(name, access) if side.is_image else \
+        f"__global {'const ' if access == 'read' else ''}{dt.cl_scalar} *{name}"
+    extra = [f"const {idx if ctype == 'idx_t' else ctype} {n}" for n, ctype, _ in num.args]
+    params = ", ".join([param] + extra)
+    args = ", ".join([name] + [n for n, _, _ in num.args])
+    values = tuple(arg_value(idx if ctype == "idx_t" else ctype, v) for _, ctype, v in num.args)
+    summary = (f"{side.describe()}, {access}" + (", generic (numbers are arguments)"
+                                                  if generic else ""))
+    source = _template().render(
+        name=name, summary=summary, guard=f"CLAYOUT_ACCESSOR_{name}", helpers=_helpers(),
+        params=params, args=args, rank=rank, lane_axis=lane, notes=notes,
+        sampler=side.is_image and access == "read", functions=fns)
+    return Accessor(name, side, access, generic, source, params, lane, rank, values, store_one)
+
+
+def _lane_axis(side) -> int | None:
+    """The logical axis whose four consecutive elements share a pixel (an
+    image's lane block, when its dim is not grouped), or, for a buffer, the
+    dim of its innermost axis when that steps one element of its dim."""
+    if side.is_image:
+        if side.lane_axis is None:
+            return None
+        into_logical = {own: d for d, own in unchanged_dims(side).items()}
+        return into_logical.get(side.lane_axis.dim)
+    inner = side.axes[-1] if side.axes else None
+    return inner.dim if inner is not None and inner.div == 1 else None
+
+
+def _contiguous4(side, lane: int) -> bool:
+    """A buffer whose four elements from a multiple of 4 on the lane axis
+    are one vload4: the innermost axis steps the lane dim by one element
+    at stride 1, and 4 divides its block (or it is the outer part)."""
+    a = side.axes[-1]
+    halo = side.halo_lower[lane] % 4 == 0
+    return a.dim == lane and a.stride == 1 and (a.outer or a.size % 4 == 0) and halo \
+        and side.tag is not None
+
+
+def _calls(name: str, rank: int, lane: int) -> list[str]:
+    """The arguments of a call at the index and at its next three along the lane."""
+    return [", ".join([f"{name}_ARGS"] + [f"i{k}" + (f" + {j}" if k == lane and j else "")
+                                          for k in range(rank)]) for j in range(4)]
+
+
+def _lane_guard(side, dims, lane: int, action: str) -> str:
+    """``action`` unless every index but the lane's is inside its dim and
+    the lane's index is too."""
+    inside = [f"(uint)i{k} < {dims[k]}" for k in range(len(side.dims)) if k != lane]
+    inside.append(f"(uint)i{lane} < {dims[lane]}")
+    return f"if (!({' && '.join(inside)})) {action}"
+
+
+def _load4(side, name, lane, dims, qs, vector, zero, pixel, num):
+    single = (f"return ({vector})("
+              f"{', '.join(f'{name}_load({c})' for c in _calls(name, len(side.dims), lane))});")
+    if pixel is None and not _contiguous4(side, lane):
+        return (single,)
+    guard = _lane_guard(side, dims, lane, f"return ({vector})({zero});")
+    if pixel is not None:   # one pixel: lanes past the dims are the image's zero padding
+        return (guard, f"if (i{lane} & 3) {single}", *qs, f"const {vector} p = {pixel};",
+                f"if (i{lane} + 4 <= {dims[lane]}) return p;",
+                f"const int n = {dims[lane]} - i{lane};",
+                f"return ({vector})(p.x, n > 1 ? p.y : {zero}, n > 2 ? p.z : {zero}, {zero});")
+    off = offset_expr(side, [f"q{k}" for k in range(len(side.dims))], num)
+    return (guard, f"if ((i{lane} & 3) || i{lane} + 4 > {dims[lane]}) {single}", *qs,
+            *dtypes_c.buffer_load4(side.dtype, name, off))
+
+
+def _store_one(side, name, names, num) -> str:
+    dt = side.dtype
+    if side.is_image:   # one channel
+        io = dtypes_c.IMAGE_IO[dt.name]
+        x, y, _ = side.c_pixel(names, num)
+        value = dtypes_c.value_to_image_write(dt, "v")
+        return (f"{io.write}({name}, {images.coord(x, y)}, "
+                f"({io.write_type}4)({value}, 0, 0, 0));")
+    return f"{name}[{offset_expr(side, names, num)}] = {dtypes_c.value_to_storage(dt, 'v')};"
+
+
+def _store4(side, name, lane, dims, qs, names, num, zero):
+    rank = len(side.dims)
+    if not side.is_image:   # a buffer: its elements inside the dims, one by one
+        return tuple(f"if ((uint)(i{lane} + {j}) < {dims[lane]}) "
+                     f"{name}_store({c}, v.s{j});"
+                     for j, c in enumerate(_calls(name, rank, lane)))
+    dt = side.dtype
+    io = dtypes_c.IMAGE_IO[dt.name]
+    x, y, _ = side.c_pixel(names, num)
+    lanes = [dtypes_c.value_to_image_write(dt, f"i{lane} + {j} < {dims[lane]} ? v.s{j} : {zero}")
+             for j in range(4)]
+    return (_lane_guard(side, dims, lane, "return;"), f"if (i{lane} & 3) return;", *qs,
+            f"{io.write}({name}, {images.coord(x, y)}, ({io.write_type}4)({', '.join(lanes)}));")
+
+
+@functools.lru_cache(maxsize=1)
+def _template() -> Template:
+    text = resources.files("runtime.templates").joinpath("accessor.cl.mako").read_text()
+    return Template(text, strict_undefined=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _helpers() -> str:
+    return resources.files("runtime.cl_kernels").joinpath("convert.cl").read_text()
+
+
+__all__ = ["Accessor", "accessor"]
