@@ -1,6 +1,7 @@
 """Every template family under oclgrind: buffer->buffer, buffer->image,
 image->buffer, the staged half image, and each dtype helper path, on tiny
-shapes. oclgrind reports errors in its log and still exits 0, so the log is
+shapes; accessors (loads and stores, images and buffers, baked and generic)
+and a convolution of the compute kernels. oclgrind reports errors in its log and still exits 0, so the log is
 parsed: any line in it fails the test. The child process sees only the
 oclgrind platform (an ICD file in a temporary OCL_ICD_VENDORS folder) and also
 compares every result with the reference.
@@ -78,10 +79,61 @@ def child() -> int:
         dst = MemoryDesc(d, buf_dt, tag="a" if len(d) == 1 else "nChw4c")
         if not same(from_img(eng, want, layout, dst), from_img(ref, want, layout, dst)):
             bad.append(f"from_image {name} {img_dt}")
+    runs += accessors_and_compute(eng, bad)
     print(f"oclgrind: {runs} conversions, {len(bad)} mismatches", flush=True)
     for b in bad:
         print("MISMATCH", b, flush=True)
     return 1 if bad else 0
+
+
+def accessors_and_compute(eng, bad) -> int:
+    """Accessors (gather by load and load4, scatter by store4/store) on a few
+    images and buffers, and one convolution of the compute kernels."""
+    import numpy as np
+
+    import runtime
+    from runtime import ImageDesc, Memory, MemoryDesc, image_layout
+    from runtime.compute import ops
+    from runtime.opencl.accessor import accessor
+    from test_accessor import VALUE, gather, program, scatter, values
+    runs = 0
+    sides = [ImageDesc(image_layout("in_out_channel"), (1, 5, 2, 3), "f32"),
+             ImageDesc(image_layout("conv2d_filter"), (5, 3, 1, 2), "f16"),
+             ImageDesc(image_layout("texture_2d"), (2, 3, 1, 2), "s8"),
+             MemoryDesc((1, 5, 2, 3), "f32", tag="nChw4c")]
+    for k, side in enumerate(sides):
+        dt = side.dtype.name
+        x = values(dt, int(np.prod(side.dims)), k)
+        held = runtime.to_image(x.reshape(side.dims), side.layout, src="abcd") \
+            if side.is_image else runtime.reorder(x, MemoryDesc(side.dims, dt), side)
+        read, write = accessor(side, name="t", generic=k % 2 == 1), \
+            accessor(side, name="u", access="write", generic=k % 2 == 1)
+        prg = program(eng, read, write)
+        runs += 3
+        want = x.astype(VALUE[dt])
+        if not np.array_equal(gather(eng, prg, read, held), want):
+            bad.append(f"accessor load {side!r}")
+        if not np.array_equal(gather(eng, prg, read, held, True), want):
+            bad.append(f"accessor load4 {side!r}")
+        back = scatter(eng, prg, write, want)
+        got = back if side.is_image else runtime.reorder(back, side, MemoryDesc(side.dims, dt))
+        expect = held if side.is_image else x
+        if got.tobytes() != expect.tobytes():
+            bad.append(f"accessor store {side!r}")
+    rng = np.random.default_rng(1)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((1, 5, 3, 3), (6, 5, 3, 3), (6,)))
+    mem = {n: Memory.from_numpy(runtime.to_image(a, lay), lay, engine=eng, dims=a.shape)
+           for n, a, lay in (("x", x, "in_out_channel"), ("w", w, "conv2d_filter"),
+                             ("b", b, "argument"))}
+    y = Memory.image("in_out_channel", (1, 6, 3, 3), "f32", eng)
+    ops.conv(mem["x"], mem["w"], mem["b"], y, pads=(1, 1))
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("nchw,oc->nohw", xp[:, :, i:i + 3, j:j + 3], w[:, :, i, j])
+               for i in range(3) for j in range(3)) + b[None, :, None, None]
+    runs += 1
+    if np.abs(runtime.from_image(y.to_numpy(), "in_out_channel", y.dims) - want).max() > 1e-4:
+        bad.append("compute conv")
+    return runs
 
 
 @pytest.mark.slow
