@@ -20,7 +20,9 @@ from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
 from .tags import parse_tag
 from .tiles import TilePlan, tile_plan
+from .version import __version__
 
 __all__ = ["MemoryDesc", "Axis", "ImageLayout", "image_layout", "IMAGE_LAYOUTS", "reorder",
            "to_image", "from_image", "physical_shape", "convert", "parse_tag", "ClayoutError",
-           "Memory", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan"]
+           "Memory", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan",
+           "__version__"]

@@ -18,12 +18,13 @@ from .desc import MemoryDesc
 from .errors import ClayoutError
 from .fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from .image import KINDS, NAMED, image_layout
+from .cli_checks import PROG, check_not_empty, check_output_kind
 from .manifest import summary, table
+from .onnx_graph import printable
 from .progress import Progress
 from .tags import parse_tag
 from .where import explain
 
-PROG = "clayout"
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
 PIXEL_FORMULA = {  # docs/layouts.md: pixel (x, y), lane k -> logical index
     "in_out_channel": "n=y/H, h=y%H, c=4(x/W)+k, w=x%W",
@@ -113,10 +114,12 @@ def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
 
 def cmd_to_image(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     layout = layout_arg(args)
     arr = numeric_input(args.input, args.dtype)
     tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
     desc = input_desc(arr, tag, args.dims)
+    check_not_empty(desc.dims, layout, args.input)
     max_image = args.max_image
     if args.layout == "any":
         layout, max_image = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
@@ -144,7 +147,9 @@ def cmd_to_image(args) -> int:
 
 def cmd_from_image(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     layout = image_layout(args.layout)
+    check_not_empty(args.dims, layout, args.input)
     image = numeric_input(args.input, args.dtype) if args.max_image is None else \
         load_tiles(args, layout)
     out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
@@ -174,6 +179,7 @@ def load_tiles(args, layout):
 
 def cmd_reorder(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     arr = numeric_input(args.input, args.dtype)
     src = input_desc(arr, args.src, args.dims)
     dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
@@ -187,19 +193,28 @@ def cmd_reorder(args) -> int:
 # -- model -----------------------------------------------------------------------------
 def cmd_model(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
     bar = Progress("clayout model") if not args.quiet else None
     try:
         manifest, verified = model.convert_file(
             args.input, args.output, args.dtype, args.max_image, engine,
             keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar,
-            tiles=not args.no_tiles)
+            tiles=not args.no_tiles, quantized=args.quantized)
     finally:
         if bar:
             bar.close()
     if not args.quiet:
         print(table(manifest))
         print(summary(manifest, args.output))
+        on_host = manifest["host_converted"]
+        if on_host:
+            limits = getattr(engine, "image_limits", None) or ("?", "?")
+            print(f"note: {len(on_host)} image(s) over the {manifest['engine']} device's "
+                  f"{limits[0]}x{limits[1]} limit (--max-image {manifest['max_image'][0]},"
+                  f"{manifest['max_image'][1]} is the target's) were converted on the host by "
+                  "the cpu engine, with the same bits: "
+                  + ", ".join(repr(printable(n)) for n in on_host))
         if verified is not None:
             print(f"verified {verified} tensors: each reads back to its ONNX weight bit for bit")
     return 0
@@ -261,6 +276,7 @@ def cmd_show(args) -> int:
     """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
     figure.require_matplotlib()   # before any work: without it, one line and nothing written
     check_output(args.output)
+    check_output_kind(args)
     layout = image_layout(args.layout)
     dims = layout.logical_dims(args.dims)
     formula = PIXEL_FORMULA.get(layout.name) if NAMED.get(layout.name) is layout else None
@@ -351,4 +367,6 @@ def cmd_kernel(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    if args.output:
+        check_output_kind(args)
     return run_demo(args)
