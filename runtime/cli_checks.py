@@ -31,6 +31,9 @@ def check_dtype_options(args) -> None:
         try:
             if kind == "model":
                 model.check_dtype(value)
+            elif kind == "image" and value not in dtypes.NAMES:
+                raise ClayoutError(f"unsupported image dtype {value!r}; allowed: "
+                                   f"{', '.join(dtypes.IMAGE_NAMES)}")
             elif kind == "image":
                 dtypes.image_dtype(value)
             else:
