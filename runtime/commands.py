@@ -216,8 +216,23 @@ def cmd_model(args) -> int:
                   "the cpu engine, with the same bits: "
                   + ", ".join(repr(printable(n)) for n in on_host))
         if verified is not None:
-            print(f"verified {verified} tensors: each reads back to its ONNX weight bit for bit")
+            print(verified_line(manifest, verified))
     return 0
+
+
+def verified_line(manifest: dict, verified: int) -> str:
+    """What --verify compared: the ONNX weights, and for quantized ones the rule or q."""
+    tensors = manifest["tensors"]
+    folded = sum("dequantized" in e for e in tensors)
+    kept = sum("quantization" in e for e in tensors)
+    params = sum("param_of" in e for e in tensors)
+    line = f"verified {verified} tensors: each reads back to its ONNX weight bit for bit"
+    if folded:
+        line += f"; the {folded} folded from DequantizeLinear to (q - zero_point) * scale"
+    if kept:
+        line += (f"; the {kept} quantized to their integers q, their {params} scales and zero "
+                 "points to the ONNX constants")
+    return line
 
 
 # -- layouts ---------------------------------------------------------------------------

@@ -190,9 +190,9 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
     constants = onnx_graph.read_constants(model, path)
     arrays = {c.name: c.array for c in constants}
     weights = plan(constants, quantized)
-    if not any(w.onnx_dtype in FLOAT_DTYPES for w in weights):
-        raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants: "
-                           "no weights to convert")
+    if not any(w.onnx_dtype in FLOAT_DTYPES or w.compute for w in weights):
+        raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants "
+                           "and no integer operator's weight: no weights to convert")
     dt = dtypes.dtype(dtype or float_dtype(weights))
     placed, unplaced, plans = [], [], {}
     for w in weights:

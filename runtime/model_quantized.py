@@ -65,8 +65,8 @@ def _with_parameters(w: Weight, scale, zero, axis, source: str, scale_source: st
                      q_name: str = "") -> list[Weight]:
     """w's ``quantization`` record and its parameter weights. ``scale`` and
     ``zero`` are (name, array, origin) or None."""
-    params = [_parameter(w, kind, *found, axis) for kind, found in
-              (("scale", scale), ("zero_point", zero)) if found is not None]
+    params = [_parameter(w, kind, *found, axis if np.asarray(found[1]).size > 1 else None)
+              for kind, found in (("scale", scale), ("zero_point", zero)) if found is not None]
     w.quantization = {"q": q_name or None, "scale": f"{w.name}.scale" if scale else None,
                       "zero_point": f"{w.name}.zero_point" if zero else None, "axis": axis,
                       "logical_axis": logical_axis(w, axis) if w.steps else axis,

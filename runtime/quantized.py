@@ -84,7 +84,7 @@ class QuantSource:
 # -- the rule ------------------------------------------------------------------------------
 def _along(values: np.ndarray, axis: int | None, ndim: int) -> np.ndarray:
     """Per-tensor parameters as a scalar, per-axis ones shaped to broadcast along ``axis``."""
-    if axis is None:
+    if axis is None or values.size == 1:
         return values.reshape(())
     return values.reshape([-1 if d == axis else 1 for d in range(ndim)])
 
@@ -102,10 +102,11 @@ def dequantize(q: np.ndarray, scale: np.ndarray, zero_point, axis: int | None) -
 
 
 def check_parameters(q_shape, scale: np.ndarray, zero_point, axis: int, what: str) -> int | None:
-    """The axis the parameters run along (normalized), or None when they are
-    per tensor (one element); a ClayoutError naming ``what`` when their shape
-    fits neither."""
-    if scale.size == 1 and (zero_point is None or np.asarray(zero_point).size == 1):
+    """The axis the parameters run along (normalized), or None when both are
+    per tensor (one element). Each is one element or one per index of ``axis``
+    of ``q_shape``; anything else is a ClayoutError naming ``what``."""
+    sizes = [np.asarray(v).size for v in (scale, zero_point) if v is not None]
+    if all(size == 1 for size in sizes):
         return None
     rank = len(q_shape)
     if not -rank <= axis < rank:
@@ -113,7 +114,7 @@ def check_parameters(q_shape, scale: np.ndarray, zero_point, axis: int, what: st
     axis %= rank
     want = (q_shape[axis],)
     for name, value in (("scale", scale), ("zero point", zero_point)):
-        if value is not None and np.asarray(value).shape != want:
+        if value is not None and np.asarray(value).size != 1 and np.asarray(value).shape != want:
             raise ClayoutError(f"{what}: {name} of shape {np.asarray(value).shape} does not fit "
                                f"the weight's dims {q_shape} along axis {axis}: expected one "
                                f"element (per tensor) or shape {want} (per axis)")
