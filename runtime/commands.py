@@ -226,13 +226,14 @@ def verified_line(manifest: dict, verified: int) -> str:
     folded = sum("dequantized" in e for e in tensors)
     kept = sum("quantization" in e for e in tensors)
     params = sum("param_of" in e for e in tensors)
-    line = f"verified {verified} tensors: each reads back to its ONNX weight bit for bit"
-    if folded:
-        line += f"; the {folded} folded from DequantizeLinear to (q - zero_point) * scale"
-    if kept:
-        line += (f"; the {kept} quantized to their integers q, their {params} scales and zero "
-                 "points to the ONNX constants")
-    return line
+    if not folded + kept + params:
+        return f"verified {verified} tensors: each reads back to its ONNX weight bit for bit"
+    parts = [(verified - folded - kept - params, "to their ONNX weights"),
+             (folded, "to (q - zero_point) * scale of their DequantizeLinear"),
+             (kept, "to their integers q"),
+             (params, "scales and zero points to their ONNX constants")]
+    return f"verified {verified} tensors, bit for bit: " + ", ".join(
+        f"{count} {what}" for count, what in parts if count)
 
 
 # -- layouts ---------------------------------------------------------------------------
