@@ -17,7 +17,18 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
   ``{key, row, col, x0, y0, width, height}`` per tile in row-major order, each stored as its own tensor under ``key``
   (``NAME.tile-R-C``) and covering pixels x in [x0, x0 + width), y in [y0, y0
   + height) of the whole image (the rule of :mod:`runtime.tiles`).
-* ``skipped``: every other constant, with ``consumer`` and ``reason``.
+  Quantized weights (runtime.model_quantized): a folded DequantizeLinear's
+  entry has ``dequantized`` (its q, scale, zero point, axis and node); a kept
+  integer weight's has ``quantization`` (``q``, the keys of its ``scale`` and
+  ``zero_point`` tensors, ``axis``, ``logical_axis``, ``source``,
+  ``scale_source``); those parameter tensors have entries of their own with
+  ``param_of`` and ``onnx_name``.
+* ``skipped``: every other constant, with ``consumer`` and ``reason`` (a
+  constant stored as a weight's parameter is not listed again).
+* top level: ``format`` (``clayout-model/4``), ``source``, ``dtype`` (of float
+  images), ``quantized`` (fold or keep), ``max_image``, ``engine`` and
+  ``host_converted`` (the images over that engine's device limit, converted
+  by the cpu engine).
 
 Example::
 

@@ -451,3 +451,19 @@ def test_quantized_sample_is_up_to_date_and_runs(tmp_path):
                                                 quantized=form, verify_all=True)
         assert {e["dtype"] for e in manifest["tensors"]} == kinds
         assert verified == len(manifest["tensors"])
+
+
+@pytest.mark.parametrize("form", ["fold", "keep"])
+def test_quantized_sample_on_opencl(tmp_path, cl_engine, form):
+    """Integer and float images of the quantized sample: the OpenCL engine's
+    bits are the cpu engine's (s8, u8, s32 and f32 images)."""
+    path = str(ROOT / "runtime" / "data" / "sample_quantized.onnx")
+    files = {}
+    for name, engine in (("cpu", "cpu"), ("opencl", cl_engine)):
+        out = tmp_path / f"{name}.safetensors"
+        model.convert_file(path, str(out), quantized=form, engine=engine, verify_all=True)
+        files[name] = load_file(str(out))
+    assert sorted(files["cpu"]) == sorted(files["opencl"])
+    for key, image in files["cpu"].items():
+        assert image.dtype == files["opencl"][key].dtype
+        assert np.array_equal(bits(image), bits(files["opencl"][key])), key
