@@ -13,7 +13,7 @@ After :func:`runtime.model_roles.roles` has given each constant its role,
 An integer weight goes on an s8, u8 or s32 image (int8, uint8, int32) in its
 role's layout; its scale and zero point become ``argument`` weights of their own,
 named ``NAME.scale`` and ``NAME.zero_point``, in their own types (a bf16 scale
-as f32, exactly), one element per tensor or one per index of the per-axis
+as f32, exactly; a float64 one rounded to f32), one element per tensor or one per index of the per-axis
 parameters' ONNX ``axis``; the weight's ``quantization`` names them. A case that
 cannot be stored this way (an int16 weight, a zero point computed at run time)
 leaves the weight without a role, and since it is a compute weight the
@@ -27,8 +27,8 @@ from .errors import ClayoutError
 from .model_roles import Weight, logical_axis
 from .quantized import IMAGE_INT, INTEGER_OPS, check_parameters, param_axis, traced_scale
 
-PARAM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "f32", "int8": "s8",
-                "uint8": "u8", "int32": "s32"}
+PARAM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "f32", "float64": "f32",
+                "int8": "s8", "uint8": "u8", "int32": "s32"}   # a scale's or zero point's image
 
 
 def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
@@ -47,8 +47,9 @@ def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
 
 
 def _refuse(w: Weight, why: str) -> list[Weight]:
+    """No image for ``w``: as a compute weight it fails the conversion (or,
+    with --keep-buffers, is stored as a buffer of its own values)."""
     w.role, w.dims, w.steps, w.mapping, w.reason, w.compute = "skipped", (), (), "", why, True
-    w.store_dtype = ""
     return []
 
 
@@ -65,6 +66,10 @@ def _with_parameters(w: Weight, scale, zero, axis, source: str, scale_source: st
                      q_name: str = "") -> list[Weight]:
     """w's ``quantization`` record and its parameter weights. ``scale`` and
     ``zero`` are (name, array, origin) or None."""
+    for found in (scale, zero):
+        if found is not None and np.asarray(found[1]).dtype.name not in PARAM_DTYPES:
+            return _refuse(w, f"its parameter {found[0]!r} is {np.asarray(found[1]).dtype.name}; "
+                           f"parameters are {', '.join(PARAM_DTYPES)}")
     params = [_parameter(w, kind, *found, axis if np.asarray(found[1]).size > 1 else None)
               for kind, found in (("scale", scale), ("zero_point", zero)) if found is not None]
     w.quantization = {"q": q_name or None, "scale": f"{w.name}.scale" if scale else None,
