@@ -22,7 +22,7 @@ from .api import from_image, reorder, to_image
 from .errors import ClayoutError
 from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
-
+from .version import __version__
 
 
 def __getattr__(name: str):
@@ -35,7 +35,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'runtime' has no attribute {name!r}")
 
 
-__all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc", "image_layout", "IMAGE_LAYOUTS",
-           "Transform", "reorder", "to_image", "from_image", "physical_shape", "convert",
-           "parse_tag", "ClayoutError", "Memory", "choose_layout", "layout_choice",
-           "LayoutChoice", "tile_plan", "TilePlan"]
+__all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
+           "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
+           "physical_shape", "convert", "parse_tag", "ClayoutError", "Memory", "choose_layout",
+           "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]

@@ -26,9 +26,11 @@ import sys
 from . import fileio, model, placement
 from .algebra import dtypes
 from . import engine as engines
+from .cli_checks import check_dtype_options
 from .commands import (PROG, cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image, cmd_info,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
 from .errors import ClayoutError
+from .version import __version__
 
 
 # -- argument types -------------------------------------------------------------
@@ -57,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="clayout: tensors on OpenCL images and buffers, with a numpy "
         "fallback. Dims are logical and comma-separated (1,64,224,224).")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     engine_help = f"engine: {', '.join(engines.NAMES)} (default: $CLAYOUT_ENGINE or cpu)"
     dtype_help = f"dtype of the output: {', '.join(dtypes.NAMES)} (default: the input's)"
@@ -104,7 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
                 "in one safetensors file")
     p.add_argument("input", metavar="MODEL.onnx")
     p.add_argument("-o", "--output", required=True, metavar="OUT.safetensors")
-    p.add_argument("--dtype", choices=("f32", "f16"), default="f32", help="image dtype (f32)")
+    p.add_argument("--dtype", metavar="T", help="image dtype of float weights: f32 or f16 "
+                   "(default: the weights' own float type: f16 when every float weight is "
+                   "float16, else f32)")
+    p.add_argument("--quantized", choices=model.QUANTIZED_FORMS, default="fold",
+                   help="a DequantizeLinear weight (QDQ): 'fold' stores (q - zero_point) * scale "
+                   "in f32 (default); 'keep' stores q on an s8/u8/s32 image and its scale and "
+                   "zero point as NAME.scale, NAME.zero_point (integer operators' weights are "
+                   "always kept)")
     p.add_argument("--max-image", type=parse_size, default=model.MAX_IMAGE, metavar="W,H",
                    help="largest image allowed (default 8192,8192, the OpenCL minimum); a weight "
                    "over it goes to the next candidate layout of its role that fits, else its "
@@ -112,9 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(row R, column C) and listed in the manifest with their pixel ranges")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
     p.add_argument("--keep-buffers", action="store_true",
-                   help="store a weight that cannot go on an image (no image layout takes it, "
-                   "or with --no-tiles none fits) as a plain buffer (role 'buffer') instead of "
-                   "failing")
+                   help="store a weight of a compute op that cannot go on an image (no image "
+                   "layout takes it, such as an LSTM's W, R, B, or with --no-tiles none fits) "
+                   "as a plain buffer (role 'buffer') instead of failing")
     p.add_argument("--no-tiles", action="store_true",
                    help="never split a weight into tiles (for engines that cannot read them): "
                    "one that no layout fits within --max-image fails the command, or with "
@@ -260,6 +270,7 @@ def main(argv=None) -> int:
     fileio.COMMITTED.clear()
     try:
         with _Signals():
+            check_dtype_options(args)
             return int(args.func(args) or 0)
     except BrokenPipeError:  # `clayout info ... | head`: the reader left; stay quiet
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -24,12 +24,13 @@ from .fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_
 from .algebra import catalog
 from .algebra.catalog import NAMED, image_layout
 from .algebra.layout import ImageDesc
+from .cli_checks import PROG, check_not_empty, check_output_kind
 from .manifest import summary, table
+from .onnx_graph import printable
 from .progress import Progress
 from .algebra.tags import parse_tag
 from .where import explain
 
-PROG = "clayout"
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
 
 
@@ -106,10 +107,12 @@ def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
 
 def cmd_to_image(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     layout = layout_arg(args)
     arr = numeric_input(args.input, args.dtype)
     tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
     desc = input_desc(arr, tag, args.dims)
+    check_not_empty(desc.dims, layout, args.input)
     max_image = args.max_image
     if args.layout == "any":
         layout, max_image = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
@@ -137,7 +140,9 @@ def cmd_to_image(args) -> int:
 
 def cmd_from_image(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     layout = image_layout(args.layout)
+    check_not_empty(args.dims, layout, args.input)
     image = numeric_input(args.input, args.dtype) if args.max_image is None else \
         load_tiles(args, layout)
     out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
@@ -167,6 +172,7 @@ def load_tiles(args, layout):
 
 def cmd_reorder(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     arr = numeric_input(args.input, args.dtype)
     src = input_desc(arr, args.src, args.dims)
     dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
@@ -180,22 +186,47 @@ def cmd_reorder(args) -> int:
 # -- model -----------------------------------------------------------------------------
 def cmd_model(args) -> int:
     check_output(args.output, [args.input])
+    check_output_kind(args)
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
     bar = Progress("clayout model") if not args.quiet else None
     try:
         manifest, verified = model.convert_file(
             args.input, args.output, args.dtype, args.max_image, engine,
             keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar,
-            tiles=not args.no_tiles)
+            tiles=not args.no_tiles, quantized=args.quantized)
     finally:
         if bar:
             bar.close()
     if not args.quiet:
         print(table(manifest))
         print(summary(manifest, args.output))
+        on_host = manifest["host_converted"]
+        if on_host:
+            limits = engine.image_limits or ("?", "?")
+            print(f"note: {len(on_host)} image(s) over the {manifest['engine']} device's "
+                  f"{limits[0]}x{limits[1]} limit (--max-image {manifest['max_image'][0]},"
+                  f"{manifest['max_image'][1]} is the target's) were converted on the host by "
+                  "the cpu engine, with the same bits: "
+                  + ", ".join(repr(printable(n)) for n in on_host))
         if verified is not None:
-            print(f"verified {verified} tensors: each reads back to its ONNX weight bit for bit")
+            print(verified_line(manifest, verified))
     return 0
+
+
+def verified_line(manifest: dict, verified: int) -> str:
+    """What --verify compared: the ONNX weights, and for quantized ones the rule or q."""
+    tensors = manifest["tensors"]
+    folded = sum("dequantized" in e for e in tensors)
+    kept = sum("quantization" in e for e in tensors)
+    params = sum("param_of" in e for e in tensors)
+    if not folded + kept + params:
+        return f"verified {verified} tensors: each reads back to its ONNX weight bit for bit"
+    parts = [(verified - folded - kept - params, "to their ONNX weights"),
+             (folded, "to (q - zero_point) * scale of their DequantizeLinear"),
+             (kept, "to their integers q"),
+             (params, "scales and zero points to their ONNX constants")]
+    return f"verified {verified} tensors, bit for bit: " + ", ".join(
+        f"{count} {what}" for count, what in parts if count)
 
 
 # -- layouts ---------------------------------------------------------------------------
@@ -254,6 +285,7 @@ def cmd_show(args) -> int:
     """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
     figure.require_matplotlib()   # before any work: without it, one line and nothing written
     check_output(args.output)
+    check_output_kind(args)
     image = ImageDesc(image_layout(args.layout), args.dims)
     fig = figure.figure(image.layout, image.dims, formula=catalog.formula(image.layout))
     atomic_write(args.output, lambda f: figure.save_png(fig, f))
@@ -356,4 +388,6 @@ def cmd_accessor(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    if args.output:
+        check_output_kind(args)
     return run_demo(args)

@@ -97,7 +97,7 @@ def check(path: str, source_path: str, engine) -> list[tuple[str, bool, bool]]:
 
 def _convert_and_check(path: str, out: str, engine, show_rows: int | None) -> bool:
     print(f"\n$ clayout model {os.path.basename(path)} -o {out} --engine "
-          f"{getattr(engine, 'name', engine)}")
+          f"{engine.name}")
     manifest, _ = model.convert_file(path, out, "f32", model.MAX_IMAGE, engine)
     lines = mf.table(manifest).splitlines()
     if show_rows is not None and len(lines) > show_rows + 4:
@@ -117,7 +117,7 @@ def _convert_and_check(path: str, out: str, engine, show_rows: int | None) -> bo
         print(f"  {name}: round trip {'ok' if same else 'DIFFERS'}, "
               f"reference {'ok' if ref else 'DIFFERS'}")
     print(f"{len(results) - len(bad)}/{len(results)} images exact (round trip and reference); "
-          f"engine {getattr(engine, 'name', engine)}")
+          f"engine {engine.name}")
     return not bad
 
 

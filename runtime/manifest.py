@@ -17,7 +17,18 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
   ``{key, row, col, x0, y0, width, height}`` per tile in row-major order, each stored as its own tensor under ``key``
   (``NAME.tile-R-C``) and covering pixels x in [x0, x0 + width), y in [y0, y0
   + height) of the whole image (the rule of :mod:`runtime.tiles`).
-* ``skipped``: every other constant, with ``consumer`` and ``reason``.
+  Quantized weights (runtime.model_quantized): a folded DequantizeLinear's
+  entry has ``dequantized`` (its q, scale, zero point, axis and node); a kept
+  integer weight's has ``quantization`` (``q``, the keys of its ``scale`` and
+  ``zero_point`` tensors, ``axis``, ``logical_axis``, ``source``,
+  ``scale_source``); those parameter tensors have entries of their own with
+  ``param_of`` and ``onnx_name``.
+* ``skipped``: every other constant, with ``consumer`` and ``reason`` (a
+  constant stored as a weight's parameter is not listed again).
+* top level: ``format`` (``clayout-model/4``), ``source``, ``dtype`` (of float
+  images), ``quantized`` (fold or keep), ``max_image``, ``engine`` and
+  ``host_converted`` (the images over that engine's device limit, converted
+  by the cpu engine).
 
 Example::
 
@@ -34,6 +45,7 @@ import numpy as np
 
 from .algebra import dtypes
 from .errors import ClayoutError
+from .model_roles import COMPUTE_OPS
 from .onnx_graph import printable
 from .algebra.tiles import plan_of
 
@@ -41,7 +53,7 @@ from .algebra.tiles import plan_of
 # that read and write the file, so that the manifest's printing works without it.
 
 MANIFEST_KEY = "clayout"
-FORMAT = "clayout-model/3"   # 3: tiled entries, choice
+FORMAT = "clayout-model/4"   # 3: tiled entries, choice; 4: quantized weights, host_converted
 PLAIN = "abcdefghijkl"
 
 
@@ -52,10 +64,14 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 
 def _common(w) -> dict:
-    return {"onnx_shape": list(w.onnx_shape), "onnx_dtype": w.onnx_dtype,
-            "consumer": w.consumer, "origin": w.origin, "mapping": w.mapping,
-            "steps": [[kind, list(arg)] for kind, arg in w.steps],
-            "transposed": any(kind == "transpose" for kind, _ in w.steps)}
+    entry = {"onnx_shape": list(w.onnx_shape), "onnx_dtype": w.onnx_dtype,
+             "consumer": w.consumer, "origin": w.origin, "mapping": w.mapping,
+             "steps": [[kind, list(arg)] for kind, arg in w.steps],
+             "transposed": any(kind == "transpose" for kind, _ in w.steps)}
+    for key in ("param_of", "onnx_name", "quantization", "dequantized"):
+        if getattr(w, key, None):
+            entry[key] = getattr(w, key)
+    return entry
 
 
 def image_entry(w, layout, image: np.ndarray, fallback_from: str = "", choice: str = "") -> dict:
@@ -171,16 +187,38 @@ def _skipped_name(s: dict) -> str:
             f"{printable(s['consumer']) or 'unused'})")
 
 
+def by_op(manifest: dict) -> dict[str, list[int]]:
+    """{op kind: [placed on images, kept as buffers, skipped]} of the constants
+    each kind of op reads (by each one's ``consumer``; a quantized weight's
+    parameters, folded steps and unused constants are left out). The compute
+    ops (runtime.model_roles.COMPUTE_OPS) come first, then the others, each in
+    order of appearance."""
+    counts: dict[str, list[int]] = {}
+    for column, entries in ((0, manifest["tensors"]), (2, manifest["skipped"])):
+        for e in entries:
+            op = (e.get("consumer") or "").split(" ")[0]
+            if not op or op == "(folded)" or e.get("param_of"):
+                continue
+            counts.setdefault(op, [0, 0, 0])[1 if e["role"] == "buffer" else column] += 1
+    return dict(sorted(counts.items(), key=lambda kv: kv[0] not in COMPUTE_OPS))
+
+
 def summary(manifest: dict, output: str) -> str:
-    """One line: what was written, counted."""
+    """One line: what was written, counted, and per op kind what became of the
+    constants it reads (placed/buffers/skipped)."""
     images = [e for e in manifest["tensors"] if e["role"] != "buffer"]
     buffers = len(manifest["tensors"]) - len(images)
     total = sum(e["bytes"] for e in manifest["tensors"])
+    kinds = ", ".join(sorted({e["dtype"] for e in manifest["tensors"]},
+                             key=lambda d: (d != manifest["dtype"], d)))
     tiled = [e for e in images if "tiles" in e]
     split = (f" ({len(tiled)} in {sum(len(e['tiles']) for e in tiled)} tiles)"
              if tiled else "")
+    ops = ", ".join(f"{op} {'/'.join(map(str, n))}"
+                    for op, n in by_op(manifest).items())
     return (f"wrote {printable(output)}: {len(images)} images{split}, {buffers} buffers "
-            f"({total} bytes of {manifest['dtype']}), {len(manifest['skipped'])} skipped; "
+            f"({total} bytes of {kinds or manifest['dtype']}), {len(manifest['skipped'])} "
+            f"skipped; by op (placed/buffers/skipped): {ops or 'none'}; "
             f"manifest in metadata key {MANIFEST_KEY!r}; engine {manifest['engine']}")
 
 

@@ -6,7 +6,10 @@ nodes (Paddle, tf2onnx, older PyTorch), constants reached through a chain of
 nodes, tensors inside the subgraphs of ``If``/``Loop``/``Scan``, and external
 data files. :func:`read_constants` finds all of them and folds the chains on the
 host with numpy (exact: they only move or cast elements), so the weight a
-``Conv`` reads is the folded tensor under the name the ``Conv`` uses.
+``Conv`` reads is the folded tensor under the name the ``Conv`` uses. A
+``DequantizeLinear`` of constants (a QDQ model's weight) folds the same way, by
+the rule of :mod:`runtime.quantized`, and the folded constant keeps its integer
+tensor and parameters (``Constant.quant``).
 
 Subgraph tensors get qualified names: ``<node>/<attribute>/<tensor>``, for
 example ``cond/then_branch/w`` (an unnamed node is ``<op>#<position>``).
@@ -26,10 +29,12 @@ from __future__ import annotations
 
 import math
 import os
+from collections import ChainMap
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import quantized
 from .errors import ClayoutError
 from .fileio import file_kind
 from .limits import check_host_bytes
@@ -37,7 +42,8 @@ from .limits import check_host_bytes
 # onnx (the optional model extra) is imported inside functions: need_onnx() says
 # what to install; the others run only on a model it loaded.
 
-FOLDED_OPS = ("Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
+FOLDED_OPS = ("Identity", "Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+              "DequantizeLinear")
 
 
 def need_onnx():
@@ -60,12 +66,28 @@ def printable(name: str) -> str:
 
 
 @dataclass
+class GraphIndex:
+    """Which node makes and which nodes read each value of one graph, for
+    patterns around a node (runtime.quantized.traced_scale)."""
+    producers: dict = field(default_factory=dict)    # value -> (NodeProto, label)
+    consumers: dict = field(default_factory=dict)    # value -> [(NodeProto, label), ...]
+    names: ChainMap | None = None                    # visible name -> qualified constant name
+    found: dict | None = None                        # qualified name -> Constant
+
+    def constant(self, name: str):
+        """The Constant a node input ``name`` reads, or None."""
+        qualified = self.names.get(name) if name and self.names is not None else None
+        return self.found.get(qualified) if qualified else None
+
+
+@dataclass
 class Use:
     """One node input that reads a constant."""
     op: str
     node: str          # the node's qualified label
     index: int
     proto: object = None   # the NodeProto (attributes decide some roles)
+    graph: GraphIndex | None = None   # the graph the node is in
 
     def __str__(self) -> str:
         return f"{self.op} {self.node} input {self.index}"
@@ -81,6 +103,7 @@ class Constant:
     origin: str                    # "initializer", "Constant node c0", "Constant node c0 -> Cast k"
     uses: list[Use] = field(default_factory=list)
     folded_into: list[str] = field(default_factory=list)   # names made from it by folding
+    quant: quantized.QuantSource | None = None   # made by folding a DequantizeLinear
 
 
 # -- reading one tensor ------------------------------------------------------------------
@@ -163,7 +186,8 @@ def tensor_array(tensor, where: str, folder: str) -> np.ndarray | None:
 
 
 # -- folding -----------------------------------------------------------------------------------
-def _attr(node, name, default=None):
+def attr(node, name, default=None):
+    """The value of the attribute ``name`` of ``node``, or ``default``."""
     import onnx.helper
     for a in node.attribute:
         if a.name == name:
@@ -173,25 +197,25 @@ def _attr(node, name, default=None):
 
 def _axes(node, inputs, rank) -> list[int] | None:
     """Squeeze/Unsqueeze axes: the attribute (opset < 13) or the second input."""
-    axes = _attr(node, "axes")
+    axes = attr(node, "axes")
     if axes is None and len(inputs) > 1:
         axes = inputs[1].tolist()
     return None if axes is None else sorted(int(a) % rank if rank else 0 for a in axes)
 
 
 def fold(node, inputs: list[np.ndarray]) -> np.ndarray:
-    """The output of a FOLDED_OPS node whose inputs are all constant."""
-    import onnx.helper
+    """The output of a FOLDED_OPS node but DequantizeLinear (runtime.quantized)
+    whose inputs are all constant."""
     op, x = node.op_type, inputs[0]
     if op == "Identity":
         return x
     if op == "Cast":
-        return x.astype(onnx.helper.tensor_dtype_to_np_dtype(_attr(node, "to")))
+        return x.astype(_cast_type(node))
     if op == "Transpose":
-        perm = _attr(node, "perm") or list(range(x.ndim))[::-1]
+        perm = attr(node, "perm") or list(range(x.ndim))[::-1]
         return np.transpose(x, perm)
     if op == "Flatten":
-        axis = int(_attr(node, "axis", 1)) % (x.ndim + 1) if x.ndim else 0
+        axis = int(attr(node, "axis", 1)) % (x.ndim + 1) if x.ndim else 0
         return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
     if op == "Squeeze":
         axes = _axes(node, inputs, x.ndim)
@@ -202,10 +226,24 @@ def fold(node, inputs: list[np.ndarray]) -> np.ndarray:
         return np.expand_dims(x, tuple(axes))
     if op == "Reshape":
         shape = [int(d) for d in inputs[1].reshape(-1)]
-        if not _attr(node, "allowzero", 0):
+        if not attr(node, "allowzero", 0):
             shape = [x.shape[i] if d == 0 and i < x.ndim else d for i, d in enumerate(shape)]
         return x.reshape(shape)
     raise AssertionError(op)
+
+
+def _cast_type(node) -> np.dtype:
+    import onnx.helper
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(attr(node, "to")))
+
+
+def _foldable(node, data) -> bool:
+    """Every input of ``node`` is a constant (DequantizeLinear: its optional
+    zero point may be absent)."""
+    if node.op_type == "DequantizeLinear":
+        named = [d for name, d in zip(node.input, data) if name]
+        return len(data) >= 2 and data[0] is not None and all(d is not None for d in named)
+    return bool(data) and all(d is not None for d in data) and len(data) == len(node.input)
 
 
 # -- walking the graphs ----------------------------------------------------------------
@@ -250,8 +288,34 @@ class _Reader:
                 return self.add(local, out, prefix + out, None, a.name, dims, origin)
         raise ClayoutError(f"{self.where}: Constant node {printable(label)!r} has no value")
 
+    def fold(self, node, label: str, sources, data):
+        """(array, QuantSource or None) of a FOLDED_OPS node of constants."""
+        first = printable(sources[0].name)
+        if node.op_type == "DequantizeLinear":
+            zero = data[2] if len(data) > 2 else None
+            names = [s.name if s is not None else "" for s in sources] + [""]
+            try:
+                return quantized.fold_dequantize(
+                    data[0], data[1], zero, int(attr(node, "axis", 1)),
+                    int(attr(node, "block_size", 0)), f"DequantizeLinear {printable(label)!r}",
+                    names[:3])
+            except ClayoutError as exc:
+                raise ClayoutError(f"{self.where}: {exc}") from None
+        try:
+            array = fold(node, data)
+            quant = sources[0].quant
+            if quant is not None:
+                to = _cast_type(node) if node.op_type == "Cast" else None
+                quant = quantized.follow(node.op_type, quant, lambda a: fold(node, [a] + data[1:]),
+                                         to)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise ClayoutError(f"{self.where}: cannot fold {node.op_type} {printable(label)!r} "
+                               f"of constant {first!r}: {exc}") from None
+        return array, quant
+
     def graph(self, graph, prefix: str, scope: dict) -> None:
         local: dict[str, str] = {}
+        index = GraphIndex(names=ChainMap(local, scope), found=self.found)
         for init in graph.initializer:
             self.tensor(local, prefix, init, "initializer" if not prefix else
                         f"initializer of {prefix[:-1]}")
@@ -267,23 +331,25 @@ class _Reader:
             sources = [self.found.get(visible.get(name, "")) if name else None
                        for name in node.input]
             data = [s.array if s is not None else None for s in sources]
-            if (node.op_type in FOLDED_OPS and node.output and data and
-                    all(d is not None for d in data) and len(data) == len(node.input)):
-                try:
-                    array = fold(node, data)
-                except (ValueError, TypeError, IndexError) as exc:
-                    raise ClayoutError(f"{self.where}: cannot fold {node.op_type} "
-                                       f"{printable(label)!r} of constant "
-                                       f"{printable(sources[0].name)!r}: {exc}") from None
+            for out in node.output:
+                if out:
+                    index.producers[out] = (node, label)
+            for name in node.input:
+                if name:
+                    index.consumers.setdefault(name, []).append((node, label))
+            if node.op_type in FOLDED_OPS and node.output and _foldable(node, data):
+                array, quant = self.fold(node, label, sources, data)
                 out = node.output[0]
                 made = self.add(local, out, prefix + out, array, array.dtype.name, array.shape,
                                 f"{sources[0].origin} -> {node.op_type} {label}")
+                made.quant = quant
                 for s in sources:
-                    s.folded_into.append(made.name)
+                    if s is not None:
+                        s.folded_into.append(made.name)
                 continue
-            for index, source in enumerate(sources):
+            for position_in, source in enumerate(sources):
                 if source is not None:
-                    source.uses.append(Use(node.op_type, label, index, node))
+                    source.uses.append(Use(node.op_type, label, position_in, node, index))
             for a in node.attribute:
                 if a.type == a.GRAPH:
                     self.graph(a.g, f"{label}/{a.name}/", visible)

@@ -81,6 +81,7 @@ def folder(tmp_path, monkeypatch):
     np.save("img.npy", to_image(X, "in_out_channel"))
     np.save("bf16img.npy", to_image(X, "in_out_channel").astype(runtime.algebra.dtypes.dtype("bf16").np))
     np.save("flat.npy", X.reshape(-1))
+    np.save("zero.npy", np.zeros((1, 0, 2, 2), np.float32))     # no elements
     open("empty.npy", "wb").close()
     _npy_header_only("huge.npy", (10**6, 10**6, 1000))
     np.save("short.npy", np.zeros(100, np.float32))
@@ -245,6 +246,40 @@ CLI = [  # id, argv (paths relative to the folder), exit code, words of the mess
      ["i64.npy", "int64", "--dtype"], None),
     ("dtype-unknown", TO_IMAGE + ["--dtype", "f64"], 1, ["'f64'", "allowed"], None),
     ("bf16-image", TO_IMAGE + ["--dtype", "bf16"], 1, ["bf16", "f32, f16, s32, s8, u8"], None),
+    # an unknown dtype: exit 1 and the allowed values on every command, before any file is read
+    ("dtype-unknown-before-input", ["to-image", "missing.npy", "-o", "o.npy", "--layout",
+                                    "argument", "--dtype", "f64"], 1,
+     ["--dtype: unsupported image dtype 'f64'", "allowed: f32, f16, s32, s8, u8"], None),
+    ("dtype-unknown-from-image", ["from-image", "img.npy", "-o", "o.npy", "--layout",
+                                  "in_out_channel", "--dims", "1,3,2,2", "--dtype", "q8"], 1,
+     ["'q8'", "allowed: f32, f16, bf16, s32, s8, u8"], None),
+    ("dtype-unknown-reorder", ["reorder", "x.npy", "-o", "o.npy", "--src", "nchw", "--dst",
+                               "nhwc", "--dtype", "float64"], 1, ["'float64'", "allowed"], None),
+    ("dtype-unknown-kernel", ["kernel", "--dims", "1,3,2,2", "--src", "nchw", "--dst", "nhwc",
+                              "--dst-dtype", "i4"], 1, ["--dst-dtype", "'i4'", "allowed"], None),
+    ("dtype-bf16-kernel-image", ["kernel", "--dims", "1,3,2,2", "--src", "nchw", "--layout",
+                                 "in_out_channel", "--image-dtype", "bf16"], 1,
+     ["--image-dtype", "bf16", "f32, f16, s32, s8, u8"], None),
+    ("dtype-unknown-model", ["model", "missing.onnx", "-o", "o.safetensors", "--dtype", "bf16"],
+     1, ["--dtype 'bf16'", "f32 or f16"], None),
+    # an output named for another format
+    ("out-ext-to-image", ["to-image", "x.npy", "-o", "x.png", "--layout", "in_out_channel"], 1,
+     ["cannot write x.png", "writes a .npy array", "ending in .npy"], None),
+    ("out-ext-reorder", ["reorder", "x.npy", "-o", "x.txt", "--src", "nchw", "--dst", "nhwc"],
+     1, ["cannot write x.txt", ".npy"], None),
+    ("out-ext-from-image", ["from-image", "img.npy", "-o", "back", "--layout",
+                            "in_out_channel", "--dims", "1,3,2,2"], 1,
+     ["cannot write back", "no extension", ".npy"], None),
+    ("out-ext-show", ["show", "in_out_channel", "--dims", "1,3,2,2", "-o", "pic.jpg"], 1,
+     ["cannot write pic.jpg", "a PNG picture", ".png"], None),
+    ("out-ext-model", ["model", "m.onnx", "-o", "w.npy"], 1,
+     ["cannot write w.npy", "a safetensors file", ".safetensors"], "onnx"),
+    # a tensor with no elements cannot be an OpenCL image
+    ("zero-size-to-image", ["to-image", "zero.npy", "-o", "o.npy", "--layout", "in_out_channel"],
+     1, ["zero.npy", "dims 1,0,2,2 hold no elements", "0x2", "width or height of 0"], None),
+    ("zero-size-from-image", ["from-image", "img.npy", "-o", "o.npy", "--layout",
+                              "in_out_channel", "--dims", "1,3,0,2"], 1,
+     ["img.npy", "dims 1,3,0,2 hold no elements"], None),
     ("bf16-image-input", ["from-image", "bf16img.npy", "-o", "o.npy", "--layout",
                           "in_out_channel", "--dims", "1,3,2,2"], 1, ["bf16"], None),
     ("engine-unknown", TO_IMAGE + ["--engine", "gpu"], 2, ["'gpu'"], None),

@@ -138,7 +138,8 @@ def imports_of(name: str, path: Path, type_checking: bool = False) -> list[dict]
                     if sub in MODULES:
                         add(sub, child, inner, True)
                         continue
-                    if alias.name.startswith("_") and _runtime_module(source):
+                    private = alias.name.startswith("_") and not alias.name.endswith("__")
+                    if private and _runtime_module(source):
                         found.append({"target": _runtime_module(source), "runtime": True,
                                       "in_function": inner, "private": alias.name,
                                       "where": f"{path.relative_to(ROOT)}:{child.lineno}"})

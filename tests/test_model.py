@@ -26,18 +26,13 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
-from conftest import run  # noqa: E402
+from conftest import bits, run  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
 
 def values(*shape, dtype=np.float32):
     return (RNG.standard_normal(shape) * 4).astype(dtype)
-
-
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.view(np.dtype(f"u{a.dtype.itemsize}"))
 
 
 def files(folder):
@@ -355,45 +350,46 @@ def test_control_characters_are_escaped(tmp_path, capsys):
 # -- oversize tensors ---------------------------------------------------------------------------
 def _oversize_model(tmp_path):
     big = values(16, 16, 3, 3)          # conv2d_filter 16 x 36; no filter layout fits 8x8
-    conv1d = values(4, 3, 5)            # a 1-D convolution: no image layout takes it
+    conv3d = values(4, 3, 2, 2, 2)      # a 3-D convolution: no image layout takes it
     nodes = [helper.make_node("Conv", ["x", "big", "bias"], ["a"]),
-             helper.make_node("Conv", ["a", "c1d"], ["y"], name="conv1d")]
+             helper.make_node("Conv", ["a", "c3d"], ["y"], name="conv3d")]
     path = build(tmp_path, nodes, [numpy_helper.from_array(big, "big"),
                                    numpy_helper.from_array(values(16), "bias"),
-                                   numpy_helper.from_array(conv1d, "c1d")])
-    return path, big, conv1d
+                                   numpy_helper.from_array(conv3d, "c3d")])
+    return path, big, conv3d
 
 
 def test_oversize_without_keep_buffers(tmp_path, capsys):
     path, _, _ = _oversize_model(tmp_path)
-    # 'big' is split into tiles; the 1-D convolution has no image layout to split
+    # 'big' is split into tiles; the 3-D convolution has no image layout to split
     err = fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8"],
-                "1 weight(s) cannot go on an image", "'c1d' (4, 3, 5)", "--keep-buffers")
+                "1 weight(s) cannot go on an image", "'c3d' (4, 3, 2, 2, 2)",
+                "(a 3-D convolution)", "--keep-buffers")
     assert "'big'" not in err and "--no-tiles" not in err
     fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
                              "--no-tiles"],
           "2 weight(s) cannot go on an image", "'big' (16, 16, 3, 3)", "over --max-image 8,8",
-          "'c1d' (4, 3, 5)", "drop --no-tiles", "--keep-buffers")
+          "'c3d' (4, 3, 2, 2, 2)", "drop --no-tiles", "--keep-buffers")
 
 
 def test_oversize_with_keep_buffers(tmp_path, capsys):
-    path, big, conv1d = _oversize_model(tmp_path)
+    path, big, conv3d = _oversize_model(tmp_path)
     stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8",
                                     "--keep-buffers", "--no-tiles", "--dtype", "f16")
     by = {e["name"]: e for e in manifest["tensors"]}
     assert by["big"]["role"] == "buffer" and by["big"]["image_role"] == "conv2d_filter"
     assert by["big"]["tag"] == "abcd" and by["big"]["dims"] == [16, 16, 3, 3]
     assert np.array_equal(bits(stored["big"]), bits(dtypes.convert(big, "f16")))
-    assert by["c1d"]["role"] == "buffer" and by["c1d"]["image_role"] is None
-    assert by["c1d"]["tag"] == "abc" and by["c1d"]["dims"] == [4, 3, 5]
-    assert np.array_equal(bits(stored["c1d"]), bits(dtypes.convert(conv1d, "f16")))
+    assert by["c3d"]["role"] == "buffer" and by["c3d"]["image_role"] is None
+    assert by["c3d"]["tag"] == "abcde" and by["c3d"]["dims"] == [4, 3, 2, 2, 2]
+    assert np.array_equal(bits(stored["c3d"]), bits(dtypes.convert(conv3d, "f16")))
     assert by["bias"]["layout"] == "argument"                  # 4x1 fits
     assert "buffer abcd" in out and "1 images, 2 buffers" in out
-    # without --no-tiles only the 1-D convolution is a buffer; 'big' comes in tiles
+    # without --no-tiles only the 3-D convolution is a buffer; 'big' comes in tiles
     stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8",
                                     "--keep-buffers", "--dtype", "f16")
     by = {e["name"]: e for e in manifest["tensors"]}
-    assert by["c1d"]["role"] == "buffer" and "big" not in stored
+    assert by["c3d"]["role"] == "buffer" and "big" not in stored
     assert by["big"]["layout"] == "conv2d_filter" and len(by["big"]["tiles"]) == 10
     assert "2 images (1 in 10 tiles), 1 buffers" in out
 

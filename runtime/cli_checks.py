@@ -1,0 +1,65 @@
+"""What the ``clayout`` command line checks before any work (runtime.cli,
+runtime.commands): the dtype options of each command, the output's extension,
+and tensors with no elements headed for an image. Each failure is a
+ClayoutError: one line, exit 1, nothing written."""
+from __future__ import annotations
+
+import os
+
+from . import model
+from .algebra import dtypes
+from .errors import ClayoutError
+
+PROG = "clayout"
+# the --dtype-like options of each command: what dtype each names
+DTYPE_OPTIONS = {"to-image": {"dtype": "image"}, "from-image": {"dtype": "buffer"},
+                 "reorder": {"dtype": "buffer"}, "model": {"dtype": "model"},
+                 "kernel": {"dtype": "buffer", "dst_dtype": "buffer", "image_dtype": "image"}}
+# what each command writes with -o: the extension its output must have
+OUTPUT_KINDS = {"to-image": (".npy", "a .npy array"), "from-image": (".npy", "a .npy array"),
+                "reorder": (".npy", "a .npy array"), "model": (".safetensors", "a safetensors file"),
+                "demo": (".safetensors", "a safetensors file"), "show": (".png", "a PNG picture")}
+
+
+def check_dtype_options(args) -> None:
+    """Every dtype option of the command names a dtype it allows (exit 1 with
+    the allowed values, before any file is read)."""
+    for name, kind in DTYPE_OPTIONS.get(args.command, {}).items():
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        try:
+            if kind == "model":
+                model.check_dtype(value)
+            elif kind == "image" and value not in dtypes.NAMES:
+                raise ClayoutError(f"unsupported image dtype {value!r}; allowed: "
+                                   f"{', '.join(dtypes.IMAGE_NAMES)}")
+            elif kind == "image":
+                dtypes.image_dtype(value)
+            else:
+                dtypes.dtype(value)
+        except ClayoutError as exc:
+            text = str(exc)
+            raise ClayoutError(text if text.startswith(option) else f"{option}: {text}") from None
+
+
+def check_output_kind(args) -> None:
+    """The output's extension is the one of what the command writes: a name
+    that says otherwise (``show -o x.jpg``, ``model -o w.npy``) is refused."""
+    ext, what = OUTPUT_KINDS[args.command]
+    path = args.output
+    if path and not path.lower().endswith(ext):
+        shown = os.path.splitext(path)[1] or "no extension"
+        raise ClayoutError(f"cannot write {path}: {PROG} {args.command} writes {what}, but the "
+                           f"name has {shown}; give a name ending in {ext}")
+
+
+def check_not_empty(dims, layout, what: str) -> None:
+    """A tensor with a zero dim is refused on an image: OpenCL cannot create
+    an image 0 pixels wide or high."""
+    if 0 in tuple(dims):
+        width, height = layout.image_shape(layout.logical_dims(dims))
+        raise ClayoutError(f"{what}: dims {','.join(map(str, dims))} hold no elements, and the "
+                           f"{layout.name} image would be {width}x{height}: OpenCL cannot create "
+                           "an image with a width or height of 0; nothing written")

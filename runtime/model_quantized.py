@@ -1,0 +1,160 @@
+"""The quantized half of ``clayout model``'s plan: integer weights and their parameters.
+
+After :func:`runtime.model_roles.roles` has given each constant its role,
+:func:`attach_parameters` settles the quantized ones:
+
+* a weight folded from a ``DequantizeLinear`` (QDQ) keeps its float value and
+  records what it was made of (``dequantized``), or with ``--quantized keep``
+  stores its integer tensor ``q`` instead;
+* an integer operator's weight (``ConvInteger``, ``MatMulInteger``,
+  ``QLinearConv``, ``QLinearMatMul``) is always stored as integers, and
+  ``QLinearConv``'s int32 bias too.
+
+An integer weight goes on an s8, u8 or s32 image (int8, uint8, int32) in its
+role's layout; its scale and zero point become ``argument`` weights of their own,
+named ``NAME.scale`` and ``NAME.zero_point``, in their own types (a bf16 scale
+as f32, exactly; a float64 one rounded to f32), one element per tensor or one per index of the per-axis
+parameters' ONNX ``axis``; the weight's ``quantization`` names them. A case that
+cannot be stored this way (an int16 weight, a zero point computed at run time)
+leaves the weight without a role, and since it is a compute weight the
+conversion fails naming it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ClayoutError
+from .model_roles import Weight, logical_axis
+from .quantized import IMAGE_INT, INTEGER_OPS, check_parameters, param_axis, traced_scale
+
+PARAM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "f32", "float64": "f32",
+                "int8": "s8", "uint8": "u8", "int32": "s32"}   # a scale's or zero point's image
+
+
+def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
+               axis: int | None) -> Weight:
+    """The ``argument`` weight ``NAME.kind`` holding ``array`` (flattened)."""
+    count = int(np.asarray(array).size)
+    p = Weight(f"{w.name}.{kind}", tuple(np.shape(array)), array.dtype.name,
+               consumer=w.consumer, origin=origin)
+    p.role, p.dims, p.steps = "argument", (count,), (("reshape", (count,)),)
+    per = "per tensor" if axis is None else f"one per index of the weight's ONNX axis {axis}"
+    p.mapping = f"the {kind.replace('_', ' ')} of {w.name!r}, {per}"
+    p.store_dtype, p.source, p.onnx_name, p.param_of = PARAM_DTYPES[array.dtype.name], array, \
+        name, w.name
+    p.reason = "a quantized weight's parameter"
+    return p
+
+
+def _refuse(w: Weight, why: str) -> list[Weight]:
+    """No image for ``w``: as a compute weight it fails the conversion (or,
+    with --keep-buffers, is stored as a buffer of its own values)."""
+    w.role, w.dims, w.steps, w.mapping, w.reason, w.compute = "skipped", (), (), "", why, True
+    return []
+
+
+def _integer(w: Weight, q_dtype: str, what: str) -> bool:
+    """Set w's image dtype for integer values of ``q_dtype``; False when none holds them."""
+    w.store_dtype = IMAGE_INT.get(q_dtype, "")
+    if not w.store_dtype:
+        _refuse(w, f"{what}: {q_dtype} values; integer images hold int8 (s8), uint8 (u8) "
+                "and int32 (s32)")
+    return bool(w.store_dtype)
+
+
+def _with_parameters(w: Weight, scale, zero, axis, source: str, scale_source: str,
+                     q_name: str = "") -> list[Weight]:
+    """w's ``quantization`` record and its parameter weights. ``scale`` and
+    ``zero`` are (name, array, origin) or None."""
+    for found in (scale, zero):
+        if found is not None and np.asarray(found[1]).dtype.name not in PARAM_DTYPES:
+            return _refuse(w, f"its parameter {found[0]!r} is {np.asarray(found[1]).dtype.name}; "
+                           f"parameters are {', '.join(PARAM_DTYPES)}")
+    params = [_parameter(w, kind, *found, axis if np.asarray(found[1]).size > 1 else None)
+              for kind, found in (("scale", scale), ("zero_point", zero)) if found is not None]
+    w.quantization = {"q": q_name or None, "scale": f"{w.name}.scale" if scale else None,
+                      "zero_point": f"{w.name}.zero_point" if zero else None, "axis": axis,
+                      "logical_axis": logical_axis(w, axis) if w.steps else axis,
+                      "source": source, "scale_source": scale_source}
+    return params
+
+
+def _keep_dequantized(w: Weight, quant, claimed: set) -> list[Weight]:
+    """``--quantized keep`` of a folded DequantizeLinear: q and its parameters."""
+    if not _integer(w, quant.q.dtype.name, f"--quantized keep of {quant.node}"):
+        w.reason += "; pass --quantized fold to store its float value"
+        return []
+    w.source = quant.q
+    claimed.update(n for n in (quant.q_name, quant.scale_name, quant.zero_point_name) if n)
+    zero = None if quant.zero_point is None else \
+        (quant.zero_point_name, quant.zero_point, f"zero point of {quant.node}")
+    return _with_parameters(w, (quant.scale_name, quant.scale, f"scale of {quant.node}"), zero,
+                            quant.axis, quant.node, quant.node, quant.q_name)
+
+
+def _input_constant(use, index: int, kind: str):
+    """(name, array, origin) of input ``index`` of the use's node, None when
+    absent; a ClayoutError when it is there but not a constant."""
+    name = use.proto.input[index] if index is not None and index < len(use.proto.input) else ""
+    if not name:
+        return None
+    found = use.graph.constant(name)
+    if found is None or found.array is None:
+        raise ClayoutError(f"its {kind} {name!r} ({use.op} input {index}) is not a constant")
+    return found.name, found.array, found.origin
+
+
+def _integer_operator(w: Weight, c, use, claimed: set) -> list[Weight]:
+    """An integer operator's weight: integer image, its zero point and scale."""
+    spec = INTEGER_OPS[use.op]
+    if not _integer(w, c.onnx_dtype, f"{use.op} weight"):
+        return []
+    try:
+        zero = _input_constant(use, spec.zero_point, "zero point")
+        if spec.scale is not None:
+            scale = _input_constant(use, spec.scale, "scale")
+            how = f"{use.op} {use.node} input {spec.scale}"
+        else:
+            found, how = traced_scale(use)
+            scale = None if found is None else (found.name, found.array, found.origin)
+        flat = [None if p is None else np.asarray(p[1]).reshape(-1) for p in (scale, zero)]
+        axis = check_parameters(c.shape, flat[0] if flat[0] is not None else np.ones(1),
+                                flat[1], param_axis(use.op, len(c.shape)), f"{use.op} weight")
+    except ClayoutError as exc:
+        return _refuse(w, str(exc))
+    claimed.update(p[0] for p in (scale, zero) if p is not None)
+    return _with_parameters(w, scale, zero, axis, f"{use}", how if scale else f"not found: {how}")
+
+
+def attach_parameters(weights: list[Weight], constants, form: str) -> list[Weight]:
+    """``weights`` (one per constant, from runtime.model_roles.roles) with the
+    quantized ones settled, each followed by its parameter weights.
+    ``form``: "fold" or "keep" (``--quantized``)."""
+    if form not in ("fold", "keep"):
+        raise ClayoutError(f"--quantized {form!r}; allowed: fold, keep")
+    claimed: set[str] = set()
+    out = []
+    for w, c in zip(weights, constants):
+        out.append(w)
+        if w.role == "skipped" and not w.compute:
+            continue
+        integer_use = next((u for u in c.uses if u.op in INTEGER_OPS
+                            and u.index == INTEGER_OPS[u.op].weight), None)
+        if integer_use is not None:
+            out += _integer_operator(w, c, integer_use, claimed)
+        elif any(u.op in INTEGER_OPS and u.index == INTEGER_OPS[u.op].bias for u in c.uses):
+            _integer(w, c.onnx_dtype, "QLinearConv bias")   # int32; scale x_scale * w_scale
+        elif c.quant is not None and form == "keep":
+            out += _keep_dequantized(w, c.quant, claimed)
+        elif c.quant is not None:
+            q = c.quant
+            w.dequantized = {"q": q.q_name, "scale": q.scale_name,
+                             "zero_point": q.zero_point_name or None, "axis": q.axis,
+                             "node": q.node}
+        elif form == "keep" and " -> DequantizeLinear " in c.origin:
+            _refuse(w, "--quantized keep: the steps folded after its DequantizeLinear move its "
+                    "per-axis parameters off one axis; pass --quantized fold")
+    for w in weights:
+        if w.name in claimed and w.role == "skipped" and not w.compute:
+            w.claimed = True
+    return out
