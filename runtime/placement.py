@@ -57,7 +57,7 @@ class Candidate:
 class LayoutChoice:
     """What ``layout_choice`` decided and why. ``layout`` is the chosen layout;
     when nothing fits (``fits`` False) it is the role's first candidate, the one
-    to split into tiles (runtime.tiles)."""
+    to split into tiles (runtime.algebra.tiles)."""
     role: str
     dims: tuple[int, ...]
     dtype: str

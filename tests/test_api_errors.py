@@ -8,7 +8,7 @@ import runtime
 from runtime import ClayoutError, MemoryDesc, engine, from_image, reorder, to_image
 from runtime.cpu.engine import CpuEngine
 
-from strategies import assert_same_bits, fill
+from strategies import assert_same_bits
 
 ENGINES = ("cpu", "reference")
 

@@ -7,18 +7,17 @@ traceback, and no output or temporary file left behind.
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import runtime
-from runtime import cli, engine, model
+from runtime import engine, model
 from runtime.algebra import dtypes
 REF = engine.get("reference")
 from runtime.algebra.desc import MemoryDesc
-from runtime.manifest import steps_of, stored_image
+from runtime.model.manifest import steps_of, stored_image
 
 from conftest import bits, run, run_sub
 
@@ -458,7 +457,7 @@ def test_devices_without_pyopencl(capsys, monkeypatch):
 
 
 def test_bench(capsys, monkeypatch, tmp_path):
-    from runtime import commands
+    from runtime.cli import commands
     monkeypatch.setattr(commands, "bench_script", lambda: None)
     code, _, err = run(capsys, "bench")
     assert code == 1 and err.startswith("clayout: error: clayout bench runs tools/bench.py of "

@@ -15,7 +15,6 @@ import pytest
 import runtime
 from runtime import Memory, MemoryDesc
 from runtime.compute import network, ops
-from test_model_real import ppocr  # noqa: F401  (the PP-OCRv4 models, fetched once)
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -224,8 +223,9 @@ def test_every_conv_of_ppocr_det_alone(cl_engine, ppocr):
 def test_the_sample_cnn_end_to_end(cl_engine, tmp_path):
     """The bundled sample: weights by clayout model, activations by
     to_image, every op through the accessor kernels, against onnxruntime."""
-    from runtime import demo, model
-    from runtime.manifest import read_manifest
+    from runtime import model
+    from runtime.cli import demo
+    from runtime.model.manifest import read_manifest
     path = demo.sample_path()
     out = tmp_path / "w.safetensors"
     model.convert_file(path, str(out), engine="cpu")

@@ -18,7 +18,7 @@ from runtime import ClayoutError, MemoryDesc, engine
 from runtime.reference import engine as reference
 
 from strategies import (SETTINGS, any_descs, assert_same_bits, fill, halo_descs, small_dims,
-                        sub_of, submemory_descs, tagged_descs, tags)
+                        sub_of, submemory_descs, tagged_descs)
 
 CPU, REF = engine.get("cpu"), engine.get("reference")
 

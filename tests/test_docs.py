@@ -8,7 +8,6 @@
 - the README links every document, and every picture a document shows exists.
 """
 import doctest
-import os
 import re
 import shlex
 from pathlib import Path

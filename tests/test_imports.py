@@ -247,7 +247,7 @@ def test_every_module_is_under_400_lines():
 
 
 def test_the_scan_finds_a_planted_cycle():
-    # the check itself: a function-level import of runtime.api from runtime.desc
+    # the check itself: a function-level import of runtime.api from runtime.algebra.desc
     # (api imports desc at its top) must be reported, with both edges
     planted = _edges(IMPORTS)
     planted["runtime.algebra.desc"].append({"from": "runtime.algebra.desc", "target": "runtime.api",

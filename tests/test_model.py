@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 import runtime
-import runtime.demo
+import runtime.cli.demo
 from runtime import cli, model
+from runtime.model import convert as model_convert
 from runtime.algebra import dtypes
 from runtime.errors import ClayoutError
-from runtime.progress import Progress
+from runtime.cli.progress import Progress
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -460,14 +461,14 @@ def test_oversize_weights_are_tiled(tmp_path, capsys, request, engine):
 
 def test_a_bad_tile_fails_verify(tmp_path, capsys, monkeypatch):
     path, _, _ = _tiled_model(tmp_path)
-    real = model.to_image
+    real = model_convert.to_image
 
     def one_bad_tile(*args, **kw):
         out = real(*args, **kw)
         if isinstance(out, tuple) and out[0].shape == (8, 8, 4):     # the Conv weight's
             out[3].reshape(-1).view(np.uint32)[7] ^= 1
         return out
-    monkeypatch.setattr(model, "to_image", one_bad_tile)
+    monkeypatch.setattr(model_convert, "to_image", one_bad_tile)
     fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
                              "--verify"],
           "--verify: 1 of 3 tensors do not read back bit for bit: 'big'", "not written")
@@ -515,16 +516,16 @@ def test_stored_image_checks_the_tiles_against_the_manifest(tmp_path, capsys):
     path, _, _ = _tiled_model(tmp_path)
     stored, manifest, _ = convert(tmp_path, capsys, path, "--max-image", "8,8")
     (e,) = [e for e in manifest["tensors"] if e["name"] == "fc"]
-    assert len(runtime.manifest.stored_image(stored, e)) == 5
+    assert len(runtime.model.manifest.stored_image(stored, e)) == 5
     moved = json.loads(json.dumps(e))
     moved["tiles"][1]["y0"] += 1
     with pytest.raises(ClayoutError, match="do not match the tile plan"):
-        runtime.manifest.stored_image(stored, moved)
+        runtime.model.manifest.stored_image(stored, moved)
     with pytest.raises(ClayoutError, match="'fc.tile-4-0' listed in the manifest is not in"):
-        runtime.manifest.stored_image({k: v for k, v in stored.items() if k != "fc.tile-4-0"}, e)
+        runtime.model.manifest.stored_image({k: v for k, v in stored.items() if k != "fc.tile-4-0"}, e)
     short = dict(stored, **{"fc.tile-2-0": stored["fc.tile-2-0"][:5]})
     with pytest.raises(ClayoutError, match="tensor 'fc': tiles of layout 'weight_width'"):
-        runtime.manifest.stored_image(short, e)
+        runtime.model.manifest.stored_image(short, e)
 
 
 # -- not a model ---------------------------------------------------------------------------------
@@ -556,13 +557,13 @@ def test_not_a_model(tmp_path, capsys, name, words):
 # -- verify, quiet, progress -------------------------------------------------------------------
 def test_verify_failure_writes_nothing(tmp_path, capsys, monkeypatch):
     path = build(tmp_path, [conv()], [numpy_helper.from_array(W, "w")])
-    real = model.from_image
+    real = model_convert.from_image
 
     def off_by_one_bit(*args, **kw):
         out = np.array(real(*args, **kw))
         out.reshape(-1).view(np.uint32)[5] ^= 1
         return out
-    monkeypatch.setattr(model, "from_image", off_by_one_bit)
+    monkeypatch.setattr(model_convert, "from_image", off_by_one_bit)
     fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--verify"],
           "--verify: 1 of 1 tensors do not read back bit for bit: 'w'", "not written")
 
@@ -601,7 +602,7 @@ def test_demo_offline(capsys, monkeypatch):
     def offline(cache, timeout=60):
         raise ClayoutError("pip download rapidocr-onnxruntime==1.4.4 failed (exit 1): "
                            "No matching distribution found")
-    monkeypatch.setattr(runtime.demo, "fetch_ppocr", offline)
+    monkeypatch.setattr(runtime.cli.demo, "fetch_ppocr", offline)
     code = cli.main(["demo", "--engine", "cpu", "--ppocr"])
     out, err = capsys.readouterr()
     assert code == 0 and err == ""

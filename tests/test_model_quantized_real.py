@@ -25,10 +25,9 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
 
 import runtime
 from runtime import model
-from runtime.manifest import read_manifest
+from runtime.model.manifest import read_manifest
 
 from conftest import bits
-from test_model_real import ppocr  # noqa: F401  (the fixture: the pinned det model)
 
 CONV_OPS = ("Conv", "ConvTranspose", "ConvInteger")
 
@@ -46,7 +45,7 @@ class RandomImages(CalibrationDataReader):
 
 
 @pytest.fixture(scope="session")
-def quantized(ppocr, tmp_path_factory):  # noqa: F811
+def quantized(ppocr, tmp_path_factory):
     """{"qdq": path, "dynamic": path} of PP-OCRv4 det quantized by onnxruntime.
     Its weights live in Constant nodes, which onnxruntime's quantizer does not
     take as weights: they are made initializers first (same tensors)."""

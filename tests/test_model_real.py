@@ -16,28 +16,14 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime import demo, model
-from runtime.manifest import read_manifest
+from runtime import model
+from runtime.model.manifest import read_manifest
 
 onnx = pytest.importorskip("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
 
 WEIGHT_OPS = ("Conv", "ConvTranspose", "MatMul", "BatchNormalization")
 COUNTS = {"det": 128, "rec": 103}      # weights of WEIGHT_OPS in each graph
-
-
-@pytest.fixture(scope="session")
-def ppocr():
-    cache = os.environ.get("CLAYOUT_TEST_CACHE") or \
-        os.path.join(os.path.expanduser("~"), ".cache", "clayout-test")
-    try:
-        paths = demo.fetch_ppocr(cache)
-    except Exception as exc:  # noqa: BLE001 - any failure to fetch is the message
-        pytest.fail(f"cannot fetch the PP-OCRv4 models ({exc}); these tests download "
-                    f"rapidocr-onnxruntime==1.4.4 from PyPI into {cache} (set "
-                    "CLAYOUT_TEST_CACHE to use another folder)", pytrace=False)
-    return {"det": paths["ch_PP-OCRv4_det_infer.onnx"],
-            "rec": paths["ch_PP-OCRv4_rec_infer.onnx"]}
 
 
 def expected_weights(path):

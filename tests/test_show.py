@@ -1,4 +1,4 @@
-"""`clayout show` and runtime.figure: the labelled picture of an image layout."""
+"""`clayout show` and runtime.cli.figure: the labelled picture of an image layout."""
 import builtins
 import struct
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime import cli, commands, figure
+from runtime.cli import figure
 from runtime.algebra.catalog import ROW
 from runtime.reference import formulas
 

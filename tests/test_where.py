@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import runtime
-from runtime import ClayoutError, cli, commands, engine, image_layout
+from runtime import ClayoutError, engine, image_layout
 from runtime.algebra.catalog import NAMED, ROW
-from runtime.where import explain
+from runtime.cli.where import explain
 
 from conftest import run, to_img
 from strategies import SETTINGS, small_dims

@@ -19,7 +19,7 @@ Where the numbers go is the caller's choice, made once per kernel with a
 
 Numbers that are structure (block sizes, the 4 lanes) are literals in both.
 
->>> from runtime.desc import MemoryDesc
+>>> from runtime.algebra.desc import MemoryDesc
 >>> desc = MemoryDesc((2, 17, 3, 4), tag="nChw16c")
 >>> offset_expr(desc, ["n", "c", "h", "w"], Numbers(bake=True))
 'n * 384 + (c / 16) * 192 + h * 64 + w * 16 + (c % 16)'
@@ -138,7 +138,7 @@ def digit(q: str, div: int, size: int, outer: bool) -> str:
     return d if outer else f"({d} % {size})"
 
 
-def offset_expr(desc: MemoryDesc, names, num: Numbers) -> str:
+def offset_expr(desc, names, num: Numbers) -> str:
     """The element offset of logical index ``names`` (one C expression per
     dim) in ``desc``: oneDNN's walk, offset0 and halo included."""
     halo = any(desc.halo_lower) or any(desc.halo_upper)

@@ -4,7 +4,7 @@ Each is a pure function from a desc to a new desc; a refused case raises
 ClayoutError naming the rule that refused it. The MemoryDesc methods of the
 same names turn their arguments into tuples of integers (or refuse them)
 and call these; each result is built with ``desc.replace``, so this module
-needs nothing of runtime.desc but its type (runtime.desc imports this one).
+needs nothing of runtime.algebra.desc but its type (runtime.algebra.desc imports this one).
 """
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from ..errors import ClayoutError
 # imports this module, so this one does not import it back.
 
 
-def _no_halo(desc: MemoryDesc, what: str) -> None:
+def _no_halo(desc, what: str) -> None:
     if any(desc.halo_lower) or any(desc.halo_upper):
         raise ClayoutError(f"{what} of a halo-padded desc ({desc.describe()}) is not supported; "
                            "apply it before adding the halo")
 
 
-def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
+def submemory(desc, dims, offsets):
     _no_halo(desc, "submemory")
     where = f"submemory of {desc.describe()}"
     if len(dims) != desc.ndims or len(offsets) != desc.ndims:
@@ -48,7 +48,7 @@ def submemory(desc: MemoryDesc, dims, offsets) -> MemoryDesc:
     return desc.replace(dims=dims, padded_dims=tuple(padded), offset0=offset0)
 
 
-def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
+def permute_axes(desc, perm):
     if sorted(perm) != list(range(desc.ndims)):
         raise ClayoutError(f"permute_axes of {desc.describe()}: {perm} is not a permutation of "
                            f"0..{desc.ndims - 1}")
@@ -66,7 +66,7 @@ def permute_axes(desc: MemoryDesc, perm) -> MemoryDesc:
                         order=tuple(perm[d] for d in desc.order))
 
 
-def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
+def reshape(desc, new_dims):
     where = f"reshape of {desc.describe()} to {new_dims}"
     if math.prod(new_dims) != desc.nelems or min(new_dims, default=0) < 0:
         raise ClayoutError(f"{where}: the volumes differ "
@@ -157,5 +157,5 @@ def reshape(desc: MemoryDesc, new_dims) -> MemoryDesc:
                         inner_idxs=tuple(remap[d] for d in desc.inner_idxs))
 
 
-def _blk(desc: MemoryDesc, how) -> int:
+def _blk(desc, how) -> int:
     return desc.blocks_of(how[1]) if how[0] == "keep" else 1

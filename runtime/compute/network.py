@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import onnx_graph
 from ..api import from_image, to_image
 from ..errors import ClayoutError
-from ..manifest import read_manifest
 from ..memory import Memory
+from ..model import onnx_graph
+from ..model.manifest import read_manifest
 from . import ops
 
 OPS = ("Conv", "BatchNormalization", "Relu", "MaxPool", "AveragePool", "GlobalAveragePool",

@@ -11,7 +11,6 @@ that a strided pass over them does not alias in L1.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided

@@ -1,6 +1,6 @@
 """The quantized half of ``clayout model``'s plan: integer weights and their parameters.
 
-After :func:`runtime.model_roles.roles` has given each constant its role,
+After :func:`runtime.model.roles.roles` has given each constant its role,
 :func:`attach_parameters` settles the quantized ones:
 
 * a weight folded from a ``DequantizeLinear`` (QDQ) keeps its float value and
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ClayoutError
-from .model_roles import Weight, logical_axis
-from .quantized import IMAGE_INT, INTEGER_OPS, check_parameters, param_axis, traced_scale
+from ..errors import ClayoutError
+from .roles import Weight, logical_axis
+from .quantization import IMAGE_INT, INTEGER_OPS, check_parameters, param_axis, traced_scale
 
 PARAM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "f32", "float64": "f32",
                 "int8": "s8", "uint8": "u8", "int32": "s32"}   # a scale's or zero point's image
@@ -127,7 +127,7 @@ def _integer_operator(w: Weight, c, use, claimed: set) -> list[Weight]:
 
 
 def attach_parameters(weights: list[Weight], constants, form: str) -> list[Weight]:
-    """``weights`` (one per constant, from runtime.model_roles.roles) with the
+    """``weights`` (one per constant, from runtime.model.roles.roles) with the
     quantized ones settled, each followed by its parameter weights.
     ``form``: "fold" or "keep" (``--quantized``)."""
     if form not in ("fold", "keep"):

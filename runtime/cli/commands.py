@@ -12,23 +12,21 @@ from pathlib import Path
 
 import numpy as np
 
-from . import api, figure, model, placement
-from .algebra import dtypes
-from .algebra import hostarray
-from .algebra import tiles
-from . import engine as engines
+from .. import api, model, placement
+from .. import engine as engines
+from ..algebra import catalog, dtypes, hostarray, tiles
+from ..algebra.catalog import NAMED, image_layout
+from ..algebra.desc import MemoryDesc
+from ..algebra.layout import ImageDesc
+from ..algebra.tags import parse_tag
+from ..errors import ClayoutError
+from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
+from ..model.manifest import summary, table
+from ..model.onnx_graph import printable
+from . import figure
+from .checks import PROG, check_not_empty, check_output_kind
 from .demo import run as run_demo
-from .algebra.desc import MemoryDesc
-from .errors import ClayoutError
-from .fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from .algebra import catalog
-from .algebra.catalog import NAMED, image_layout
-from .algebra.layout import ImageDesc
-from .cli_checks import PROG, check_not_empty, check_output_kind
-from .manifest import summary, table
-from .onnx_graph import printable
 from .progress import Progress
-from .algebra.tags import parse_tag
 from .where import explain
 
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
@@ -298,7 +296,7 @@ def cmd_show(args) -> int:
 # -- devices, bench ----------------------------------------------------------------------
 def cmd_devices(args) -> int:
     try:
-        from .opencl.device import device_list   # pyopencl: only when it is installed
+        from ..opencl.device import device_list   # pyopencl: only when it is installed
         found, reason = device_list()
     except Exception as exc:  # import errors, a missing ICD loader
         found, reason = None, f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -348,7 +346,7 @@ def cmd_bench(args) -> int:
 
 def cmd_kernel(args) -> int:
     """Print the OpenCL C source clayout renders for one conversion."""
-    from .opencl.plan import plan   # mako (the kernel templates): this command only
+    from ..opencl.plan import plan   # mako (the kernel templates): this command only
     sides = (args.src is not None, args.layout is not None, args.dst is not None)
     if sides not in ((True, False, True), (True, True, False), (False, True, True)):
         raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "
@@ -372,7 +370,7 @@ def cmd_kernel(args) -> int:
 
 def cmd_accessor(args) -> int:
     """Print the accessor of an image layout (LAYOUT) or a buffer (--tag)."""
-    from .opencl.accessor import accessor   # pyopencl and mako: this command only
+    from ..opencl.accessor import accessor   # pyopencl and mako: this command only
     if (args.layout is None) == (args.tag is None):
         raise ClayoutError("give an image layout (LAYOUT) or a buffer layout (--tag TAG), "
                            "not both and not neither")

@@ -7,7 +7,7 @@ Dims are always logical and comma-separated (``1,64,224,224``). A plain-tagged
 ``clayout: error: ...`` on stderr and no traceback (``CLAYOUT_DEBUG=1`` shows
 it). Outputs are written to a temporary file in the same folder and renamed
 into place, so a failure never leaves a half-written file. This module parses
-the arguments; each command runs in runtime.commands.
+the arguments; each command runs in runtime.cli.commands.
 
 Example::
 
@@ -23,14 +23,14 @@ import os
 import signal
 import sys
 
-from . import fileio, model, placement
-from .algebra import dtypes
-from . import engine as engines
-from .cli_checks import check_dtype_options
+from .. import engine as engines
+from .. import fileio, model, placement
+from ..algebra import dtypes
+from .checks import check_dtype_options
 from .commands import (PROG, cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image, cmd_info,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
-from .errors import ClayoutError
-from .version import __version__
+from ..errors import ClayoutError
+from ..version import __version__
 
 
 # -- argument types -------------------------------------------------------------

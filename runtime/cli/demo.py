@@ -20,11 +20,12 @@ from importlib import resources
 
 import numpy as np
 
-from . import manifest as mf, model
-from .api import to_image
-from .engine import choose_engine
-from .errors import ClayoutError
-from .algebra.tiles import plan_of
+from .. import model
+from ..algebra.tiles import plan_of
+from ..api import to_image
+from ..engine import choose_engine
+from ..errors import ClayoutError
+from ..model import manifest as mf
 
 SAMPLE = "data/sample_cnn.onnx"
 PPOCR_WHEEL = ("rapidocr-onnxruntime", "1.4.4")
@@ -148,7 +149,7 @@ def _end_to_end(path: str, weights: str, engine) -> bool:
         print("end to end: needs an OpenCL device (the compute kernels run through accessors "
               "on it); the cpu engine was used, so it was not run")
         return True
-    from .compute.network import compare_with_onnxruntime   # pyopencl, mako: a device is here
+    from ..compute.network import compare_with_onnxruntime   # pyopencl, mako: a device is here
     line, same = compare_with_onnxruntime(path, weights, engine)
     print(line)
     return same

@@ -8,7 +8,7 @@ data files. :func:`read_constants` finds all of them and folds the chains on the
 host with numpy (exact: they only move or cast elements), so the weight a
 ``Conv`` reads is the folded tensor under the name the ``Conv`` uses. A
 ``DequantizeLinear`` of constants (a QDQ model's weight) folds the same way, by
-the rule of :mod:`runtime.quantized`, and the folded constant keeps its integer
+the rule of :mod:`runtime.model.quantization`, and the folded constant keeps its integer
 tensor and parameters (``Constant.quant``).
 
 Subgraph tensors get qualified names: ``<node>/<attribute>/<tensor>``, for
@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import quantized
-from .errors import ClayoutError
-from .fileio import file_kind
-from .limits import check_host_bytes
+from . import quantization
+from ..errors import ClayoutError
+from ..fileio import file_kind
+from ..limits import check_host_bytes
 
 # onnx (the optional model extra) is imported inside functions: need_onnx() says
 # what to install; the others run only on a model it loaded.
@@ -68,7 +68,7 @@ def printable(name: str) -> str:
 @dataclass
 class GraphIndex:
     """Which node makes and which nodes read each value of one graph, for
-    patterns around a node (runtime.quantized.traced_scale)."""
+    patterns around a node (runtime.model.quantization.traced_scale)."""
     producers: dict = field(default_factory=dict)    # value -> (NodeProto, label)
     consumers: dict = field(default_factory=dict)    # value -> [(NodeProto, label), ...]
     names: ChainMap | None = None                    # visible name -> qualified constant name
@@ -103,7 +103,7 @@ class Constant:
     origin: str                    # "initializer", "Constant node c0", "Constant node c0 -> Cast k"
     uses: list[Use] = field(default_factory=list)
     folded_into: list[str] = field(default_factory=list)   # names made from it by folding
-    quant: quantized.QuantSource | None = None   # made by folding a DequantizeLinear
+    quant: quantization.QuantSource | None = None   # made by folding a DequantizeLinear
 
 
 # -- reading one tensor ------------------------------------------------------------------
@@ -204,7 +204,7 @@ def _axes(node, inputs, rank) -> list[int] | None:
 
 
 def fold(node, inputs: list[np.ndarray]) -> np.ndarray:
-    """The output of a FOLDED_OPS node but DequantizeLinear (runtime.quantized)
+    """The output of a FOLDED_OPS node but DequantizeLinear (runtime.model.quantization)
     whose inputs are all constant."""
     op, x = node.op_type, inputs[0]
     if op == "Identity":
@@ -295,7 +295,7 @@ class _Reader:
             zero = data[2] if len(data) > 2 else None
             names = [s.name if s is not None else "" for s in sources] + [""]
             try:
-                return quantized.fold_dequantize(
+                return quantization.fold_dequantize(
                     data[0], data[1], zero, int(attr(node, "axis", 1)),
                     int(attr(node, "block_size", 0)), f"DequantizeLinear {printable(label)!r}",
                     names[:3])
@@ -306,7 +306,7 @@ class _Reader:
             quant = sources[0].quant
             if quant is not None:
                 to = _cast_type(node) if node.op_type == "Cast" else None
-                quant = quantized.follow(node.op_type, quant, lambda a: fold(node, [a] + data[1:]),
+                quant = quantization.follow(node.op_type, quant, lambda a: fold(node, [a] + data[1:]),
                                          to)
         except (ValueError, TypeError, IndexError) as exc:
             raise ClayoutError(f"{self.where}: cannot fold {node.op_type} {printable(label)!r} "

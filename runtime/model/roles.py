@@ -1,11 +1,11 @@
 """Which image each constant of an ONNX model goes on (``clayout model``'s plan).
 
-:func:`roles` gives every constant found by :func:`runtime.onnx_graph.read_constants`
+:func:`roles` gives every constant found by :func:`runtime.model.onnx_graph.read_constants`
 a :class:`Weight`: its role (a named image layout) from the op that reads it, the
 logical dims, and the ``steps`` (numpy reshape / transpose, in order) that turn
 the ONNX tensor into the logical one; :func:`logical_weight` applies them and
 :func:`onnx_weight` undoes them. The role table is in runtime.model's docstring
-and the README. Quantized weights (runtime.quantized) take the role of the float
+and the README. Quantized weights (runtime.model.quantization) take the role of the float
 op they stand for, and bring their scale and zero point as ``argument`` weights
 of their own, named ``NAME.scale`` and ``NAME.zero_point``.
 
@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import quantized
-from .algebra import dtypes
+from . import quantization
+from ..algebra import dtypes
 from .onnx_graph import attr
-from .quantized import INTEGER_OPS, QDQ_OPS
+from .quantization import INTEGER_OPS, QDQ_OPS
 
 FLOAT_DTYPES = ("float32", "float16", "float64", "bfloat16")
 ELEMENTWISE_OPS = ("Add", "Sub", "Mul", "Div", "PRelu")
@@ -55,7 +55,7 @@ class Weight:
     reason: str = ""              # why it was skipped
     compute: bool = False         # a weight of a COMPUTE_OPS op: never dropped
     folded_into: list | None = None   # the tensors a folded chain made from this one
-    use: object = None            # the runtime.onnx_graph.Use that gave the role
+    use: object = None            # the runtime.model.onnx_graph.Use that gave the role
     store_dtype: str = ""         # "": the model's float dtype; s8/u8/s32, or a parameter's own
     source: np.ndarray | None = None   # what is stored, when not the constant of this name
     onnx_name: str = ""           # a parameter: the ONNX constant it holds
@@ -186,9 +186,9 @@ def is_weight_input(use, onnx_dtype: str) -> bool:
 
 
 def roles(constants) -> list[Weight]:
-    """Every constant (from :func:`runtime.onnx_graph.read_constants`) with its
+    """Every constant (from :func:`runtime.model.onnx_graph.read_constants`) with its
     role, one Weight per constant in the same order (quantized weights get
-    their parameters from runtime.model_quantized)."""
+    their parameters from runtime.model.integer_weights)."""
     weights = []
     for c in constants:
         w = Weight(c.name, c.shape, c.onnx_dtype, origin=c.origin)
@@ -266,4 +266,4 @@ def logical_axis(w: Weight, axis: int | None) -> int | None:
     """The logical dim that ONNX axis ``axis`` of ``w`` becomes, or None."""
     if axis is None:
         return None
-    return quantized.axis_after(w.onnx_shape, axis, lambda a: logical_weight(a, w.steps))
+    return quantization.axis_after(w.onnx_shape, axis, lambda a: logical_weight(a, w.steps))

@@ -16,8 +16,8 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
   entry whose ``width``/``height`` are the whole image's, with ``tiles``: one
   ``{key, row, col, x0, y0, width, height}`` per tile in row-major order, each stored as its own tensor under ``key``
   (``NAME.tile-R-C``) and covering pixels x in [x0, x0 + width), y in [y0, y0
-  + height) of the whole image (the rule of :mod:`runtime.tiles`).
-  Quantized weights (runtime.model_quantized): a folded DequantizeLinear's
+  + height) of the whole image (the rule of :mod:`runtime.algebra.tiles`).
+  Quantized weights (runtime.model.integer_weights): a folded DequantizeLinear's
   entry has ``dequantized`` (its q, scale, zero point, axis and node); a kept
   integer weight's has ``quantization`` (``q``, the keys of its ``scale`` and
   ``zero_point`` tensors, ``axis``, ``logical_axis``, ``source``,
@@ -43,11 +43,11 @@ import struct
 
 import numpy as np
 
-from .algebra import dtypes
-from .errors import ClayoutError
-from .model_roles import COMPUTE_OPS
+from ..algebra import dtypes
+from ..algebra.tiles import plan_of
+from ..errors import ClayoutError
 from .onnx_graph import printable
-from .algebra.tiles import plan_of
+from .roles import COMPUTE_OPS
 
 # safetensors (the optional model extra) is imported inside the two functions
 # that read and write the file, so that the manifest's printing works without it.
@@ -126,7 +126,7 @@ def stored_image(tensors: dict, entry: dict):
               for t in entry["tiles"]]
     if listed != ranges or list(plan.image) != [entry["width"], entry["height"]]:
         raise ClayoutError(f"tensor {name!r}: the manifest's tiles do not match the tile plan "
-                           f"of its {len(arrays)} stored tiles (runtime.tiles)")
+                           f"of its {len(arrays)} stored tiles (runtime.algebra.tiles)")
     return arrays
 
 
@@ -191,7 +191,7 @@ def by_op(manifest: dict) -> dict[str, list[int]]:
     """{op kind: [placed on images, kept as buffers, skipped]} of the constants
     each kind of op reads (by each one's ``consumer``; a quantized weight's
     parameters, folded steps and unused constants are left out). The compute
-    ops (runtime.model_roles.COMPUTE_OPS) come first, then the others, each in
+    ops (runtime.model.roles.COMPUTE_OPS) come first, then the others, each in
     order of appearance."""
     counts: dict[str, list[int]] = {}
     for column, entries in ((0, manifest["tensors"]), (2, manifest["skipped"])):

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 
-from .errors import ClayoutError
-from .algebra.catalog import image_layout
-from .algebra.layout import ImageDesc, ImageLayout
-from .algebra.tags import LETTERS
+from ..algebra.catalog import image_layout
+from ..algebra.layout import ImageDesc, ImageLayout
+from ..algebra.tags import LETTERS
+from ..errors import ClayoutError
 
 _TOKEN = re.compile(r"ceil|[A-Z]+|[a-z]|\d+|\S")
 

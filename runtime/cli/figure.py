@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
-from .api import to_image
-from .errors import ClayoutError
-from .algebra.catalog import image_layout
-from .algebra.layout import ImageDesc, ImageLayout
+from ..algebra.catalog import image_layout
+from ..algebra.layout import ImageDesc, ImageLayout
+from ..api import to_image
+from ..errors import ClayoutError
 
 INSTALL_HINT = "clayout show needs matplotlib: pip install 'clayout[plot]'"
 CHANNEL_DIM = {"activation": 1, "filter": 0, "depthwise": 1, "argument": 0}

@@ -4,7 +4,7 @@ Quantized ONNX models hold a weight in one of two ways:
 
 * **QDQ** (onnxruntime's ``quantize_static``, most quantization toolkits): an integer
   constant ``q`` goes through ``DequantizeLinear(q, scale, zero_point)`` before the
-  op reads it. :mod:`runtime.onnx_graph` folds that node like a ``Cast`` (the float
+  op reads it. :mod:`runtime.model.onnx_graph` folds that node like a ``Cast`` (the float
   value, :func:`dequantize`) and keeps where the value came from
   (:class:`QuantSource`), so that ``clayout model --quantized keep`` can store ``q``
   and its parameters instead.
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .algebra import dtypes
-from .errors import ClayoutError
+from ..algebra import dtypes
+from ..errors import ClayoutError
 
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")   # what DequantizeLinear folds
 IMAGE_INT = {"int8": "s8", "uint8": "u8", "int32": "s32"}       # integer weights on images

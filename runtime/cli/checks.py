@@ -1,14 +1,14 @@
 """What the ``clayout`` command line checks before any work (runtime.cli,
-runtime.commands): the dtype options of each command, the output's extension,
+runtime.cli.commands): the dtype options of each command, the output's extension,
 and tensors with no elements headed for an image. Each failure is a
 ClayoutError: one line, exit 1, nothing written."""
 from __future__ import annotations
 
 import os
 
-from . import model
-from .algebra import dtypes
-from .errors import ClayoutError
+from .. import model
+from ..algebra import dtypes
+from ..errors import ClayoutError
 
 PROG = "clayout"
 # the --dtype-like options of each command: what dtype each names

@@ -1,13 +1,13 @@
 """Offline conversion of an ONNX model's weights into image layouts (``clayout model``).
 
-Read, plan, apply: :func:`runtime.onnx_graph.read_constants` finds every constant
+Read, plan, apply: :func:`runtime.model.onnx_graph.read_constants` finds every constant
 tensor (initializers, ``Constant`` nodes, folded chains, ``DequantizeLinear`` of
 constants, subgraphs, external data); :func:`plan` gives each one a role from the
-op that reads it (runtime.model_roles) and settles quantized weights
-(runtime.model_quantized); :func:`convert_model` places each weight on its image
+op that reads it (runtime.model.roles) and settles quantized weights
+(runtime.model.integer_weights); :func:`convert_model` places each weight on its image
 with :func:`runtime.to_image`; :func:`convert_file` writes one safetensors file
 (one tensor per image, named after the ONNX tensor) with the JSON manifest of
-:mod:`runtime.manifest` in its metadata under ``clayout``.
+:mod:`runtime.model.manifest` in its metadata under ``clayout``.
 
 Roles (logical dims are clayout's canonical ones; "steps" turn the ONNX tensor into
 the logical one and are stored, so every image reads back to the ONNX weight):
@@ -50,9 +50,9 @@ dw_conv2d_filter: depthwise, argument) under ``max_image``, and its entry
 records why (``choice``); a layout other than the role's own is noted as
 ``fallback_from``. When no candidate fits, its role's own
 layout is split into tiles of at most ``max_image`` (the rule of
-:mod:`runtime.tiles`), each stored as the tensor ``NAME.tile-R-C`` and listed
+:mod:`runtime.algebra.tiles`), each stored as the tensor ``NAME.tile-R-C`` and listed
 with its pixel range in the entry's ``tiles``. A weight of a compute op
-(runtime.model_roles.COMPUTE_OPS: Conv, ConvTranspose, Gemm, MatMul, Einsum,
+(runtime.model.roles.COMPUTE_OPS: Conv, ConvTranspose, Gemm, MatMul, Einsum,
 LSTM, GRU, RNN, Attention, the integer operators) that ends on no image (no
 role, or with ``tiles=False`` over the limit) makes the conversion fail with
 the list of them, unless ``keep_buffers``: then it is stored as a plain buffer
@@ -76,27 +76,27 @@ import os
 
 import numpy as np
 
-from . import manifest as mf, onnx_graph, placement
-from . import engine as engines
-from .algebra import dtypes
-from .algebra import catalog
-from .algebra.catalog import image_layout
-from .algebra.layout import ImageLayout
-from .api import from_image, to_image
-from .errors import ClayoutError
-from .fileio import atomic_write, check_output
-from .model_quantized import attach_parameters
-from .model_roles import (FLOAT_DTYPES, Weight, float_dtype, logical_weight, onnx_weight, roles,
+from . import manifest as mf, onnx_graph
+from .. import engine as engines
+from .. import placement
+from ..algebra import catalog, dtypes
+from ..algebra.catalog import image_layout
+from ..algebra.layout import ImageLayout
+from ..algebra.tiles import tile_plan
+from ..api import from_image, to_image
+from ..errors import ClayoutError
+from ..fileio import atomic_write, check_output
+from .integer_weights import attach_parameters
+from .roles import (FLOAT_DTYPES, Weight, float_dtype, logical_weight, onnx_weight, roles,
                           stored_values)
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
-from .algebra.tiles import tile_plan
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
 QUANTIZED_FORMS = ("fold", "keep")
 
 
 def plan(constants, quantized: str = "fold") -> list[Weight]:
-    """Every constant (from :func:`runtime.onnx_graph.read_constants`) with its
+    """Every constant (from :func:`runtime.model.onnx_graph.read_constants`) with its
     role, each quantized weight followed by its parameters (``quantized``:
     "fold" stores a DequantizeLinear weight's float value, "keep" its integers)."""
     return attach_parameters(roles(constants), constants, quantized)
@@ -181,9 +181,9 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
     ``keep_buffers``), ``manifest`` is the JSON-ready description,
     ``originals`` the arrays each stored tensor holds (the ONNX weight, a
     folded DequantizeLinear's float value, or a kept integer tensor). ``dtype``
-    None: the weights' own float type (runtime.model_roles.float_dtype).
+    None: the weights' own float type (runtime.model.roles.float_dtype).
     ``tiles=False`` treats a weight no layout fits like one with no role
-    instead of splitting it. ``quantized``: "fold" or "keep" (runtime.model_quantized).
+    instead of splitting it. ``quantized``: "fold" or "keep" (runtime.model.integer_weights).
     ``progress(done, total, nbytes)`` is called after each weight."""
     check_dtype(dtype)
     if quantized not in QUANTIZED_FORMS:
