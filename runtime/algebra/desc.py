@@ -13,6 +13,7 @@ sits at 1*384 + (16//16)*192 + 2*64 + 3*16 + 16%16 = 752.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -40,6 +41,8 @@ class Axis:
 
 @dataclass(frozen=True, init=False, eq=False)
 class MemoryDesc:
+    # Derived quantities (axes, size, span, is_dense, tag, ...) are worked out
+    # once per desc, on first use (functools.cached_property: a desc is frozen).
     dims: tuple[int, ...]
     dtype: dtypes.DType
     padded_dims: tuple[int, ...]
@@ -158,21 +161,21 @@ class MemoryDesc:
         """Product of the inner blocks of dim d (1 if unblocked)."""
         return math.prod(b for b, i in zip(self.inner_blks, self.inner_idxs) if i == d)
 
-    @property
+    @functools.cached_property
     def extent(self) -> tuple[int, ...]:
         """Halo-padded extent of each dim (before rounding up to the blocks)."""
         return tuple(lo + d + up for lo, d, up in zip(self.halo_lower, self.dims, self.halo_upper))
 
-    @property
+    @functools.cached_property
     def nelems(self) -> int:
         """Logical element count."""
         return math.prod(self.dims)
 
-    @property
+    @functools.cached_property
     def is_zero(self) -> bool:
         return self.nelems == 0
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         """Bytes of the described memory with all padding, offset0 excluded (oneDNN)."""
         if self.is_zero:
@@ -182,12 +185,12 @@ class MemoryDesc:
                    [math.prod(self.inner_blks)])
         return span * self.dtype.itemsize
 
-    @property
+    @functools.cached_property
     def span(self) -> int:
         """Elements a buffer needs from its start (offset0 included) to hold this desc."""
         return 0 if self.is_zero else self.offset0 + self.size // self.dtype.itemsize
 
-    @property
+    @functools.cached_property
     def axes(self) -> tuple[Axis, ...]:
         """Physical axes, outer to inner: the outer part of each dim in ``order``,
         then the inner blocks as written."""
@@ -204,7 +207,7 @@ class MemoryDesc:
         out.extend(reversed(inner))
         return tuple(out)
 
-    @property
+    @functools.cached_property
     def is_dense(self) -> bool:
         """True when the axes tile [offset0, span) exactly (no gaps, no overlap)."""
         if self.is_zero:
@@ -219,7 +222,7 @@ class MemoryDesc:
             expect *= a.size
         return expect == self.size // self.dtype.itemsize
 
-    @property
+    @functools.cached_property
     def has_padding(self) -> bool:
         return self.padded_dims != self.dims
 
@@ -281,7 +284,7 @@ class MemoryDesc:
         return offset_expr(self, list(names), Numbers(bake=True))
 
     # -- names ------------------------------------------------------------------
-    @property
+    @functools.cached_property
     def tag(self) -> str | None:
         """The letter tag that describes this desc (dense strides of its order and
         blocks), or None when the strides are not those of any tag."""
