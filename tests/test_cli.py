@@ -277,14 +277,14 @@ def test_sample_model(tmp_path, capsys):
     images, manifest, out = convert(tmp_path, capsys, path)
     roles = {e["name"]: (e["role"], e["layout"], tuple(e["dims"])) for e in manifest["tensors"]}
     assert roles == {
-        "conv1.weight": ("conv2d_filter", "conv2d_filter", (8, 3, 3, 3)),
+        "conv1.weight": ("filter", "conv2d_filter", (8, 3, 3, 3)),
         "conv1.bias": ("argument", "argument", (8,)),
         "bn1.scale": ("argument", "argument", (8,)), "bn1.bias": ("argument", "argument", (8,)),
         "bn1.mean": ("argument", "argument", (8,)), "bn1.var": ("argument", "argument", (8,)),
-        "dw2.weight": ("dw_conv2d_filter", "dw_conv2d_filter", (2, 8, 3, 3)),
+        "dw2.weight": ("depthwise", "dw_conv2d_filter", (2, 8, 3, 3)),
         "dw2.bias": ("argument", "argument", (16,)),
-        "pw3.weight": ("conv2d_filter", "conv2d_filter", (16, 16, 1, 1)),
-        "fc.weight": ("weight_width", "weight_width", (10, 16, 1, 1)),
+        "pw3.weight": ("filter", "conv2d_filter", (16, 16, 1, 1)),
+        "fc.weight": ("fc_weight", "weight_width", (10, 16, 1, 1)),
         "fc.bias": ("argument", "argument", (10,)),
     }
     assert [s["name"] for s in manifest["skipped"]] == ["flatten.shape", "fc.weight_io"]
@@ -293,9 +293,9 @@ def test_sample_model(tmp_path, capsys):
     assert origins["pw3.weight"] == "Constant node pw3.weight"
     assert origins["fc.weight"] == "Constant node fc.weight_io -> Transpose fc.transpose"
     assert origins["conv1.weight"] == "initializer"
-    assert manifest["skipped"][0]["role"] == "skipped" and "int64" in manifest["skipped"][0]["reason"]
+    assert "role" not in manifest["skipped"][0] and "int64" in manifest["skipped"][0]["reason"]
     assert manifest["max_image"] == [8192, 8192] and manifest["source"] == "sample_cnn.onnx"
-    assert "conv1.weight  conv2d_filter" in out and "skipped flatten.shape" in out
+    assert "conv1.weight  filter     conv2d_filter" in out and "skipped flatten.shape" in out
     check_images(images, manifest, path)
 
 
@@ -362,7 +362,7 @@ def test_every_role(tmp_path, capsys):
         "gemm1.b": ("weight_width", (9, 7, 1, 1)), "gemm1.c": ("argument", (9,)),
         "mm.w": ("weight_width", (6, 9, 1, 1)),
     }
-    assert {n: (e["role"], tuple(e["dims"])) for n, e in by.items()} == expect
+    assert {n: (e["layout"], tuple(e["dims"])) for n, e in by.items()} == expect
     skipped = {s["name"]: s["reason"] for s in manifest["skipped"]}
     assert set(skipped) == {"mul.scalar", "shape", "unused"}
     assert "scalar" in skipped["mul.scalar"] and "int64" in skipped["shape"]
@@ -398,7 +398,7 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     (entry,) = manifest["tensors"]
     # weight_width would be 2 x 300; weight_height (8 x 75) is the next fc_weight candidate,
     # as choose_layout("fc_weight", ...) says, and the manifest says why
-    assert entry["role"] == "weight_width" and entry["fallback_from"] == "weight_width"
+    assert entry["role"] == "fc_weight" and entry["fallback_from"] == "weight_width"
     assert entry["layout"] == "weight_height" and (entry["width"], entry["height"]) == (8, 75)
     assert entry["layout"] == runtime.choose_layout("fc_weight", (300, 8, 1, 1),
                                                     limits=(128, 128)).name

@@ -212,11 +212,12 @@ def test_every_conv_of_ppocr_det_alone(cl_engine, ppocr):
         want, terms = conv_reference(x, w, b, onnx_attrs)
         role = roles[node.input[1]]
         logical = clayout_model.logical_weight(w, role.steps)
-        wm = place(np.ascontiguousarray(logical), role.role, cl_engine)
+        layout = runtime.algebra.catalog.own_layout(role.role)
+        wm = place(np.ascontiguousarray(logical), layout, cl_engine)
         y = output("in_out_channel", want.shape, cl_engine)
         ops.conv(place(x, "in_out_channel", cl_engine), wm, place(b, "argument", cl_engine), y,
                  tuple(onnx_attrs["strides"]), tuple(pads[:2]), tuple(onnx_attrs["dilations"]),
-                 groups, role.role == "dw_conv2d_filter")
+                 groups, role.role == "depthwise")
         check(read(y), want, terms)
 
 

@@ -378,10 +378,10 @@ def test_oversize_with_keep_buffers(tmp_path, capsys):
     stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8",
                                     "--keep-buffers", "--no-tiles", "--dtype", "f16")
     by = {e["name"]: e for e in manifest["tensors"]}
-    assert by["big"]["role"] == "buffer" and by["big"]["image_role"] == "conv2d_filter"
+    assert by["big"]["layout"] == "buffer" and by["big"]["role"] == "filter"
     assert by["big"]["tag"] == "abcd" and by["big"]["dims"] == [16, 16, 3, 3]
     assert np.array_equal(bits(stored["big"]), bits(dtypes.convert(big, "f16")))
-    assert by["c3d"]["role"] == "buffer" and by["c3d"]["image_role"] is None
+    assert by["c3d"]["layout"] == "buffer" and by["c3d"]["role"] is None
     assert by["c3d"]["tag"] == "abcde" and by["c3d"]["dims"] == [4, 3, 2, 2, 2]
     assert np.array_equal(bits(stored["c3d"]), bits(dtypes.convert(conv3d, "f16")))
     assert by["bias"]["layout"] == "argument"                  # 4x1 fits
@@ -390,7 +390,7 @@ def test_oversize_with_keep_buffers(tmp_path, capsys):
     stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8",
                                     "--keep-buffers", "--dtype", "f16")
     by = {e["name"]: e for e in manifest["tensors"]}
-    assert by["c3d"]["role"] == "buffer" and "big" not in stored
+    assert by["c3d"]["layout"] == "buffer" and "big" not in stored
     assert by["big"]["layout"] == "conv2d_filter" and len(by["big"]["tiles"]) == 10
     assert "2 images (1 in 10 tiles), 1 buffers" in out
 
@@ -426,7 +426,8 @@ def test_oversize_weights_are_tiled(tmp_path, capsys, request, engine):
     for name, want in logical.items():
         e = by[name]
         assert (e["role"], e["layout"], tuple(e["dims"])) == \
-            ({"big": "conv2d_filter", "fc": "weight_width"}[name],) * 2 + (want.shape,)
+            {"big": ("filter", "conv2d_filter"), "fc": ("fc_weight", "weight_width")}[name] + \
+            (want.shape,)
         assert "fallback_from" not in e and "over --max-image 8,8, and no" in e["choice"]
         whole = runtime.to_image(want, e["layout"], engine=engine)       # without a limit
         assert np.array_equal(bits(whole), bits(runtime.to_image(want, e["layout"],
@@ -483,7 +484,7 @@ def test_no_tiles(tmp_path, capsys):
     stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8", "--no-tiles",
                                     "--keep-buffers")
     by = {e["name"]: e for e in manifest["tensors"]}
-    assert [by[n]["role"] for n in ("big", "fc", "bias")] == ["buffer", "buffer", "argument"]
+    assert [by[n]["layout"] for n in ("big", "fc", "bias")] == ["buffer", "buffer", "argument"]
     assert not [e for e in manifest["tensors"] if "tiles" in e] and set(stored) == set(by)
     assert np.array_equal(bits(stored["fc"]), bits(logical["fc"]))
     assert "1 images, 2 buffers" in out

@@ -318,7 +318,7 @@ def test_integer_weights_that_cannot_be_stored_are_named(tmp_path, capsys):
           "--keep-buffers")
     stored, manifest, out = convert(tmp_path, capsys, path, "--keep-buffers")
     e = entry_of(manifest, "w")
-    assert (e["role"], e["dtype"], e["tag"]) == ("buffer", "s8", "abcde")
+    assert (e["layout"], e["dtype"], e["tag"]) == ("buffer", "s8", "abcde")
     assert np.array_equal(stored["w"], w) and "ConvInteger 0/1/0" in out
     # a zero point computed at run time
     nodes = [helper.make_node("Identity", ["x"], ["xz"]),
@@ -350,7 +350,7 @@ def test_recurrent_weights(tmp_path, capsys, op):
     stored, manifest, out = convert(tmp_path, capsys, path, "--keep-buffers")
     for name, tag in (("W", "abc"), ("R", "abc"), ("B", "ab")):
         e = entry_of(manifest, name)
-        assert (e["role"], e["tag"], tuple(e["dims"]), e["image_role"]) == \
+        assert (e["layout"], e["tag"], tuple(e["dims"]), e["role"]) == \
             ("buffer", tag, arrays[name].shape, None)
         assert e["reason"] == f"{op} input {'WRB'.index(name) + 1} has no image role"
         assert np.array_equal(bits(stored[name]), bits(arrays[name]))

@@ -114,7 +114,7 @@ def same_image(images, entry, layout, value):
 def nothing_conv_related_skipped(manifest):
     skipped = [s for s in manifest["skipped"] if s["consumer"].split(" ")[0] in CONV_OPS]
     assert skipped == []
-    assert not [e for e in manifest["tensors"] if e["role"] == "buffer"]
+    assert not [e for e in manifest["tensors"] if e["layout"] == "buffer"]
 
 
 def convert(path, out, quantized="fold"):

@@ -96,7 +96,7 @@ def _check(tmp_path, path, want, dtype, engine):
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_ppocr_cpu(tmp_path, ppocr, expected, which, dtype):
     manifest = _check(tmp_path, ppocr[which], expected[which], dtype, "cpu")
-    assert not [e for e in manifest["tensors"] if e["role"] == "buffer"]
+    assert not [e for e in manifest["tensors"] if e["layout"] == "buffer"]
 
 
 @pytest.mark.parametrize("which", ["det", "rec"])

@@ -137,6 +137,12 @@ def candidates(role: str) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(tiers[t]) for t in sorted(tiers))
 
 
+def own_layout(role: str) -> str:
+    """The layout a tensor of ``role`` goes on when it fits: the role's first
+    candidate (filter: conv2d_filter, fc_weight: weight_width, ...)."""
+    return candidates(role)[0][0]
+
+
 def fitting(kind: str, dims, limits: tuple[int, int]) -> list[ImageLayout]:
     """Named layouts of ``kind`` whose image for ``dims`` fits ``limits``
     (max width, max height), in catalog order."""

@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-buffers", action="store_true",
                    help="store a weight of a compute op that cannot go on an image (no image "
                    "layout takes it, such as an LSTM's W, R, B, or with --no-tiles none fits) "
-                   "as a plain buffer (role 'buffer') instead of failing")
+                   "as a plain buffer (layout 'buffer') instead of failing")
     p.add_argument("--no-tiles", action="store_true",
                    help="never split a weight into tiles (for engines that cannot read them): "
                    "one that no layout fits within --max-image fails the command, or with "

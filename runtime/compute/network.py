@@ -43,7 +43,7 @@ def weights_on(engine, images: dict, manifest: dict) -> dict:
     """Every image of a ``clayout model`` file as an image Memory on ``engine``."""
     out = {}
     for e in manifest["tensors"]:
-        if e["role"] == "buffer" or "tiles" in e:
+        if e["layout"] == "buffer" or "tiles" in e:
             continue
         out[e["name"]] = Memory.from_numpy(images[e["name"]], e["layout"], engine=engine,
                                            dims=e["dims"])

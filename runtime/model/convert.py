@@ -103,22 +103,20 @@ def plan(constants, quantized: str = "fold") -> list[Weight]:
 
 
 # -- conversion --------------------------------------------------------------------------------
-# a weight's role names its layout when it fits: the first candidate of a
-# placement role (conv2d_filter: filter, weight_width: fc_weight, ...)
-PLACEMENT_ROLE = {catalog.candidates(role)[0][0]: role for role in catalog.ROLES}
 
 
 def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout | None, str, str]:
     """(layout, the role it fell back from or "", why): what
     ``placement.layout_choice`` chooses for the weight under ``max_image``;
     layout None when no candidate fits."""
-    choice = placement.layout_choice(PLACEMENT_ROLE[w.role], w.dims, limits=max_image)
+    choice = placement.layout_choice(w.role, w.dims, limits=max_image)
+    own = catalog.own_layout(w.role)
     if not choice.fits:
         width, height = choice.chosen.size
-        return None, "", (f"{w.role} needs a {width}x{height} image, over --max-image "
+        return None, "", (f"{own} needs a {width}x{height} image, over --max-image "
                           f"{max_image[0]},{max_image[1]}, and no {choice.role} layout fits ("
                           + ", ".join(c.describe() for c in choice.rejected) + ")")
-    return choice.layout, "" if choice.layout.name == w.role else w.role, choice.reason
+    return choice.layout, "" if choice.layout.name == own else own, choice.reason
 
 
 def check_dtype(dtype) -> str | None:
@@ -136,7 +134,7 @@ def _unplaced_error(unplaced) -> ClayoutError:
             + ", ".join(repr(printable(w.name)) for w, _ in unplaced[4:])
             if len(unplaced) > 4 else "")
     hint = ("raise --max-image, drop --no-tiles to split them into tiles, or pass "
-            "--keep-buffers" if any(w.role != "skipped" for w, _ in unplaced) else
+            "--keep-buffers" if any(w.role is not None for w, _ in unplaced) else
             "pass --keep-buffers")
     return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {shown}{more}; "
                         f"{hint} to store them as plain buffers")
@@ -199,10 +197,11 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
     dt = dtypes.dtype(dtype or float_dtype(weights))
     placed, unplaced, plans = [], [], {}
     for w in weights:
-        if w.role != "skipped":
+        if w.role is not None:
             layout, fallback, why = _choose_layout(w, max_image)
             if layout is None and tiles:   # the role's own layout, cut to fit
-                layout, plans[w.name] = image_layout(w.role), tile_plan(w.role, w.dims, max_image)
+                own = catalog.own_layout(w.role)
+                layout, plans[w.name] = image_layout(own), tile_plan(own, w.dims, max_image)
             if layout is None:
                 unplaced.append((w, why))
             else:
@@ -246,7 +245,7 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
         if not kind:
             raise ClayoutError(f"tensor {printable(w.name)!r} ({w.onnx_dtype}) cannot be stored, "
                                f"not even as a buffer: {why}")
-        if w.role == "skipped":     # no role: the ONNX tensor as stored
+        if w.role is None:     # no role: the ONNX tensor as stored
             w.dims, w.steps = w.onnx_shape or (1,), (("reshape", w.onnx_shape or (1,)),)
         buffer = np.ascontiguousarray(stored_values(logical_weight(source, w.steps), kind))
         stored[w.name], originals[w.name] = buffer, source
@@ -267,7 +266,7 @@ def read_back(array, entry: dict, engine=None) -> np.ndarray:
     """The ONNX tensor read back from a stored image or buffer (in its dtype);
     for a tiled entry ``array`` is the tuple of its tiles
     (``manifest.stored_image(tensors, entry)`` gives either)."""
-    if entry["role"] == "buffer":
+    if entry["layout"] == "buffer":
         logical = array.reshape(entry["dims"])
     else:
         logical = np.asarray(from_image(array, entry["layout"], entry["dims"], engine=engine))

@@ -49,7 +49,7 @@ def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
 def _refuse(w: Weight, why: str) -> list[Weight]:
     """No image for ``w``: as a compute weight it fails the conversion (or,
     with --keep-buffers, is stored as a buffer of its own values)."""
-    w.role, w.dims, w.steps, w.mapping, w.reason, w.compute = "skipped", (), (), "", why, True
+    w.role, w.dims, w.steps, w.mapping, w.reason, w.compute = None, (), (), "", why, True
     return []
 
 
@@ -136,7 +136,7 @@ def attach_parameters(weights: list[Weight], constants, form: str) -> list[Weigh
     out = []
     for w, c in zip(weights, constants):
         out.append(w)
-        if w.role == "skipped" and not w.compute:
+        if w.role is None and not w.compute:
             continue
         integer_use = next((u for u in c.uses if u.op in INTEGER_OPS
                             and u.index == INTEGER_OPS[u.op].weight), None)
@@ -155,6 +155,6 @@ def attach_parameters(weights: list[Weight], constants, form: str) -> list[Weigh
             _refuse(w, "--quantized keep: the steps folded after its DequantizeLinear move its "
                     "per-axis parameters off one axis; pass --quantized fold")
     for w in weights:
-        if w.name in claimed and w.role == "skipped" and not w.compute:
+        if w.name in claimed and w.role is None and not w.compute:
             w.claimed = True
     return out

@@ -3,15 +3,17 @@
 The safetensors file holds one tensor per converted weight, named after the ONNX
 tensor, and a JSON manifest in its metadata under the key ``clayout``:
 
-* ``tensors``: one entry per stored tensor. An image entry has ``role``,
-  ``layout`` (they differ after a ``--max-image`` fallback, which also sets
-  ``fallback_from``), ``choice`` (why that layout: runtime.placement's reason,
+* ``tensors``: one entry per stored tensor. An image entry has ``role`` (what
+  the weight does: filter, depthwise, fc_weight, argument), ``layout`` (its
+  role's own layout, or another after a ``--max-image`` fallback, which also
+  sets ``fallback_from``), ``choice`` (why that layout: runtime.placement's reason,
   with the size of every candidate it rejected), logical ``dims``, image
   ``width``/``height``, ``dtype``, ``bytes``, the ONNX ``onnx_shape``/``onnx_dtype``, the ``consumer`` node, the
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
-  buffer entry (``--keep-buffers``) has ``role: "buffer"``, a plain ``tag`` and
-  ``dims`` instead of a layout, plus ``image_role`` and ``reason``. A tiled
+  buffer entry (``--keep-buffers``) has ``layout: "buffer"``, a plain ``tag``,
+  ``dims``, ``reason``, and the ``role`` it would have had on an image (null for
+  a weight no image layout takes). A tiled
   entry (an image over ``--max-image`` in every layout of its kind) is an image
   entry whose ``width``/``height`` are the whole image's, with ``tiles``: one
   ``{key, row, col, x0, y0, width, height}`` per tile in row-major order, each stored as its own tensor under ``key``
@@ -53,7 +55,7 @@ from .roles import COMPUTE_OPS
 # that read and write the file, so that the manifest's printing works without it.
 
 MANIFEST_KEY = "clayout"
-FORMAT = "clayout-model/4"   # 3: tiled entries, choice; 4: quantized weights, host_converted
+FORMAT = "clayout-model/4"   # 3: tiles, choice; 4: quantized, host_converted, role = the role
 PLAIN = "abcdefghijkl"
 
 
@@ -131,14 +133,15 @@ def stored_image(tensors: dict, entry: dict):
 
 
 def buffer_entry(w, buffer: np.ndarray, reason: str) -> dict:
-    return {"name": w.name, "role": "buffer", "tag": PLAIN[:len(w.dims)], "dims": list(w.dims),
+    return {"name": w.name, "role": w.role, "layout": "buffer", "tag": PLAIN[:len(w.dims)],
+            "dims": list(w.dims),
             "dtype": dtypes.of_array(buffer).name, "bytes": int(buffer.nbytes),
-            "image_role": None if w.role == "skipped" else w.role, "reason": reason,
+            "reason": reason,
             **_common(w)}
 
 
 def skipped_entry(w) -> dict:
-    entry = {"name": w.name, "role": "skipped", "onnx_shape": list(w.onnx_shape),
+    entry = {"name": w.name, "onnx_shape": list(w.onnx_shape),
              "onnx_dtype": w.onnx_dtype, "consumer": w.consumer, "origin": w.origin,
              "reason": w.reason}
     if w.folded_into:
@@ -158,14 +161,14 @@ def table(manifest: dict, names_per_reason: int = 3) -> str:
     head = ("name", "role", "layout", "dims", "image", "dtype", "bytes")
     rows = [head]
     for e in manifest["tensors"]:
-        if e["role"] == "buffer":
+        if e["layout"] == "buffer":
             layout, image = f"buffer {e['tag']}", "-"
         else:
             layout = e["layout"] + (f" (not {e['fallback_from']}: too big)"
                                     if "fallback_from" in e else "")
             image = f"{e['width']}x{e['height']}" + (f" in {len(e['tiles'])} tiles"
                                                      if "tiles" in e else "")
-        rows.append((printable(e["name"]), e["role"], layout, ",".join(map(str, e["dims"])),
+        rows.append((printable(e["name"]), e["role"] or "-", layout, ",".join(map(str, e["dims"])),
                      image, e["dtype"], str(e["bytes"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.rjust(w) if i == 6 else c.ljust(w) for i, (c, w) in
@@ -199,14 +202,14 @@ def by_op(manifest: dict) -> dict[str, list[int]]:
             op = (e.get("consumer") or "").split(" ")[0]
             if not op or op == "(folded)" or e.get("param_of"):
                 continue
-            counts.setdefault(op, [0, 0, 0])[1 if e["role"] == "buffer" else column] += 1
+            counts.setdefault(op, [0, 0, 0])[1 if e.get("layout") == "buffer" else column] += 1
     return dict(sorted(counts.items(), key=lambda kv: kv[0] not in COMPUTE_OPS))
 
 
 def summary(manifest: dict, output: str) -> str:
     """One line: what was written, counted, and per op kind what became of the
     constants it reads (placed/buffers/skipped)."""
-    images = [e for e in manifest["tensors"] if e["role"] != "buffer"]
+    images = [e for e in manifest["tensors"] if e["layout"] != "buffer"]
     buffers = len(manifest["tensors"]) - len(images)
     total = sum(e["bytes"] for e in manifest["tensors"])
     kinds = ", ".join(sorted({e["dtype"] for e in manifest["tensors"]},

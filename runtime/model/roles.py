@@ -1,7 +1,8 @@
 """Which image each constant of an ONNX model goes on (``clayout model``'s plan).
 
 :func:`roles` gives every constant found by :func:`runtime.model.onnx_graph.read_constants`
-a :class:`Weight`: its role (a named image layout) from the op that reads it, the
+a :class:`Weight`: its role (filter, depthwise, fc_weight, argument: what the
+weight does, and so its candidate layouts, runtime.algebra.catalog) from the op that reads it, the
 logical dims, and the ``steps`` (numpy reshape / transpose, in order) that turn
 the ONNX tensor into the logical one; :func:`logical_weight` applies them and
 :func:`onnx_weight` undoes them. The role table is in runtime.model's docstring
@@ -14,7 +15,7 @@ Example::
     >>> w = Weight("w", (8, 3, 5), "float32")
     >>> assign_role(w, "Conv", 1, None)        # a 1-D convolution: (O, I, K)
     >>> w.role, w.dims, w.steps
-    ('conv2d_filter', (8, 3, 1, 5), (('reshape', (8, 3, 1, 5)),))
+    ('filter', (8, 3, 1, 5), (('reshape', (8, 3, 1, 5)),))
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class Weight:
     onnx_dtype: str
     consumer: str = ""            # "Conv conv1 input 1", or "" when unused
     origin: str = ""              # "initializer", "Constant node c0 -> Cast k", ...
-    role: str = "skipped"         # a named image layout, or "skipped"
+    role: str | None = None       # its role: filter, depthwise, fc_weight, argument; None: none
     dims: tuple[int, ...] = ()    # clayout's logical dims
     steps: tuple = ()             # (("transpose", perm) | ("reshape", shape), ...) ONNX -> logical
     mapping: str = ""             # the steps in words
@@ -70,26 +71,26 @@ def _filter_role(w: Weight, op: str, group: int, s: tuple) -> None:
     """Conv and ConvTranspose weights of rank 4 (``s``: the shape)."""
     if op == "Conv" and group > 1 and s[1] == 1 and s[0] % group == 0:
         mult = s[0] // group
-        w.role, w.dims = "dw_conv2d_filter", (mult, group, s[2], s[3])
+        w.role, w.dims = "depthwise", (mult, group, s[2], s[3])
         w.steps = (("reshape", (group, mult, s[2], s[3])), ("transpose", (1, 0, 2, 3)))
         w.mapping = f"ONNX (C*M,1,kH,kW) with C={group}, M={mult}: [m,c] = onnx[c*M+m]"
     elif op == "Conv":
-        w.role, w.dims = "conv2d_filter", s
+        w.role, w.dims = "filter", s
         w.mapping = "ONNX (O,I,kH,kW) as stored" + (f" (group {group}: I per group)"
                                                    if group > 1 else "")
     elif group == 1:
-        w.role, w.dims, w.steps = "conv2d_filter", (s[1], s[0], s[2], s[3]), \
+        w.role, w.dims, w.steps = "filter", (s[1], s[0], s[2], s[3]), \
             (("transpose", (1, 0, 2, 3)),)
         w.mapping = "ONNX (I,O,kH,kW) transposed to (O,I,kH,kW)"
     elif s[0] == group:
-        w.role, w.dims, w.steps = "dw_conv2d_filter", (s[1], s[0], s[2], s[3]), \
+        w.role, w.dims, w.steps = "depthwise", (s[1], s[0], s[2], s[3]), \
             (("transpose", (1, 0, 2, 3)),)
         w.mapping = f"ONNX (C,M,kH,kW) with C={group}, M={s[1]} transposed: [m,c] = onnx[c,m]"
     elif s[0] % group:
         w.reason = f"ConvTranspose weight dim 0 ({s[0]}) is not a multiple of group {group}"
     else:
         per = s[0] // group
-        w.role, w.dims = "conv2d_filter", (group * s[1], per, s[2], s[3])
+        w.role, w.dims = "filter", (group * s[1], per, s[2], s[3])
         w.steps = (("reshape", (group, per, s[1], s[2], s[3])), ("transpose", (0, 2, 1, 3, 4)),
                    ("reshape", w.dims))
         w.mapping = (f"ONNX (I,O/g,kH,kW) with g={group} to (O,I/g,kH,kW): "
@@ -109,7 +110,7 @@ def _conv_role(w: Weight, op: str, node) -> None:
         return
     as_2d = (shape[0], shape[1], 1, shape[2])
     _filter_role(w, op, group, as_2d)
-    if w.role != "skipped":
+    if w.role is not None:
         w.steps = (("reshape", as_2d),) + w.steps
         w.mapping = f"1-D: ONNX {shape} as {as_2d}, then " + w.mapping
 
@@ -145,18 +146,18 @@ def assign_role(w: Weight, op: str, index: int, node) -> None:
             return
         trans = bool(attr(node, "transB", 0)) if node is not None else False
         out, inp = (shape[0], shape[1]) if trans else (shape[1], shape[0])
-        w.role, w.dims = "weight_width", (out, inp, 1, 1)
+        w.role, w.dims = "fc_weight", (out, inp, 1, 1)
         w.steps = ((() if trans else (("transpose", (1, 0)),)) + (("reshape", w.dims),))
         w.mapping = "Gemm B (O,I) with transB=1, as stored" if trans else \
             "Gemm B (I,O) with transB=0, transposed to (O,I)"
         return
     if op == "MatMul" and index == 1:
         if len(shape) == 2:
-            w.role, w.dims = "weight_width", (shape[1], shape[0], 1, 1)
+            w.role, w.dims = "fc_weight", (shape[1], shape[0], 1, 1)
             w.steps = (("transpose", (1, 0)), ("reshape", w.dims))
             w.mapping = "MatMul B (I,O) transposed to (O,I)"
         elif len(shape) == 3:
-            w.role, w.dims = "weight_width", (shape[0] * shape[2], shape[1], 1, 1)
+            w.role, w.dims = "fc_weight", (shape[0] * shape[2], shape[1], 1, 1)
             w.steps = (("transpose", (0, 2, 1)), ("reshape", w.dims))
             w.mapping = "MatMul B (G,I,O) to (G*O,I): [g*O+o, i] = B[g, i, o]"
         else:
@@ -214,11 +215,11 @@ def roles(constants) -> list[Weight]:
             for use in c.uses:     # the first use that gives a role decides
                 trial = Weight(w.name, w.onnx_shape, w.onnx_dtype)
                 assign_role(trial, use.op, use.index, use.proto)
-                if trial.role != "skipped" or use is c.uses[0]:
+                if trial.role is not None or use is c.uses[0]:
                     w.consumer, w.role, w.dims, w.steps, w.mapping, w.reason = \
                         str(use), trial.role, trial.dims, trial.steps, trial.mapping, trial.reason
                     w.use = use
-                if trial.role != "skipped":
+                if trial.role is not None:
                     break
             w.compute = any(is_weight_input(u, c.onnx_dtype) for u in c.uses)
     return weights
@@ -229,7 +230,7 @@ def float_dtype(weights) -> str:
     type: f16 when every float weight to store is float16, else f32 (exact for
     every other float type but float64, which is rounded to f32)."""
     kinds = {w.onnx_dtype for w in weights if not w.store_dtype and w.onnx_dtype in FLOAT_DTYPES
-             and (w.role != "skipped" or w.compute)}
+             and (w.role is not None or w.compute)}
     return "f16" if kinds == {"float16"} else "f32"
 
 
