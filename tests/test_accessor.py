@@ -33,52 +33,51 @@ def values(dtype, n, seed):
     return rng.integers(lo, hi, n, endpoint=True).astype(runtime.algebra.dtypes.dtype(dtype).np)
 
 
-def gather_source(acc, four: bool) -> str:
-    """out[i] = the element at the i-th logical index (row-major), by load
-    or, along the lane axis, by load4 from multiples of 4 (kernel gather4)."""
-    r, n, t = acc.rank, acc.name, CTYPE[VALUE[acc.side.dtype.name]]
+def each_index(acc, kernel: str, buffer: str, body: str) -> str:
+    """A kernel over the i-th logical index (row-major) of acc's dims: the
+    index decoded into i0, i1, ...; d holds the dims and s their strides."""
+    r, n = acc.rank, acc.name
     dims = ", ".join(f"{n}_dim({n}_ARGS, {k})" for k in range(r))
-    decode = [f"int i{k} = rest % d[{k}]; rest /= d[{k}];" for k in reversed(range(r))]
-    call = ", ".join(f"i{k}" for k in range(r))
-    if four:
-        lane = acc.lane_axis
-        body = [f"if (i{lane} % 4) return;",
-                f"{t}4 v = {n}_load4({n}_ARGS, {call});"]
-        stride = f"s[{lane}]"
-        body += [f"if (i{lane} + {j} < d[{lane}]) out[i + {j} * {stride}] = v.s{j};"
-                 for j in range(4)]
-    else:
-        body = [f"out[i] = {n}_load({n}_ARGS, {call});"]
-    strides = ["1"] * r
-    for k in reversed(range(r - 1)):
-        strides[k] = f"s[{k + 1}] * d[{k + 1}]"
+    strides = " ".join(f"s[{k}] = s[{k + 1}] * d[{k + 1}];" for k in reversed(range(r - 1)))
+    decode = " ".join(f"int i{k} = rest % d[{k}]; rest /= d[{k}];" for k in reversed(range(r)))
     return f"""
-__kernel void gather{4 if four else ""}({n}_PARAMS, __global {t} *out, const int total)
+__kernel void {kernel}({n}_PARAMS, {buffer}, const int total)
 {{
     const int i = get_global_id(0);
     if (i >= total) return;
     const int d[{r}] = {{{dims}}};
     int s[{r}];
     s[{r - 1}] = 1;
-    {" ".join(f"s[{k}] = {strides[k]};" for k in reversed(range(r - 1)))}
+    {strides}
     int rest = i;
-    {" ".join(decode)}
-    {" ".join(body)}
+    {decode}
+    {body}
 }}
 """
+
+
+def gather_source(acc, four: bool) -> str:
+    """out[i] = the element at the i-th logical index (row-major), by load
+    or, along the lane axis, by load4 from multiples of 4 (kernel gather4)."""
+    n, t = acc.name, CTYPE[VALUE[acc.side.dtype.name]]
+    call = ", ".join(f"i{k}" for k in range(acc.rank))
+    if four:
+        lane = acc.lane_axis
+        body = [f"if (i{lane} % 4) return;",
+                f"{t}4 v = {n}_load4({n}_ARGS, {call});"]
+        body += [f"if (i{lane} + {j} < d[{lane}]) out[i + {j} * s[{lane}]] = v.s{j};"
+                 for j in range(4)]
+    else:
+        body = [f"out[i] = {n}_load({n}_ARGS, {call});"]
+    return each_index(acc, f"gather{4 if four else ''}", f"__global {t} *out", " ".join(body))
 
 
 def scatter_source(acc) -> str:
     """Every lane group (a multiple of 4 on the lane axis) stored with
     store4 from a plain logical tensor of values; without a lane axis, every
     element with store."""
-    r, n, t = acc.rank, acc.name, CTYPE[VALUE[acc.side.dtype.name]]
-    dims = ", ".join(f"{n}_dim({n}_ARGS, {k})" for k in range(r))
-    decode = [f"int i{k} = rest % d[{k}]; rest /= d[{k}];" for k in reversed(range(r))]
-    call = ", ".join(f"i{k}" for k in range(r))
-    strides = ["1"] * r
-    for k in reversed(range(r - 1)):
-        strides[k] = f"s[{k + 1}] * d[{k + 1}]"
+    n, t = acc.name, CTYPE[VALUE[acc.side.dtype.name]]
+    call = ", ".join(f"i{k}" for k in range(acc.rank))
     if acc.lane_axis is None:
         body = f"{n}_store({n}_ARGS, {call}, src[i]);"
     else:
@@ -86,20 +85,7 @@ def scatter_source(acc) -> str:
         get = [f"(i{lane} + {j} < d[{lane}] ? src[i + {j} * s[{lane}]] : 7)" for j in range(4)]
         body = (f"if (i{lane} % 4) return; "
                 f"{n}_store4({n}_ARGS, {call}, ({t}4)({', '.join(get)}));")
-    return f"""
-__kernel void scatter({n}_PARAMS, __global const {t} *src, const int total)
-{{
-    const int i = get_global_id(0);
-    if (i >= total) return;
-    const int d[{r}] = {{{dims}}};
-    int s[{r}];
-    s[{r - 1}] = 1;
-    {" ".join(f"s[{k}] = {strides[k]};" for k in reversed(range(r - 1)))}
-    int rest = i;
-    {" ".join(decode)}
-    {body}
-}}
-"""
+    return each_index(acc, "scatter", f"__global const {t} *src", body)
 
 
 def storage(eng, side, data, write=False):

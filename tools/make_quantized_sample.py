@@ -17,13 +17,14 @@ Graph (input 1x3x16x16 float):
   -> MatMul 16->10: weight DequantizeLinear(int8, per-tensor scale and zero point)
   -> output 1x10
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from make_sample_model import finished, write_or_check
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime", "data",
                            "sample_quantized.onnx")
@@ -80,37 +81,8 @@ def build() -> onnx.ModelProto:
                          name="fc.weight_dq"),
         helper.make_node("MatMul", ["f2", "fc.weight"], ["output"], name="fc"),
     ]
-    graph = helper.make_graph(
-        nodes, "clayout_sample_quantized",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])],
-        initializer=inits)
-    model = helper.make_model(graph, producer_name="clayout tools/make_quantized_sample.py",
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 7
-    onnx.checker.check_model(model)
-    return model
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", default=DEFAULT_OUT, help="where to write the model")
-    parser.add_argument("--check", action="store_true",
-                        help="compare with the file at --output instead of writing it")
-    args = parser.parse_args(argv)
-    data = build().SerializeToString(deterministic=True)
-    if args.check:
-        with open(args.output, "rb") as f:
-            same = f.read() == data
-        print(f"{args.output}: {'up to date' if same else 'differs from a fresh build'}")
-        return 0 if same else 1
-    tmp = args.output + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, args.output)
-    print(f"wrote {os.path.normpath(args.output)} ({len(data)} bytes)")
-    return 0
+    return finished(nodes, inits, "clayout_sample_quantized", "make_quantized_sample.py")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(write_or_check(build, DEFAULT_OUT, __doc__))

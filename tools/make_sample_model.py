@@ -67,21 +67,29 @@ def build() -> onnx.ModelProto:
         helper.make_node("Reshape", ["g3", "flatten.shape"], ["f3"], name="flatten"),
         helper.make_node("Gemm", ["f3", "fc.weight", "fc.bias"], ["output"], name="fc", transB=1),
     ]
+    return finished(nodes, inits, "clayout_sample_cnn", "make_sample_model.py")
+
+
+def finished(nodes, inits, name: str, script: str) -> onnx.ModelProto:
+    """The sample graph (input 1x3x16x16, output 1x10) as a checked opset-13,
+    IR-7 model: what both sample builders end with."""
     graph = helper.make_graph(
-        nodes, "clayout_sample_cnn",
+        nodes, name,
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])],
         initializer=inits)
-    model = helper.make_model(graph, producer_name="clayout tools/make_sample_model.py",
+    model = helper.make_model(graph, producer_name=f"clayout tools/{script}",
                               opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 7
     onnx.checker.check_model(model)
     return model
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", default=DEFAULT_OUT, help="where to write the model")
+def write_or_check(build, default_out: str, doc: str, argv=None) -> int:
+    """Write build()'s model to --output (whole or not at all), or with
+    --check compare it with the file there; the exit status."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("-o", "--output", default=default_out, help="where to write the model")
     parser.add_argument("--check", action="store_true",
                         help="compare with the file at --output instead of writing it")
     args = parser.parse_args(argv)
@@ -100,4 +108,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(write_or_check(build, DEFAULT_OUT, __doc__))
