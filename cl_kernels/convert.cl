@@ -1,4 +1,4 @@
-// clayout: exact dtype conversions, bit for bit the rules of runtime/dtypes.py.
+// clayout: exact dtype conversions, bit for bit the rules of runtime/algebra/dtypes.py.
 //
 // Storage: f32 is float, f16 and bf16 are ushort bits (no cl_khr_fp16 needed),
 // s32/s8/u8 are int/char/uchar. Everything here is integer arithmetic or
@@ -6,7 +6,7 @@
 // no device rounding mode, half image rounding or NaN policy is trusted.
 
 // n / d for an index n < 2^31, as (n * m) >> s with the magic number m and
-// shift s of d (runtime/c_index.py: magic): what a compiler does for a constant
+// shift s of d (runtime/algebra/c_index.py: magic): what a compiler does for a constant
 // divisor, for divisors that are kernel arguments.
 static inline uint clayout_div(uint n, uint m, uint s) { return (uint)(((ulong)n * m) >> s); }
 

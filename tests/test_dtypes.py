@@ -1,10 +1,10 @@
-"""Data types (docs/dtypes.md): runtime.dtypes.convert against independent oracles.
+"""Data types (docs/dtypes.md): runtime.algebra.dtypes.convert against independent oracles.
 
 The main oracle rounds the exact rational value of each input (Python's
 fractions) to the destination format by IEEE round-to-nearest-even with
 subnormals and overflow to inf; ml_dtypes and numpy casts cross-check the
 float -> float paths. NaN becomes the destination's canonical quiet NaN
-(runtime.dtypes.CANONICAL_NAN, the implementation's documented choice).
+(runtime.algebra.dtypes.CANONICAL_NAN, the implementation's documented choice).
 """
 from fractions import Fraction
 

@@ -32,8 +32,7 @@ PACKAGE = ROOT / "runtime"
 
 # imported inside functions so that the cpu engine works without them
 OPTIONAL = {"pyopencl", "mako", "onnx", "matplotlib", "safetensors", "torch", "onnxruntime"}
-# runtime modules a function may import although they need nothing of OPTIONAL:
-# `clayout bench` says so in one line when a build leaves runtime.bench out
+# runtime modules a function may import although they need nothing of OPTIONAL
 LAZY_ALLOWED: set = set()
 # a script, not a module: importing it runs the command line
 NOT_IMPORTED_ALONE = {"runtime.__main__"}

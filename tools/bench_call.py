@@ -1,5 +1,5 @@
-"""What the two benchmarks (the cpu rows of runtime.bench and
-runtime.opencl.bench) share: the public call they time on a host array, the
+"""What the two benchmarks (the cpu rows of tools/bench.py and
+tools/bench_opencl.py) share: the public call they time on a host array, the
 timer that takes several calls' rounds in turn, and the geometric mean. A
 module of its own below both, so that neither benchmark imports the other.
 """

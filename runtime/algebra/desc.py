@@ -280,7 +280,7 @@ class MemoryDesc:
     def c_offset(self, names) -> str:
         """The offset as an OpenCL C expression of the logical indices ``names``
         (one C expression per dim), constants baked in; mirrors ``offset``
-        (runtime.c_index emits it, also with the numbers as kernel arguments)."""
+        (runtime.algebra.c_index emits it, also with the numbers as kernel arguments)."""
         return offset_expr(self, list(names), Numbers(bake=True))
 
     # -- names ------------------------------------------------------------------

@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="t", metavar="N", help="the prefix of every symbol (t)")
 
     command("devices", cmd_devices, "list OpenCL devices and their image limits")
-    p = command("bench", cmd_bench, "run the benchmark (runtime.bench); arguments pass through",
+    p = command("bench", cmd_bench, "run the benchmark (tools/bench.py of a source checkout); arguments pass through",
                 add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p = command("demo", cmd_demo, "convert the bundled sample CNN and check the round trip")

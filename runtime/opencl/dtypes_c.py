@@ -1,4 +1,4 @@
-"""C snippets of the dtype rules (runtime.dtypes.convert) for the kernels.
+"""C snippets of the dtype rules (runtime.algebra.dtypes.convert) for the kernels.
 
 Every element travels in its *storage* type (``DType.cl_scalar``: float,
 ushort bits for f16/bf16, int, char, uchar). A conversion is a C expression
