@@ -65,7 +65,7 @@ class Engine:
         (runtime.algebra.transform), its result 1-D (a plain tensor)."""
         values = np.asarray(data).reshape(step.src.dims)
         if step.inverse:
-            return step.transform.invert(values, step.dst.dtype).reshape(-1)
+            return step.transform.invert(values, step.dst.dtype, step.dst.dims).reshape(-1)
         return step.transform.apply(values).reshape(-1)
 
     # -- tiles ------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from runtime import ClayoutError, MemoryDesc
+from runtime import IMAGE_LAYOUTS, ClayoutError, MemoryDesc
 from runtime.cpu import geometry, plan as cpu_plan
 from runtime.algebra.dtypes import NAMES as DTYPES  # f32 f16 bf16 s32 s8 u8
 from runtime.algebra.dtypes import IMAGE_NAMES as IMAGE_DTYPES
@@ -39,6 +39,11 @@ SETTINGS = settings(max_examples=120, deadline=None, derandomize=_CI,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
 FEW = settings(SETTINGS, max_examples=50)
+
+# The named layouts that place the tensor itself, for tests over any dims and
+# dtype; the Winograd layouts (a transform stage: 3x3 or 5x5 float filters
+# only) are tested in test_winograd.py.
+MOVED = {name: layout for name, layout in IMAGE_LAYOUTS.items() if layout.transform is None}
 
 NP = {"f32": np.dtype(np.float32), "f16": np.dtype(np.float16),
       "bf16": np.dtype(ml_dtypes.bfloat16), "s32": np.dtype(np.int32),

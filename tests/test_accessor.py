@@ -17,12 +17,12 @@ from conftest import bits
 from runtime import ClayoutError, ImageDesc, MemoryDesc, image_layout
 from runtime.opencl import images
 from runtime.opencl.accessor import accessor
-from strategies import FEW, small_dims
+from strategies import FEW, MOVED, small_dims
 
 VALUE = {"f32": np.float32, "f16": np.float32, "bf16": np.float32, "s32": np.int32,
          "s8": np.int32, "u8": np.uint32}
 CTYPE = {np.float32: "float", np.int32: "int", np.uint32: "uint"}
-LAYOUTS = sorted(runtime.IMAGE_LAYOUTS) + ["acBd4b:2", "Abcd4a:1", "bcda:2:1"]
+LAYOUTS = sorted(MOVED) + ["acBd4b:2", "Abcd4a:1", "bcda:2:1"]
 
 
 def values(dtype, n, seed):

@@ -17,9 +17,8 @@ from runtime import MemoryDesc, engine
 from runtime.cpu import engine as cpu
 from runtime.cpu import geometry
 from runtime.reference import engine as reference
-from runtime.algebra.catalog import NAMED
 
-from strategies import (FEW, SETTINGS, any_descs, assert_same_bits, dtype_names, fill,
+from strategies import (FEW, MOVED as NAMED, SETTINGS, any_descs, assert_same_bits, dtype_names, fill,
                         small_tiles,
                         fill_modes, halo_descs, image_dtype_names, seeds, small_dims,
                         strided_descs, submemory_descs, tagged_descs, tags)

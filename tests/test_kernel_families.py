@@ -11,6 +11,7 @@ import pytest
 import runtime
 
 from runtime import IMAGE_LAYOUTS, ClayoutError, MemoryDesc
+from strategies import MOVED
 from runtime.opencl import plan as cl_plan
 from runtime.opencl import programs
 from conftest import from_img, image_side, to_img
@@ -45,7 +46,7 @@ def _reorders():
 
 
 def _images():
-    for layout in IMAGE_LAYOUTS.values():
+    for layout in MOVED.values():
         for i, dims in enumerate(ACTIVATIONS):
             dims = dims[:1] if layout.kind == "argument" else dims
             for staged in (False, True):
@@ -107,7 +108,7 @@ def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
     programs.clear_cache()
     before = programs.STATS["builds"]
     families = set()
-    for layout in IMAGE_LAYOUTS.values():
+    for layout in MOVED.values():
         for dims in ACTIVATIONS:
             dims = dims[:1] if layout.kind == "argument" else dims
             src = MemoryDesc(dims)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import bits, from_img, to_img
 from runtime import IMAGE_LAYOUTS, MemoryDesc
+from strategies import MOVED
 from runtime import engine as engines
 from runtime.algebra.dtypes import IMAGE_NAMES, NAMES
 
@@ -84,7 +85,7 @@ FILTER_DIMS = [(17, 5, 3, 3), (5, 3, 1, 1), (3, 1, 3, 5), (4, 17, 1, 3)]
 SRC_TAGS = {4: ["nchw", "nhwc", "nChw8c", "chwn", "ABcd4a4b"], 2: ["nc", "cn"], 1: ["a"]}
 BUF_DTYPES = ["f32", "f16", "s8", "u8", "s32", "bf16"]
 CASES = [(name, dt, i) for i, (name, dt) in enumerate(
-    (n, d) for n in sorted(IMAGE_LAYOUTS) for d in IMAGE_NAMES)]
+    (n, d) for n in sorted(MOVED) for d in IMAGE_NAMES)]
 
 
 def _case(name, i):

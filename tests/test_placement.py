@@ -16,7 +16,7 @@ from runtime import ClayoutError, choose_layout, layout_choice, tile_plan
 from runtime.algebra.catalog import NAMED
 
 from conftest import run
-from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims
+from strategies import FEW, MOVED, SETTINGS, assert_same_bits, fill, small_dims
 
 DOCUMENTED = {
     "activation": [["in_out_channel"], ["texture_2d"], ["in_out_height"], ["in_out_width"]],
@@ -134,7 +134,7 @@ def test_choose_layout_bad_limits_and_dtype(kw, message):
 
 # -- the tile rule ------------------------------------------------------------------------
 @SETTINGS
-@given(st.sampled_from(sorted(NAMED)), st.data(), st.integers(1, 12), st.integers(1, 12))
+@given(st.sampled_from(sorted(MOVED)), st.data(), st.integers(1, 12), st.integers(1, 12))
 def test_tile_plan_covers_the_image_row_major(name, data, max_w, max_h):
     layout = NAMED[name]
     dims = data.draw(small_dims(layout.ndims, max_volume=400))
@@ -199,7 +199,7 @@ def check_round_trip(eng, name, dims, limits, src_dt, image_dt, seed, mode):
 
 
 @FEW
-@given(st.sampled_from(sorted(NAMED)), st.data(), st.sampled_from(["reference", "cpu"]),
+@given(st.sampled_from(sorted(MOVED)), st.data(), st.sampled_from(["reference", "cpu"]),
        st.sampled_from([("f32", "f32"), ("f16", "f16"), ("f32", "f16"), ("s8", "s8"),
                         ("u8", "u8"), ("f32", "u8"), ("s32", "s32")]),
        st.integers(0, 2 ** 32 - 1))
@@ -210,7 +210,7 @@ def test_tiles_round_trip_on_host_engines(name, data, eng, dts, seed):
 
 
 @FEW
-@given(st.sampled_from(sorted(NAMED)), st.data(), st.integers(0, 2 ** 32 - 1))
+@given(st.sampled_from(sorted(MOVED)), st.data(), st.integers(0, 2 ** 32 - 1))
 def test_tiles_round_trip_on_opencl(cl_engine, name, data, seed):
     dims = TILE_DIMS[name]   # fixed per layout: limits change no kernel, dims would
     limits = data.draw(tile_limits(NAMED[name], dims))

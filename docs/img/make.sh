@@ -15,3 +15,10 @@ show weight_width 6,3,2,2
 show image_2d_weights_c4_fyx_b 3,5,1,2
 show image_2d_weights_c1_b_fyx 3,2,2,2
 show texture_2d 1,6,3,5
+show winograd_2x3_mace 2,5,3,3
+show winograd_4x3_mace 1,5,3,3
+show winograd_2x3_mnn 5,3,3,3
+show winograd_2x5_mnn 2,3,5,5
+show winograd_4x3_tflite 5,1,3,3
+show image_2d_weights_winograd_6x3_s1_fbxyb 16,1,3,3
+show image_2d_weights_winograd_6x3_s1_xfbyb 16,2,3,3

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import ClayoutError
 from .layout import ImageDesc, ImageLayout
 from .tags import parse_tag
+from .transform import Transform
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,30 @@ class Row:
         return self.layout.name
 
 
-def _row(name, tag, rows, kind, size, formula, source, roles, lanes=4, ndims=4, groups=None):
-    return Row(ImageLayout(name, tag, rows, lanes, kind, ndims, groups), size, formula, source,
-               roles)
+def _row(name, tag, rows, kind, size, formula, source, roles, lanes=4, ndims=4, groups=None,
+         transform=None):
+    return Row(ImageLayout(name, tag, rows, lanes, kind, ndims, groups, transform), size,
+               formula, source, roles)
+
+
+# Winograd filter transforms: G (T rows of r numbers) on the kernel's axes
+# (docs/winograd.md gives each engine's G, its source and the error bounds).
+_P = 2 ** 0.5 / 2
+WINOGRAD = {t.name: t for t in (
+    Transform("F(2,3) MACE", ((1, 0, 0), (.5, .5, .5), (.5, -.5, .5), (0, 0, 1)), (2, 3)),
+    Transform("F(4,3) MACE", ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6),
+                              (1 / 24, 1 / 12, 1 / 6), (1 / 24, -1 / 12, 1 / 6), (0, 0, 1)),
+              (2, 3)),
+    Transform("F(2,3) MNN", ((1, 0, 0), (1, 1, 1), (1, -1, 1), (0, 0, 1)), (2, 3)),
+    Transform("F(2,5) MNN", ((1, 0, 0, 0, 0), (1, 1, 1, 1, 1), (1, -1, 1, -1, 1),
+                             (1, 2, 4, 8, 16), (1, -2, 4, -8, 16), (0, 0, 0, 0, 1)), (2, 3)),
+    Transform("F(4,3) TFLite", ((1, 0, 0), (1, _P, .5), (1, -_P, .5), (1, 2 * _P, 2),
+                                (1, -2 * _P, 2), (0, 0, 1)), (2, 3), split=(1, 4)),
+    Transform("F(6,3) clDNN", ((1, 0, 0), (-2 / 9, -2 / 9, -2 / 9), (-2 / 9, 2 / 9, -2 / 9),
+                               (1 / 90, 2 / 90, 4 / 90), (1 / 90, -2 / 90, 4 / 90),
+                               (64 / 90, 32 / 90, 16 / 90), (64 / 90, -32 / 90, 16 / 90),
+                               (0, 0, 1)), (2,)),
+)}
 
 
 LAYOUTS = (
@@ -94,6 +116,30 @@ LAYOUTS = (
          "o=x, y=(i*H+h)*W+w (one channel)", "clDNN", {"filter": 3, "fc_weight": 4}, lanes=1),
     _row("texture_2d", "cBda4b", 2, "activation", "W·N × H·⌈C/4⌉",
          "x=w*N+n, y=h*ceil(C/4)+c/4, k=c%4", "TFLite GPU", {"activation": 1}),
+    # Winograd filters: the image holds U = G·g·Gᵀ (T x T per (o, i)), not g; the
+    # formula gives the placed index (o, i, u, v) of U (clDNN: (o, i, t, w); TFLite:
+    # (o, q, j, u, v) with i = 4q + j).
+    _row("winograd_2x3_mace", "cdaB4b", 3, "filter", "⌈I/4⌉ × 16·O",
+         "o=y%O, i=4x+k, u=y/(4O), v=(y/O)%4", "MACE", {},
+         transform=WINOGRAD["F(2,3) MACE"]),
+    _row("winograd_4x3_mace", "cdaB4b", 3, "filter", "⌈I/4⌉ × 36·O",
+         "o=y%O, i=4x+k, u=y/(6O), v=(y/O)%6", "MACE", {},
+         transform=WINOGRAD["F(4,3) MACE"]),
+    _row("winograd_2x3_mnn", "cdAB4b4a", 3, "filter", "4⌈I/4⌉ × 16·⌈O/4⌉",
+         "o=4(y%ceil(O/4))+k, i=x, u=y/(4ceil(O/4)), v=(y/ceil(O/4))%4", "MNN", {},
+         transform=WINOGRAD["F(2,3) MNN"]),
+    _row("winograd_2x5_mnn", "cdAB4b4a", 3, "filter", "4⌈I/4⌉ × 36·⌈O/4⌉",
+         "o=4(y%ceil(O/4))+k, i=x, u=y/(6ceil(O/4)), v=(y/ceil(O/4))%6", "MNN", {},
+         transform=WINOGRAD["F(2,5) MNN"]),
+    _row("winograd_4x3_tflite", "cdebA4a", 4, "filter", "⌈O/4⌉ × 4·36·⌈I/4⌉",
+         "o=4x+k, j=y/(36ceil(I/4)), q=y%ceil(I/4), i=4q+j, u=(y/(6ceil(I/4)))%6, "
+         "v=(y/ceil(I/4))%6", "TFLite GPU", {}, transform=WINOGRAD["F(4,3) TFLite"]),
+    _row("image_2d_weights_winograd_6x3_s1_fbxyb", "bAcd16a", 1, "filter",
+         "384·⌈O/16⌉ × I", "i=y, o=16(x/384)+x%16, t=(x/48)%8, w=(x/16)%3", "clDNN", {},
+         lanes=1, transform=WINOGRAD["F(6,3) clDNN"]),
+    _row("image_2d_weights_winograd_6x3_s1_xfbyb", "cbAd16a", 2, "filter",
+         "48·⌈O/16⌉ × 8·I", "i=y%I, t=y/I, o=16(x/48)+x%16, w=(x/16)%3", "clDNN", {},
+         lanes=1, transform=WINOGRAD["F(6,3) clDNN"]),
 )
 ROW = {row.name: row for row in LAYOUTS}
 NAMED = {row.name: row.layout for row in LAYOUTS}
@@ -143,12 +189,13 @@ def own_layout(role: str) -> str:
     return candidates(role)[0][0]
 
 
-def fitting(kind: str, dims, limits: tuple[int, int]) -> list[ImageLayout]:
+def fitting(kind: str, dims, limits: tuple[int, int], transform=None) -> list[ImageLayout]:
     """Named layouts of ``kind`` whose image for ``dims`` fits ``limits``
-    (max width, max height), in catalog order."""
+    (max width, max height), in catalog order: those that place the tensor
+    itself, or (``transform``) those holding the same transformed values."""
     fits = []
     for row in LAYOUTS:
-        if row.layout.kind == kind:
+        if row.layout.kind == kind and row.layout.transform == transform:
             try:
                 img = ImageDesc(row.layout, dims)
             except ClayoutError:
@@ -165,7 +212,8 @@ def check_fits(image: ImageDesc, limits: tuple[int, int] | None) -> None:
         return
     layout = image.layout
     fits = [f"{o.name} ({'x'.join(map(str, ImageDesc(o, image.dims).extent[:2]))})"
-            for o in fitting(layout.kind, image.dims, limits) if o.name != layout.name]
+            for o in fitting(layout.kind, image.dims, limits, layout.transform)
+            if o.name != layout.name]
     hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
         "no named image layout fits; keep this tensor in a buffer"
     raise ClayoutError(f"layout {layout.name!r} needs a {image.width}x{image.height} image for "

@@ -71,7 +71,8 @@ class ImageLayout:
 
     def __post_init__(self):
         parsed = parse_tag(self.tag)
-        placed = len(self.groups) if self.groups else self.ndims
+        placed = len(self.groups) if self.groups else \
+            self.ndims + (self.transform is not None and self.transform.split is not None)
         if parsed.ndims != placed:
             raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} has {parsed.ndims} "
                                f"dims but the layout places {placed}")
@@ -92,6 +93,23 @@ class ImageLayout:
         kind = KINDS.get(self.kind)
         names = tuple(kind.dims.split(",")) if kind else ()
         return names if len(names) == self.ndims else tuple(LETTERS[:self.ndims].upper())
+
+    @property
+    def placed_names(self) -> tuple[str, ...]:
+        """Lower-case names of the placed dims (the dims ``pixel`` and
+        ``index`` speak of): the logical names, or, after a transform, its
+        output's: two transformed axes are u, v (U's rows and columns), one is
+        t; a split axis is q (= i/4) and j (= i%4)."""
+        names = [n.lower() for n in self.dim_names]
+        t = self.transform
+        if t is None:
+            return tuple(names)
+        renamed = ("u", "v") if len(t.axes) == 2 else ("t",)
+        for axis, name in zip(t.axes, renamed):
+            names[axis] = name
+        if t.split is not None:
+            names[t.split[0]:t.split[0] + 1] = ["q", "j"]
+        return tuple(names)
 
     @property
     def dims_text(self) -> str:
@@ -115,9 +133,11 @@ class ImageLayout:
         for a 2-D activation), the default of to_image's src and from_image's dst."""
         nd = self.ndims if ndims is None else ndims
         kind = KINDS.get(self.kind)
-        if kind is None:
+        if kind is not None and kind.two_d and nd == 2:
+            return "nc"
+        if kind is None or self.ndims != len(kind.default_tag):   # a split's 5 placed dims
             return LETTERS[:nd]
-        return "nc" if kind.two_d and nd == 2 else kind.default_tag
+        return kind.default_tag
 
     def placed_dims(self, dims) -> tuple[int, ...]:
         """The dims the tag places, before ``groups``: the logical dims, or the
@@ -339,5 +359,6 @@ def _geometry(layout: ImageLayout, dims: tuple[int, ...], dt: dtypes.DType) -> t
 
 
 def _untransformed(layout: ImageLayout) -> ImageLayout:
+    split = layout.transform.split is not None
     return ImageLayout(layout.name, layout.tag, layout.rows, layout.lanes, layout.kind,
-                       layout.ndims, layout.groups)
+                       layout.ndims + split, layout.groups)

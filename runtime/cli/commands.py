@@ -239,7 +239,7 @@ def cmd_info(args) -> int:
     names = layout.dims_text
     lanes = "4 (RGBA, CL_RGBA)" if layout.lanes == 4 else "1 (CL_R)"
     slots = width * height * layout.lanes
-    count = int(np.prod(dims))
+    count = int(np.prod(image.placed))   # a Winograd image holds U's elements
     print(f"layout    {layout.name} ({layout.kind}: {names})")
     outer, inner = parse_tag(layout.tag).tokens()
     lane = inner.pop() if layout.lanes == 4 else None
@@ -250,16 +250,22 @@ def cmd_info(args) -> int:
     print(f"lanes     {lanes}")
     print(f"dims      {','.join(map(str, dims))}")
     print(f"image     {width} x {height} pixels (width x height)")
+    if layout.transform is not None:
+        print(f"values    U = G·g·Gᵀ of {layout.transform.name} (docs/winograd.md): placed dims "
+              f"{','.join(layout.placed_names)} = {','.join(map(str, image.placed))}")
     formula = catalog.formula(layout)
     print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
-    print(f"elements  {count} logical, {slots} image lanes ({slots - count} padding)")
-    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in dtypes.IMAGE_NAMES)
+    what = "placed" if layout.transform else "logical"
+    print(f"elements  {count} {what}, {slots} image lanes ({slots - count} padding)")
+    names = [n for n in dtypes.IMAGE_NAMES if layout.transform is None or dtypes.dtype(n).is_float]
+    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in names)
     print(f"bytes     {sizes}")
     for max_w, max_h in LIMITS:
         if width <= max_w and height <= max_h:
             verdict = "fits"
         else:
-            others = [o.name for o in catalog.fitting(layout.kind, dims, (max_w, max_h))]
+            others = [o.name for o in catalog.fitting(layout.kind, dims, (max_w, max_h),
+                                                      layout.transform)]
             verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
                                    "; no named layout of this kind fits")
         print(f"limit     {max_w}x{max_h}: {verdict}")

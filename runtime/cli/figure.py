@@ -45,8 +45,9 @@ def require_matplotlib():
 
 
 def dim_names(layout: ImageLayout, ndims: int) -> list[str]:
-    """Lower-case names of the logical dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,c..."""
-    names = [n.lower() for n in layout.dim_names]
+    """Lower-case names of the placed dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,c...
+    (a Winograd layout's o,i,u,v: the image holds U, not the filter)."""
+    names = list(layout.placed_names)
     return names if len(names) == ndims else list("abcdefghijkl"[:ndims])
 
 
@@ -105,15 +106,16 @@ def figure(layout, dims, formula: str | None = None):
     Figure, FigureCanvasAgg = require_matplotlib()
     from matplotlib.patches import Patch, Rectangle
     layout = image_layout(layout)
-    image = ImageDesc(layout, dims)
-    dims, width, height = image.dims, image.width, image.height
+    names = list(layout.placed_names)
+    # a Winograd layout: the lanes hold U's elements (o, i, u, v), so its placement is drawn
+    image = ImageDesc(layout, dims).placement()
+    layout, dims, width, height = image.layout, image.dims, image.width, image.height
     if width == 0 or height == 0:
         raise ClayoutError(f"layout {layout.name!r} with dims {dims} is an empty "
                            f"{width}x{height} image; nothing to draw")
     if max(width, height) > MAX_IMAGE_SIDE:
         raise ClayoutError(f"layout {layout.name!r} with dims {dims} is a {width}x{height} image; "
                            f"show draws images up to {MAX_IMAGE_SIDE} pixels a side: pass smaller dims")
-    names = dim_names(layout, len(dims))
     cdim = CHANNEL_DIM.get(layout.kind, 1 if len(dims) > 1 else 0)
     cells = element_map(layout, dims)                         # (height, width, lanes)
     lx, ly = (2, 2) if layout.lanes == 4 else (1, 1)

@@ -28,8 +28,9 @@ _TOKEN = re.compile(r"ceil|[A-Z]+|[a-z]|\d+|\S")
 
 
 def dim_names(layout: ImageLayout) -> list[str]:
-    """Lower-case names of the logical dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,..."""
-    return [n.lower() for n in layout.dim_names]
+    """Lower-case names of the placed dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,...;
+    a Winograd layout's o,i,u,v (runtime.algebra.layout.ImageLayout.placed_names)."""
+    return list(layout.placed_names)
 
 
 def _image_names(layout: ImageLayout) -> list[tuple[str, str]]:
@@ -109,7 +110,7 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
     layout = image_layout(layout)
     user_dims = tuple(int(d) for d in dims)
     image = ImageDesc(layout, user_dims)
-    dims, width, height = image.dims, image.width, image.height
+    dims, width, height = image.placed, image.width, image.height
     names = dim_names(layout)
     lines = [f"layout    {layout.name}, dims {','.join(map(str, user_dims))}: image "
              f"{width}x{height}, {layout.lanes} lane{'s' if layout.lanes > 1 else ''}"]
@@ -144,6 +145,7 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
                      + f"  ({','.join(map(str, found))})")
     if formula:
         env = {"x": x, "y": y, "k": lane}
+        env.update({n: d for n, d in zip(layout.dim_names, image.dims)})   # logical O, I, ...
         env.update({n.upper(): d for n, d in zip(names, dims)})
         if found is not None:
             env.update(zip(names, found))

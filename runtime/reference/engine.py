@@ -132,6 +132,13 @@ def forward(transform, values: np.ndarray) -> np.ndarray:
                 acc = term if acc is None else acc + term
             out[(slice(None),) * axis + (i,)] = acc
         x = out
+    if transform.split is not None:   # zeros up to a multiple of block, then (d/block, block)
+        axis, block = transform.split
+        d = x.shape[axis]
+        padded = np.zeros(x.shape[:axis] + (-(-d // block) * block,) + x.shape[axis + 1:],
+                          np.float32)
+        padded[(slice(None),) * axis + (slice(0, d),)] = x
+        x = padded.reshape(x.shape[:axis] + (-1, block) + x.shape[axis + 1:])
     return x
 
 

@@ -70,6 +70,33 @@ def _texture_2d(x, y, k, d):
     return x % N, 4 * (y % S) + k, y // S, x // N
 
 
+# Winograd filters: pixel -> the placed index of U (the transform's output dims d)
+def _winograd_mace(x, y, k, d):
+    O, I, T, _ = d
+    return y % O, 4 * x + k, y // (T * O), (y // O) % T
+
+
+def _winograd_mnn(x, y, k, d):
+    O, I, T, _ = d
+    OB = _cdiv(O, 4)
+    return 4 * (y % OB) + k, x, y // (T * OB), (y // OB) % T
+
+
+def _winograd_tflite(x, y, k, d):
+    O, IB, J, T, _ = d            # (O, ceil(I/4), 4, 6, 6): image j holds input lane j
+    per_image = T * T * IB
+    return 4 * x + k, y % IB, y // per_image, (y % per_image) // (T * IB), (y // IB) % T
+
+
+def _winograd_fbxyb(x, y, k, d):
+    return 16 * (x // 384) + x % 16, y, (x // 48) % 8, (x // 16) % 3
+
+
+def _winograd_xfbyb(x, y, k, d):
+    O, I, T, R = d
+    return 16 * (x // 48) + x % 16, y % I, y // I, (x // 16) % 3
+
+
 FORMULAS = {  # name -> (pixel -> logical, dims -> (width, height))
     "in_out_channel": (_in_out_channel, lambda d: (_cdiv(d[1], 4) * d[3], d[0] * d[2])),
     "in_out_height": (_in_out_height, lambda d: (d[1] * d[3], d[0] * _cdiv(d[2], 4))),
@@ -82,4 +109,13 @@ FORMULAS = {  # name -> (pixel -> logical, dims -> (width, height))
     "image_2d_weights_c4_fyx_b": (_c4_fyx_b, lambda d: (_cdiv(d[1] * d[2] * d[3], 4), d[0])),
     "image_2d_weights_c1_b_fyx": (_c1_b_fyx, lambda d: (d[0], d[1] * d[2] * d[3])),
     "texture_2d": (_texture_2d, lambda d: (d[3] * d[0], d[2] * _cdiv(d[1], 4))),
+    "winograd_2x3_mace": (_winograd_mace, lambda d: (_cdiv(d[1], 4), 16 * d[0])),
+    "winograd_4x3_mace": (_winograd_mace, lambda d: (_cdiv(d[1], 4), 36 * d[0])),
+    "winograd_2x3_mnn": (_winograd_mnn, lambda d: (4 * _cdiv(d[1], 4), 16 * _cdiv(d[0], 4))),
+    "winograd_2x5_mnn": (_winograd_mnn, lambda d: (4 * _cdiv(d[1], 4), 36 * _cdiv(d[0], 4))),
+    "winograd_4x3_tflite": (_winograd_tflite, lambda d: (_cdiv(d[0], 4), 4 * 36 * d[1])),
+    "image_2d_weights_winograd_6x3_s1_fbxyb": (_winograd_fbxyb,
+                                               lambda d: (384 * _cdiv(d[0], 16), d[1])),
+    "image_2d_weights_winograd_6x3_s1_xfbyb": (_winograd_xfbyb,
+                                               lambda d: (48 * _cdiv(d[0], 16), 8 * d[1])),
 }
