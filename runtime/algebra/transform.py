@@ -4,7 +4,8 @@ Most layouts only move elements. A Winograd filter image stores, per (output,
 input) channel pair, U = G·g·Gᵀ of the kH x kW filter g: new values, and new
 dims (T x T instead of kH x kW). ``Transform`` states such a stage as data,
 once: the matrix G (T rows of r numbers) and the logical axes it acts on
-(each of length r, each becoming T), and optionally a ``split`` (axis,
+(each of length r, each becoming T; ``square`` names axes left as they are
+that must be r long too), and optionally a ``split`` (axis,
 block): after G, that axis is padded with zeros to a multiple of ``block``
 and split in two, (⌈d/block⌉, block) (TFLite's four filter images, one per
 input lane, put the lane outermost). An ImageLayout with a ``transform``
@@ -17,7 +18,10 @@ The evaluation, fixed so that every engine gives the same bits:
   done in the order given; along one axis, output i is
   ``((G[i,0]*x[0] + G[i,1]*x[1]) + G[i,2]*x[2]) + ...``: every product and
   every sum rounded to float32, p ascending, every term included (a zero
-  coefficient too), no fused multiply-add;
+  coefficient too), no fused multiply-add. Every result has the same bits
+  on every engine, but a NaN's sign and payload can differ: when two NaNs
+  meet in a sum, IEEE 754 leaves open which one is kept (x86 keeps the first
+  operand, and a compiler may swap an addition's operands);
 * bounds (docs/winograd.md): with u the unit roundoff of float32 (2⁻²⁴), k
   axes and r taps, |U − G·g·Gᵀ| ≤ (k·(r+1)+1)·u·(|G|·|g|·|G|ᵀ) element by
   element (the rounding of G to float32, then r rounded products and r−1
@@ -52,6 +56,7 @@ class Transform:
     matrix: tuple[tuple[float, ...], ...]
     axes: tuple[int, ...]
     split: tuple[int, int] | None = None
+    square: tuple[int, ...] = ()    # axes not transformed that must be r long too
 
     def __post_init__(self):
         rows = {len(row) for row in self.matrix}
@@ -73,12 +78,14 @@ class Transform:
         return len(self.matrix)
 
     def out_dims(self, dims) -> tuple[int, ...]:
-        """The dims after the transform; each transformed axis must be r long."""
+        """The dims after the transform; each transformed axis (and each of
+        ``square``) must be r long."""
         dims = tuple(dims)
-        wrong = [a for a in self.axes if a >= len(dims) or dims[a] != self.taps]
+        need = sorted(set(self.axes) | set(self.square))
+        wrong = [a for a in need if a >= len(dims) or dims[a] != self.taps]
         if wrong:
             raise ClayoutError(f"transform {self.name!r} takes {self.taps} along axes "
-                               f"{list(self.axes)}; dims {dims} have "
+                               f"{need}; dims {dims} have "
                                + ", ".join(f"{dims[a] if a < len(dims) else 'no'} on axis {a}"
                                            for a in wrong))
         out = tuple(self.tile if a in self.axes else d for a, d in enumerate(dims))
@@ -103,7 +110,7 @@ class Transform:
         if self.split is None:
             return x
         axis, _ = self.split
-        x = x.reshape(x.shape[:axis] + (-1,) + x.shape[axis + 2:])
+        x = x.reshape(x.shape[:axis] + (x.shape[axis] * x.shape[axis + 1],) + x.shape[axis + 2:])
         return x[(slice(None),) * axis + (slice(0, dims[axis]),)]
 
     def f32_matrix(self) -> np.ndarray:

@@ -23,7 +23,10 @@ OUTPUT_KINDS = {"to-image": (".npy", "a .npy array"), "from-image": (".npy", "a 
 
 def check_dtype_options(args) -> None:
     """Every dtype option of the command names a dtype it allows (exit 1 with
-    the allowed values, before any file is read)."""
+    the allowed values, before any file is read); ``model --winograd`` names
+    a Winograd engine or layout, and with it ``--dtype`` is f32 or f16."""
+    if getattr(args, "winograd", None) is not None:
+        model.winograd_layouts(args.winograd, getattr(args, "dtype", None))
     for name, kind in DTYPE_OPTIONS.get(args.command, {}).items():
         value = getattr(args, name, None)
         if value is None:

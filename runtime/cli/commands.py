@@ -21,7 +21,7 @@ from ..algebra.layout import ImageDesc
 from ..algebra.tags import parse_tag
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from ..model.manifest import summary, table
+from ..model.manifest import summary, table, verified_line
 from ..model.onnx_graph import printable
 from . import figure
 from .checks import PROG, check_not_empty, check_output_kind
@@ -191,7 +191,7 @@ def cmd_model(args) -> int:
         manifest, verified = model.convert_file(
             args.input, args.output, args.dtype, args.max_image, engine,
             keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar,
-            tiles=not args.no_tiles, quantized=args.quantized)
+            tiles=not args.no_tiles, quantized=args.quantized, winograd=args.winograd)
     finally:
         if bar:
             bar.close()
@@ -209,22 +209,6 @@ def cmd_model(args) -> int:
         if verified is not None:
             print(verified_line(manifest, verified))
     return 0
-
-
-def verified_line(manifest: dict, verified: int) -> str:
-    """What --verify compared: the ONNX weights, and for quantized ones the rule or q."""
-    tensors = manifest["tensors"]
-    folded = sum("dequantized" in e for e in tensors)
-    kept = sum("quantization" in e for e in tensors)
-    params = sum("param_of" in e for e in tensors)
-    if not folded + kept + params:
-        return f"verified {verified} tensors: each reads back to its ONNX weight bit for bit"
-    parts = [(verified - folded - kept - params, "to their ONNX weights"),
-             (folded, "to (q - zero_point) * scale of their DequantizeLinear"),
-             (kept, "to their integers q"),
-             (params, "scales and zero points to their ONNX constants")]
-    return f"verified {verified} tensors, bit for bit: " + ", ".join(
-        f"{count} {what}" for count, what in parts if count)
 
 
 # -- layouts ---------------------------------------------------------------------------

@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "over it goes to the next candidate layout of its role that fits, else its "
                    "role's layout is split into tiles of at most W x H, stored as NAME.tile-R-C "
                    "(row R, column C) and listed in the manifest with their pixel ranges")
+    p.add_argument("--winograd", metavar="ENGINE",
+                   help="put each float Conv filter with a square kernel the engine takes, "
+                   "strides 1, dilations 1 and group 1 in that engine's Winograd layout "
+                   "(U = G·g·Gᵀ): mace, mnn, tflite, cldnn, or one Winograd layout's name "
+                   "(docs/winograd.md); f32 or f16 images only")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
     p.add_argument("--keep-buffers", action="store_true",
                    help="store a weight of a compute op that cannot go on an image (no image "

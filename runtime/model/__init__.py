@@ -7,10 +7,10 @@ place each on its image and write one safetensors file with a manifest
 here: ``runtime.model.convert_file(...)``.
 """
 from .convert import (MAX_IMAGE, QUANTIZED_FORMS, check_dtype, convert_file, convert_model,
-                      plan, read_back, verify, weight_arrays)
+                      plan, read_back, verify, weight_arrays, winograd_layouts)
 from .onnx_graph import load
 from .roles import Weight, logical_weight, onnx_weight, stored_values
 
 __all__ = ["MAX_IMAGE", "QUANTIZED_FORMS", "check_dtype", "convert_file", "convert_model", "plan", "read_back",
-           "verify", "weight_arrays", "load", "Weight", "logical_weight", "onnx_weight",
+           "verify", "weight_arrays", "winograd_layouts", "load", "Weight", "logical_weight", "onnx_weight",
            "stored_values"]

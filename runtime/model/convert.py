@@ -58,6 +58,16 @@ role, or with ``tiles=False`` over the limit) makes the conversion fail with
 the list of them, unless ``keep_buffers``: then it is stored as a plain buffer
 (role ``buffer``, with its tag and dims).
 
+With ``winograd`` (``--winograd ENGINE``: an engine of runtime.winograd.ENGINES,
+or one Winograd layout's name) a float Conv filter of a square kernel size
+that engine takes, read only by Conv nodes with strides 1, dilations 1 and
+group 1, goes in the engine's Winograd layout (the image holds U = G·g·Gᵀ)
+instead; its entry adds ``transform`` (the G's name) and ``choice`` says
+``--winograd``. A Winograd image over ``max_image`` gives way to the usual
+choice, and its ``choice`` says so. Kept integer weights are never Winograd.
+``verify`` reads a Winograd image back with ``from_image`` and checks it
+against the weight within ``transform.inverse_bound`` (not bit for bit).
+
 An image over the engine's device limit (``engine.image_limits``; ``max_image``
 describes the target device, which may allow more) is converted on the host by
 the cpu engine, with the same bits, and listed in the manifest's
@@ -90,6 +100,7 @@ from .integer_weights import attach_parameters
 from .roles import (FLOAT_DTYPES, Weight, float_dtype, logical_weight, onnx_weight, roles,
                           stored_values)
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
+from .winograd_weights import fits, winograd_layout, winograd_layouts, winograd_ok
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
 QUANTIZED_FORMS = ("fold", "keep")
@@ -171,7 +182,8 @@ def _over_device(limits, layout, dims, split) -> bool:
 
 
 def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None,
-                  keep_buffers=False, progress=None, tiles=True, quantized="fold"):
+                  keep_buffers=False, progress=None, tiles=True, quantized="fold",
+                  winograd=None):
     """Place every weight of ``model`` (read from ``path``) on its image.
 
     Returns (stored, manifest, originals): ``stored`` maps tensor names to host
@@ -182,7 +194,12 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
     None: the weights' own float type (runtime.model.roles.float_dtype).
     ``tiles=False`` treats a weight no layout fits like one with no role
     instead of splitting it. ``quantized``: "fold" or "keep" (runtime.model.integer_weights).
-    ``progress(done, total, nbytes)`` is called after each weight."""
+    ``progress(done, total, nbytes)`` is called after each weight.
+    ``winograd``: an engine of runtime.winograd.ENGINES (or one Winograd
+    layout's name) whose Winograd layout takes each float Conv filter it can
+    (square kernel of a size the engine takes, strides 1, dilations 1, group
+    1) in place of the role's layout; such an entry has ``transform``."""
+    layouts = winograd_layouts(winograd, dtype)
     check_dtype(dtype)
     if quantized not in QUANTIZED_FORMS:
         raise ClayoutError(f"--quantized {quantized!r}; allowed: {', '.join(QUANTIZED_FORMS)}")
@@ -195,10 +212,24 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
         raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants "
                            "and no integer operator's weight: no weights to convert")
     dt = dtypes.dtype(dtype or float_dtype(weights))
+    uses = {c.name: c.uses for c in constants}
     placed, unplaced, plans = [], [], {}
     for w in weights:
+        wino = winograd_layout(w, uses.get(w.name, ()), layouts)
+        if wino is not None:
+            within, size = fits(wino, w.dims, max_image)
+            if within:
+                why = (f"--winograd {winograd}: a {w.dims[2]}x{w.dims[3]} Conv filter with "
+                       f"strides 1, dilations 1 and group 1 goes in {wino.name} (U = G·g·Gᵀ "
+                       f"of {wino.transform.name})")
+                placed.append((w, wino, "", why))
+                continue
         if w.role is not None:
             layout, fallback, why = _choose_layout(w, max_image)
+            if wino is not None:   # the Winograd image is too large: the usual choice, said so
+                why = (f"--winograd {winograd}: {wino.name} needs a {size} image, over "
+                       f"--max-image {max_image[0]},{max_image[1]}; so as without --winograd: "
+                       + why)
             if layout is None and tiles:   # the role's own layout, cut to fit
                 own = catalog.own_layout(w.role)
                 layout, plans[w.name] = image_layout(own), tile_plan(own, w.dims, max_image)
@@ -236,6 +267,8 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
         else:
             stored[w.name] = image
             entries.append(mf.image_entry(w, layout, image, fallback, why))
+            if layout.transform is not None:
+                entries[-1]["transform"] = layout.transform.name
             done_bytes += image.nbytes
         if progress:
             progress(len(entries), total, done_bytes)
@@ -257,8 +290,10 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
     skipped = [mf.skipped_entry(w) for w in weights if w.name not in names and not w.claimed]
     manifest = {"format": mf.FORMAT, "source": os.path.basename(path), "dtype": dt.name,
                 "quantized": quantized, "max_image": list(max_image),
-                "engine": eng.name, "host_converted": on_host,
-                "tensors": entries, "skipped": skipped}
+                "engine": eng.name, "host_converted": on_host}
+    if winograd is not None:
+        manifest["winograd"] = winograd
+    manifest.update(tensors=entries, skipped=skipped)
     return stored, manifest, originals
 
 
@@ -276,11 +311,18 @@ def read_back(array, entry: dict, engine=None) -> np.ndarray:
 def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[str]:
     """Names of the stored tensors that do not read back to what they hold bit
     for bit (the ONNX weight rounded to the entry's dtype, a folded
-    DequantizeLinear's value, or the kept integers); [] when all do. Tensors
-    converted on the host (``host_converted``) are read back there too."""
+    DequantizeLinear's value, or the kept integers), or for a Winograd image
+    (an entry with ``transform``) within the transform's ``inverse_bound``;
+    [] when all do. Tensors converted on the host (``host_converted``) are
+    read back there too."""
     bad, on_host = [], set(manifest.get("host_converted", ()))
     for entry in manifest["tensors"]:
         here = "cpu" if entry["name"] in on_host else engine
+        if "transform" in entry:
+            if not winograd_ok(mf.stored_image(stored, entry), entry, originals[entry["name"]],
+                                engine=here):
+                bad.append(entry["name"])
+            continue
         back = read_back(mf.stored_image(stored, entry), entry, engine=here)
         want = stored_values(originals[entry["name"]], entry["dtype"])
         if back.shape != want.shape or not np.array_equal(mf.bits(back), mf.bits(want)):
@@ -290,25 +332,30 @@ def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[s
 
 def convert_file(path: str, output: str, dtype=None, max_image=MAX_IMAGE, engine=None,
                  keep_buffers=False, verify_all=False, progress=None, tiles=True,
-                 quantized="fold"):
+                 quantized="fold", winograd=None):
     """``clayout model``: convert ``path`` and write ``output`` atomically.
 
     With ``verify_all`` every tensor of the written bytes is read back (images
     with ``from_image``) and compared with what it holds before the file is
-    renamed into place. Returns (manifest, number verified or None)."""
+    renamed into place (bit for bit; Winograd images within their bound).
+    Returns (manifest, number verified or None)."""
+    winograd_layouts(winograd, dtype)
     check_dtype(dtype)
     check_output(output, [path])   # before the work: a special file, a missing folder, the input
     model = onnx_graph.load(path)
     stored, manifest, originals = convert_model(model, path, dtype, max_image, engine,
-                                                keep_buffers, progress, tiles, quantized)
+                                                keep_buffers, progress, tiles, quantized,
+                                                winograd)
     data = mf.safetensors_bytes(stored, manifest)
     verified = None
     if verify_all:
         again, again_manifest = mf.read_bytes(data)
         bad = verify(again, again_manifest, originals, engine=engine)
         if bad:
+            how = ("bit for bit (Winograd images: within their transform's inverse_bound)"
+                   if any("transform" in e for e in manifest["tensors"]) else "bit for bit")
             raise ClayoutError(f"--verify: {len(bad)} of {len(manifest['tensors'])} tensors do "
-                               "not read back bit for bit: "
+                               f"not read back {how}: "
                                + ", ".join(repr(printable(n)) for n in bad[:8])
                                + (" ..." if len(bad) > 8 else "") + f"; {output} not written")
         verified = len(manifest["tensors"])

@@ -24,13 +24,16 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
   integer weight's has ``quantization`` (``q``, the keys of its ``scale`` and
   ``zero_point`` tensors, ``axis``, ``logical_axis``, ``source``,
   ``scale_source``); those parameter tensors have entries of their own with
-  ``param_of`` and ``onnx_name``.
+  ``param_of`` and ``onnx_name``. A Winograd image (``--winograd``) has
+  ``transform``: the name of the G whose U = G·g·Gᵀ the image holds (its
+  ``layout`` is the Winograd layout, ``dims`` the filter's logical ones).
 * ``skipped``: every other constant, with ``consumer`` and ``reason`` (a
   constant stored as a weight's parameter is not listed again).
 * top level: ``format`` (``clayout-model/4``), ``source``, ``dtype`` (of float
   images), ``quantized`` (fold or keep), ``max_image``, ``engine`` and
   ``host_converted`` (the images over that engine's device limit, converted
-  by the cpu engine).
+  by the cpu engine), and with ``--winograd`` ``winograd`` (the engine or
+  layout name given).
 
 Example::
 
@@ -215,8 +218,11 @@ def summary(manifest: dict, output: str) -> str:
     kinds = ", ".join(sorted({e["dtype"] for e in manifest["tensors"]},
                              key=lambda d: (d != manifest["dtype"], d)))
     tiled = [e for e in images if "tiles" in e]
-    split = (f" ({len(tiled)} in {sum(len(e['tiles']) for e in tiled)} tiles)"
-             if tiled else "")
+    notes = [f"{len(tiled)} in {sum(len(e['tiles']) for e in tiled)} tiles"] if tiled else []
+    winograd = sum("transform" in e for e in images)
+    if winograd:
+        notes.append(f"{winograd} Winograd")
+    split = f" ({', '.join(notes)})" if notes else ""
     ops = ", ".join(f"{op} {'/'.join(map(str, n))}"
                     for op, n in by_op(manifest).items())
     return (f"wrote {printable(output)}: {len(images)} images{split}, {buffers} buffers "
@@ -252,3 +258,25 @@ def read_manifest(path) -> tuple[dict, dict]:
         return read_bytes(data)
     except ClayoutError as exc:
         raise ClayoutError(f"{path}: {exc}") from None
+
+
+def verified_line(manifest: dict, verified: int) -> str:
+    """What --verify compared: the ONNX weights, for quantized ones the rule or
+    q, and Winograd images within their transform's bound."""
+    winograd = sum("transform" in e for e in manifest["tensors"])
+    tensors = [e for e in manifest["tensors"] if "transform" not in e]
+    folded, kept, params = (sum(key in e for e in tensors)
+                            for key in ("dequantized", "quantization", "param_of"))
+    exact = verified - winograd
+    parts = [(exact - folded - kept - params, "to their ONNX weights"),
+             (folded, "to (q - zero_point) * scale of their DequantizeLinear"),
+             (kept, "to their integers q"),
+             (params, "scales and zero points to their ONNX constants")]
+    shown = ", ".join(f"{count} {what}" for count, what in parts if count)
+    if winograd:   # Winograd images read back within a bound, the others bit for bit
+        return (f"verified {verified} tensors: {winograd} Winograd filter image(s) read back "
+                "to their weights within their transform's inverse_bound"
+                + (f"; bit for bit: {shown}" if exact else ""))
+    if not folded + kept + params:
+        return f"verified {verified} tensors: each reads back to its ONNX weight bit for bit"
+    return f"verified {verified} tensors, bit for bit: {shown}"

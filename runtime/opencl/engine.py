@@ -7,7 +7,10 @@ binds one context and queue (the user's own, or one chosen by
 Every conversion is one ``enqueue``: the kernel runtime/opencl/plan.py
 plans for the two sides, launched on device memory; host arrays
 (``move``) are put on the device around it, Memory storage
-(``convert_storage``, runtime/opencl/storage.py) never leaves it.
+(``convert_storage``, runtime/opencl/storage.py) never leaves it. A
+layout's forward transform stage (a Winograd filter's U = G·g·Gᵀ) is one
+more kernel between two moves (runtime/opencl/transform.py); the inverse
+stage runs on the host, as in every engine.
 
 >>> eng = default()                                             # doctest: +SKIP
 >>> eng.convert(MemoryDesc((2, 2)), MemoryDesc((2, 2), tag="ba"),
@@ -43,11 +46,12 @@ import threading
 import numpy as np
 import pyopencl as cl
 
-from ..algebra import conversion
+from ..algebra import conversion, dtypes
 from ..algebra.hostarray import host_shape
 from ..contract import Engine
 from ..errors import ClayoutError
 from . import device, images, programs, tiles
+from . import transform as transform_kernel
 from .plan import plan
 from .storage import DeviceStorage
 
@@ -155,28 +159,32 @@ class OpenCLEngine(DeviceStorage, Engine):
             return cl.enqueue_nd_range_kernel(self.queue, knl, kernel.launch, kernel.local,
                                               wait_for=wait_for or None)
 
-    def run_kernel(self, source: str, name: str, global_size, args, wait_for=None) -> cl.Event:
+    def run_kernel(self, source: str, name: str, global_size, args, wait_for=None,
+                   local_size=None) -> cl.Event:
         """Launch kernel ``name`` of ``source`` (built once per context and
-        cached) over ``global_size`` work items with ``args``: how the compute
-        kernels of runtime/compute run, under the same launch lock."""
+        cached) over ``global_size`` work items (in groups of ``local_size``,
+        None: the device's choice) with ``args``: how the compute kernels of
+        runtime/compute and the transform stage run, under the same launch lock."""
         knl = programs.kernel(self.context, source, name)
         with _LAUNCH_LOCK:
             knl.set_args(*args)
-            return cl.enqueue_nd_range_kernel(self.queue, knl, tuple(global_size), None,
+            return cl.enqueue_nd_range_kernel(self.queue, knl, tuple(global_size), local_size,
                                               wait_for=wait_for or None)
 
     def enqueue(self, src, src_mem, dst, dst_mem, zero_first: bool = False,
-                aliased: bool = False, dense: bool = False) -> cl.Event | None:
+                aliased: bool = False, dense: bool = False, wait_for=()) -> cl.Event | None:
         """One move on device memory: write dst's footprint in ``dst_mem`` (a
         cl.Buffer, or a cl.Image for an image side) from ``src_mem``.
         ``zero_first`` also zeroes the rest of a buffer's span (a fresh
         output); ``aliased``: the same buffer and desc on both sides (rewrites
         the padding, keeps the data); ``dense``: an image side is a cl.Buffer
-        holding the image's dense desc, not an image object."""
+        holding the image's dense desc, not an image object. ``wait_for``:
+        events its commands wait for."""
         if src.is_zero or dst.is_zero:
             return None
         staged = self._staged_pair(src, dst)
         wait = self._zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
+        wait += list(wait_for)
         kernel = plan(src, dst, staged=staged or dense, aliased=aliased)
         if not staged or dense:
             return self._launch(kernel, src_mem, dst_mem, wait)
@@ -188,7 +196,8 @@ class OpenCLEngine(DeviceStorage, Engine):
                                        origin=images.origin(dst), region=images.region(dst),
                                        wait_for=[event])
             wait.append(cl.enqueue_copy(self.queue, stage, src_mem, offset=0,
-                                        origin=images.origin(src), region=images.region(src)))
+                                        origin=images.origin(src), region=images.region(src),
+                                        wait_for=wait or None))
             return self._launch(kernel, stage, dst_mem, wait)
 
     def _zero_rest(self, dst_buf, dst) -> list:
@@ -201,10 +210,40 @@ class OpenCLEngine(DeviceStorage, Engine):
                                        dst.span * dst.dtype.itemsize)]
 
     def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
-        if len(conversion.stages(src, dst)) > 1:   # a transform stage: on the host
+        steps = conversion.stages(src, dst)
+        if len(steps) == 1:
+            self.enqueue(src, src_storage, dst, dst_storage)
+        elif steps[1].inverse:   # the inverse transform runs on the host
             self.write(dst_storage, dst, self.convert(src, dst, self.read(src_storage, src)))
-            return
-        self.enqueue(src, src_storage, dst, dst_storage)
+        elif not (src.is_zero or dst.is_zero):   # move, forward transform, move: on the device
+            first, step, last = steps
+            kernel = transform_kernel.render(step.transform, step.src.dims)
+            placed = self.new_buffer(kernel.total * 4)
+            if first.src == first.dst:   # already the plain f32 tensor: read in place
+                logical, event = src_storage, None
+            else:
+                logical = self.new_buffer(math.prod(step.src.dims) * 4)
+                event = self.enqueue(first.src, src_storage, first.dst, logical)
+            event = transform_kernel.launch(self, kernel, logical, placed,
+                                            [event] if event is not None else None)
+            self.enqueue(last.src, placed, last.dst, dst_storage,
+                         wait_for=[event] if event is not None else ())
+
+    def apply(self, step, data) -> np.ndarray:
+        """A forward transform stage as one kernel (runtime/opencl/transform.py)
+        on the host arrays; the inverse on the host, as every engine runs it."""
+        if step.inverse:
+            return super().apply(step, data)
+        kernel = transform_kernel.render(step.transform, step.src.dims)
+        values = np.ascontiguousarray(data).reshape(-1)
+        if values.dtype != np.float32:
+            values = dtypes.convert(values, "f32")
+        if kernel.total == 0:
+            return np.zeros(0, np.float32)
+        out, dst_buf = self._output(None, (kernel.total,), np.float32)
+        event = transform_kernel.launch(self, kernel, self._host_buffer(values, mf.READ_ONLY),
+                                        dst_buf)
+        return self._read_back(dst_buf, out, event)
 
     # -- host arrays ---------------------------------------------------------------------------
     # On a CPU device the kernels work on the host arrays themselves

@@ -138,7 +138,8 @@ def forward(transform, values: np.ndarray) -> np.ndarray:
         padded = np.zeros(x.shape[:axis] + (-(-d // block) * block,) + x.shape[axis + 1:],
                           np.float32)
         padded[(slice(None),) * axis + (slice(0, d),)] = x
-        x = padded.reshape(x.shape[:axis] + (-1, block) + x.shape[axis + 1:])
+        x = padded.reshape(x.shape[:axis] + (padded.shape[axis] // block, block)
+                           + x.shape[axis + 1:])
     return x
 
 
