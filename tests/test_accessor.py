@@ -249,3 +249,20 @@ __kernel void probe(t_PARAMS, __global float *out)
     inside = dims[lane] - last[lane]
     lanes = out[len(probes):]
     assert (lanes[inside:] == 0).all() and (lanes[:inside] > 500).all(), lanes
+
+
+@pytest.mark.parametrize("name", sorted(n for n, lay in runtime.IMAGE_LAYOUTS.items()
+                                        if lay.transform is not None))
+def test_a_winograd_image_is_read_by_its_placed_index(name, cl_engine):
+    """An accessor of a Winograd layout reads U (the transform's output, by
+    the placed index (o, i, u, v)), as the engines computed it."""
+    layout = runtime.image_layout(name)
+    k = layout.transform.taps
+    g = values("f32", 5 * 6 * k * k, 3).reshape(5, 6, k, k)
+    for dtype in ("f32", "f16") if layout.lanes == 4 else ("f32",):   # PoCL 3.1: CL_R + half
+        image = runtime.to_image(g, name, dtype=dtype, engine="cpu")
+        acc = runtime.accessor(name, g.shape, dtype=dtype)
+        assert acc.side.dims == runtime.ImageDesc(layout, g.shape).placed
+        got = gather(cl_engine, program(cl_engine, acc), acc, image)
+        want = runtime.convert(layout.transform.apply(g).reshape(-1), dtype).astype(np.float32)
+        assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (name, dtype)
