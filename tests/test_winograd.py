@@ -9,6 +9,7 @@ documented bound, the three engines against each other bit for bit."""
 from fractions import Fraction as F
 import itertools
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -241,3 +242,41 @@ def test_cpu_and_reference_over_dims_tags_and_dtypes(name, o, i, dtype, src, see
     assert np.array_equal(bits(images[0]), bits(runtime.to_image(g, name, dtype=dtype)))
     back = runtime.from_image(images[1], name, dims, dtype="f32")
     assert np.all(np.abs(back - g) <= WINOGRAD_LAYOUTS[name].transform.inverse_bound(g, dtype))
+
+
+@pytest.mark.parametrize("engine_name", ["cpu", "opencl"])
+def test_threads_sharing_one_engine_give_the_sequential_bits(engine_name, cl_engine):
+    """Eight threads, one engine: every Winograd layout to and from its image
+    (host arrays, and Memory on the engine), the same bits as one thread."""
+    eng = cl_engine if engine_name == "opencl" else runtime.engine.get("cpu")
+    jobs = [(name, dims_of(name, o, i), dtype)
+            for name, (o, i), dtype in zip(NAMES * 2, [(5, 3), (17, 4), (3, 32), (1, 1)] * 4,
+                                           ["f32", "f16"] * 8)]
+
+    def run(t):
+        out = []
+        for k, (name, dims, dtype) in enumerate(jobs[t:] + jobs[:t]):
+            g = weights(dims, t * 100 + k)
+            img = runtime.to_image(g, name, dtype=dtype, engine=eng)
+            mem = runtime.Memory.from_numpy(g.reshape(-1), runtime.MemoryDesc(dims), engine=eng)
+            out += [img, runtime.to_image(mem, name, dtype=dtype).to_numpy(),
+                    runtime.from_image(img, name, dims, dtype="f32", engine=eng)]
+        return out
+
+    want = [run(t) for t in range(8)]
+    got = [None] * 8
+    start = threading.Barrier(8)
+
+    def worker(t):
+        start.wait()
+        got[t] = run(t)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for t in range(8):
+        assert len(got[t]) == len(want[t])
+        for a, b in zip(got[t], want[t]):
+            assert np.array_equal(bits(a), bits(b)), t
