@@ -10,7 +10,6 @@ graph's own attributes; each stored image is compared byte for byte with
 real PP-OCRv4 detector is converted with ``--winograd mace --verify``, its
 eligible weights counted from the ONNX graph.
 """
-import json
 
 import numpy as np
 import pytest
@@ -23,10 +22,10 @@ from runtime.winograd import ENGINES
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
-from conftest import bits, run  # noqa: E402
+from conftest import bits  # noqa: E402
+from test_model_quantized import convert, fails  # noqa: E402  (the same CLI helpers)
 
 RNG = np.random.default_rng(5)
 
@@ -70,28 +69,6 @@ def synthetic(tmp_path, convs=CONVS, name="wino.onnx"):
     path = tmp_path / name
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     return path
-
-
-def convert(tmp_path, capsys, path, *extra, out="w.safetensors"):
-    out = tmp_path / out
-    code, stdout, err = run(capsys, "model", path, "-o", out, "--verify", *extra)
-    assert code == 0, err
-    assert "verified" in stdout and "Traceback" not in err
-    with safe_open(str(out), "np") as f:
-        manifest = json.loads(f.metadata()["clayout"])
-    return load_file(str(out)), manifest, stdout
-
-
-def fails(tmp_path, capsys, argv, *words):
-    """Exit 1, one error line holding ``words``, nothing written."""
-    before = sorted(p.name for p in tmp_path.iterdir())
-    code, out, err = run(capsys, "model", *argv)
-    assert code == 1, (out, err)
-    assert err.startswith("clayout: error: ") and err.count("\n") == 1, err
-    for w in words:
-        assert w in err, (w, err)
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
-    return err
 
 
 def expected_winograd(engine):
