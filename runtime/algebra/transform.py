@@ -152,8 +152,7 @@ class Transform:
     def forward_bound(self, values: np.ndarray, dtype="f32") -> np.ndarray:
         """Element by element, a bound on |U − G·g·Gᵀ| for the image of the
         tensor ``values`` (g) held in ``dtype`` (f32, or f16 rounding U once)."""
-        g = np.abs(np.asarray(values).astype(np.float64))
-        spread = self._split(_along(g, np.abs(np.array(self.matrix, np.float64)), self.axes))
+        spread = self.spread(np.abs(np.asarray(values).astype(np.float64)))
         bound = (len(self.axes) * (self.taps + 1) + 1) * F32_UNIT * spread
         return bound + rounding(dtypes.dtype(dtype), np.abs(self.exact(values)) + bound)
 

@@ -241,8 +241,8 @@ def cmd_info(args) -> int:
     print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
     what = "placed" if layout.transform else "logical"
     print(f"elements  {count} {what}, {slots} image lanes ({slots - count} padding)")
-    names = [n for n in dtypes.IMAGE_NAMES if layout.transform is None or dtypes.dtype(n).is_float]
-    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in names)
+    held = [n for n in dtypes.IMAGE_NAMES if layout.transform is None or dtypes.dtype(n).is_float]
+    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in held)
     print(f"bytes     {sizes}")
     for max_w, max_h in LIMITS:
         if width <= max_w and height <= max_h:

@@ -44,13 +44,6 @@ def require_matplotlib():
     return Figure, FigureCanvasAgg
 
 
-def dim_names(layout: ImageLayout, ndims: int) -> list[str]:
-    """Lower-case names of the placed dims: n,c,h,w / o,i,h,w / m,i,h,w / w, else a,b,c...
-    (a Winograd layout's o,i,u,v: the image holds U, not the filter)."""
-    names = list(layout.placed_names)
-    return names if len(names) == ndims else list("abcdefghijkl"[:ndims])
-
-
 def element_map(layout: ImageLayout, dims) -> np.ndarray:
     """For every image lane, (height, width, lanes): the flat logical index it
     holds, or -1 for a padding lane. Computed by placing 1..n on the image."""

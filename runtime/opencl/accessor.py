@@ -35,16 +35,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from importlib import resources
 
-from mako.template import Template
 
 from ..algebra.c_index import Numbers, arg_value, offset_expr, unchanged_dims
 from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc, ImageLayout
 from ..errors import ClayoutError
-from . import dtypes_c, images
+from . import dtypes_c, images, sources
 
 # what a load gives, by dtype: (scalar type, vector type, zero)
 VALUE_TYPES = {"f32": ("float", "float4", "0.0f"), "f16": ("float", "float4", "0.0f"),
@@ -171,8 +169,8 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     values = tuple(arg_value(idx if ctype == "idx_t" else ctype, v) for _, ctype, v in num.args)
     summary = (f"{side.describe()}, {access}" + (", generic (numbers are arguments)"
                                                   if generic else ""))
-    source = _template().render(
-        name=name, summary=summary, guard=f"CLAYOUT_ACCESSOR_{name}", helpers=_helpers(),
+    source = sources.template("accessor.cl.mako").render(
+        name=name, summary=summary, guard=f"CLAYOUT_ACCESSOR_{name}", helpers=sources.helpers(),
         params=params, args=args, rank=rank, lane_axis=lane, notes=notes,
         sampler=side.is_image and access == "read", functions=fns)
     return Accessor(name, side, access, generic, source, params, lane, rank, values, store_one)
@@ -255,17 +253,6 @@ def _store4(side, name, lane, dims, qs, names, num, zero):
              for j in range(4)]
     return (_lane_guard(side, dims, lane, "return;"), f"if (i{lane} & 3) return;", *qs,
             f"{io.write}({name}, {images.coord(x, y)}, ({io.write_type}4)({', '.join(lanes)}));")
-
-
-@functools.lru_cache(maxsize=1)
-def _template() -> Template:
-    text = resources.files("runtime.templates").joinpath("accessor.cl.mako").read_text()
-    return Template(text, strict_undefined=True)
-
-
-@functools.lru_cache(maxsize=1)
-def _helpers() -> str:
-    return resources.files("runtime.cl_kernels").joinpath("convert.cl").read_text()
 
 
 __all__ = ["Accessor", "accessor"]

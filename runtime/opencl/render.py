@@ -23,17 +23,14 @@ expressions come from the algebra's emitter (runtime.algebra.c_index).
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
-from importlib import resources
 
-from mako.template import Template
 
 from ..algebra.c_index import Numbers, arg_value, offset_expr, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
-from . import dtypes_c, images
+from . import dtypes_c, images, sources
 from .launch import (GENERIC_LOCAL, VEC, Launch, decode, local_size, plan_launch, tile_axis,
                      work_item_ids)
 
@@ -137,8 +134,8 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
                f"{'image ' + dst.image.layout.name if dst.image else 'buffer'} "
                f"{_side(dst.desc, bake)}" + ("" if bake else " (generic: numbers are arguments)"))
     params = "".join(f", const {ctype} {name}" for name, ctype, _ in num.args)
-    source = _template().render(
-        summary=summary, helpers=_helpers(), name=KERNEL_NAME,
+    source = sources.template("convert.cl.mako").render(
+        summary=summary, helpers=sources.helpers(), name=KERNEL_NAME,
         src_image=src.image is not None, index_type=index_type,
         src_param=(images.param("src", "read") if src.image is not None else
                    f"__global const {src_dt.cl_scalar} *{restrict}src"),
@@ -385,14 +382,3 @@ def _run_length(src: Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> i
     unit = a.stride == 1 and (bake or not a.outer or src.desc.tag is not None)
     ok = unit and (a.outer or a.size % vector == 0)
     return vector if ok else 1
-
-
-@functools.lru_cache(maxsize=1)
-def _template() -> Template:
-    text = resources.files("runtime.templates").joinpath("convert.cl.mako").read_text()
-    return Template(text, strict_undefined=True)
-
-
-@functools.lru_cache(maxsize=1)
-def _helpers() -> str:
-    return resources.files("runtime.cl_kernels").joinpath("convert.cl").read_text()

@@ -24,12 +24,11 @@ import functools
 import itertools
 import math
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
-from mako.template import Template
 
 from ..errors import ClayoutError
+from . import sources
 from .launch import GENERIC_LOCAL
 
 KERNEL_NAME = "clayout_transform"
@@ -123,7 +122,7 @@ def _source(transform, rank: int, wide: bool) -> str:
     summary = f"{name}: G {transform.tile}x{taps} along axes {list(axes)}" + \
         (f", axis {split[0]} split in blocks of {split[1]}" if split else "") + \
         f", rank {rank}"
-    return _template().render(
+    return sources.template("transform.cl.mako").render(
         summary=summary, index_type="ulong" if wide else "uint", tile=transform.tile,
         taps=taps, rows=rows, name=KERNEL_NAME, params=params,
         out_rank=out_rank, coords=coords, base=base, loads=loads, steps=steps,
@@ -139,8 +138,3 @@ def _name(stage: int, digits) -> str:
 def _times(p: int, stride: str) -> str:
     return stride if p == 1 else f"{p} * {stride}"
 
-
-@functools.lru_cache(maxsize=1)
-def _template() -> Template:
-    text = resources.files("runtime.templates").joinpath("transform.cl.mako").read_text()
-    return Template(text, strict_undefined=True)
