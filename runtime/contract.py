@@ -33,10 +33,12 @@ class Engine:
     width[, 4]). ``out``, where given, is the result's array (checked by the
     caller: its shape and dtype, C-contiguous) and is written whatever it held.
     ``image_limits``: the (max width, max height) of the engine's 2-D images,
-    None where there is no limit. ``domain``: where its storage lives; Memory
+    None where there is no limit; ``storage_limits`` the limits of every
+    storage (runtime.algebra.storage.Limits), None where there is none. ``domain``: where its storage lives; Memory
     objects convert together only within one domain."""
     name = "engine"
     image_limits: tuple[int, int] | None = None
+    storage_limits = None
     domain = "host"
 
     # -- the one conversion -------------------------------------------------------------

@@ -208,13 +208,14 @@ def unchanged_dims(side) -> dict[int, int]:
     return {group[0]: g for g, group in enumerate(side.layout.groups) if len(group) == 1}
 
 
-def pixel_expr(image, names, num: Numbers) -> tuple[str, str, str]:
-    """(x, y, lane) of the placed index ``names`` in the ImageDesc ``image``
-    as C expressions; the mirror of ``ImageDesc.pixel``: its row, column and
-    lane axes give y, x and the lane."""
+def pixel_expr(image, names, num: Numbers) -> tuple[str, ...]:
+    """The coordinates and lane of the placed index ``names`` in the
+    ImageDesc ``image`` as C expressions: (x, y, lane), (x, y, z, lane) or
+    (x, lane) by its storage; the mirror of ``ImageDesc.pixel``: its column,
+    row, layer and lane axes give x, y, z and the lane."""
     desc = image.desc
     if num.bake and desc.is_zero:   # an empty image has no pixel (and maybe width 0)
-        return "0", "0", "0"
+        return ("0",) * (image.storage.ndim + 1)
     q = own_names(image, names, num)
 
     def terms(axes, pitch, key):
@@ -230,8 +231,10 @@ def pixel_expr(image, names, num: Numbers) -> tuple[str, str, str]:
     lane = image.lane_axis
     lane_expr = "0" if lane is None else \
         digit(paren(q[lane.dim]), lane.div, lane.size, lane.outer)
-    return (terms(image.col_axes, image.lanes, "x"),
-            terms(image.row_axes, image.width * image.lanes, "y"), lane_expr)
+    pitch = image.width * image.lanes
+    coords = (terms(image.col_axes, image.lanes, "x"), terms(image.row_axes, pitch, "y"),
+              terms(image.layer_axes, pitch * image.height, "z"))
+    return coords[:image.storage.ndim] + (lane_expr,)
 
 
 def arg_value(ctype: str, value):

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ClayoutError
 from .layout import ImageDesc, ImageLayout
+from .storage import Limits
 from .tags import parse_tag
 from .transform import Transform
 
@@ -66,9 +67,12 @@ class Row:
 
 
 def _row(name, tag, rows, kind, size, formula, source, roles, lanes=4, ndims=4, groups=None,
-         transform=None):
-    return Row(ImageLayout(name, tag, rows, lanes, kind, ndims, groups, transform), size,
-               formula, source, roles)
+         transform=None, storage="image2d", layers=0, volume=None):
+    """One row; ``volume`` = (tag, rows, layers) of the layout's 5-D form (N,C,D,H,W)."""
+    five = None if volume is None else ImageLayout(name, volume[0], volume[1], lanes, "volume", 5,
+                                                   storage=storage, layers=volume[2])
+    return Row(ImageLayout(name, tag, rows, lanes, kind, ndims, groups, transform, storage,
+                           layers, five), size, formula, source, roles)
 
 
 # Winograd filter transforms: G (T rows of r numbers) on the kernel's axes
@@ -92,8 +96,9 @@ WINOGRAD = {t.name: t for t in (
 
 
 LAYOUTS = (
-    _row("in_out_channel", "acBd4b", 2, "activation", "⌈C/4⌉·W × N·H",
-         "n=y/H, h=y%H, c=4(x/W)+k, w=x%W", "MACE", {"activation": 0}),
+    _row("in_out_channel", "acBd4b", 2, "activation", "⌈C/4⌉·W × N·H (5-D: N·D·H)",
+         "n=y/H, h=y%H, c=4(x/W)+k, w=x%W (5-D: y=(n*D+d)*H+h)", "MACE", {"activation": 0},
+         volume=("acdBe4b", 3, 0)),
     _row("in_out_height", "aCbd4c", 2, "activation", "C·W × N·⌈H/4⌉",
          "n=y/ceil(H/4), h=4(y%ceil(H/4))+k, c=x/W, w=x%W", "MACE", {"activation": 2}),
     _row("in_out_width", "acbD4d", 2, "activation", "C·⌈W/4⌉ × N·H",
@@ -114,8 +119,35 @@ LAYOUTS = (
          groups=((0,), (1, 2, 3))),
     _row("image_2d_weights_c1_b_fyx", "bcda", 3, "filter", "O × I·H·W",
          "o=x, y=(i*H+h)*W+w (one channel)", "clDNN", {"filter": 3, "fc_weight": 4}, lanes=1),
-    _row("texture_2d", "cBda4b", 2, "activation", "W·N × H·⌈C/4⌉",
-         "x=w*N+n, y=h*ceil(C/4)+c/4, k=c%4", "TFLite GPU", {"activation": 1}),
+    _row("texture_2d", "cBda4b", 2, "activation", "W·N × H·⌈C/4⌉ (5-D: W·N·D × H·⌈C/4⌉)",
+         "x=w*N+n, y=h*ceil(C/4)+c/4, k=c%4 (5-D: x=(w*N+n)*D+d)", "TFLite GPU",
+         {"activation": 1}, volume=("dBeac4b", 2, 0)),
+    # TFLite GPU's storages (docs/storage.md): S = ceil(C/4) slices, s = c/4, k = c%4;
+    # each takes N,C,H,W and, as its volume form, N,C,D,H,W
+    _row("tflite_buffer", "Bcda4b", 0, "activation", "N·W·H·⌈C/4⌉ pixels",
+         "x=((s*H+h)*W+w)*N+n (5-D: x=(((d*S+s)*H+h)*W+w)*N+n)", "TFLite GPU", {},
+         storage="buffer", volume=("cBdea4b", 0, 0)),
+    _row("tflite_image_buffer", "Bcda4b", 0, "activation", "N·W·H·⌈C/4⌉ pixels",
+         "x=((s*H+h)*W+w)*N+n (5-D: x=(((d*S+s)*H+h)*W+w)*N+n)", "TFLite GPU", {},
+         storage="image_buffer", volume=("cBdea4b", 0, 0)),
+    _row("tflite_texture_2d", "cBda4b", 2, "activation",
+         "W·N × H·⌈C/4⌉ (5-D: W·N·D × H·⌈C/4⌉)",
+         "x=w*N+n, y=h*S+s (5-D: x=(w*N+n)*D+d)", "TFLite GPU", {},
+         volume=("dBeac4b", 2, 0)),
+    _row("tflite_single_texture_2d", "cdab", 1, "activation",
+         "W·N × H, C ≤ 4 channels (5-D: W·N·D × H)",
+         "x=w*N+n, y=h, k=c (5-D: x=(w*N+n)*D+d)", "TFLite GPU", {}, lanes=0,
+         volume=("deacb", 1, 0)),
+    _row("tflite_texture_array", "Bcda4b", 1, "activation",
+         "W·N × H × ⌈C/4⌉ layers (5-D: × D·⌈C/4⌉)",
+         "x=w*N+n, y=h, z=s (5-D: z=d*S+s)", "TFLite GPU", {"activation": 4},
+         storage="image2d_array",
+         layers=1, volume=("cBdea4b", 1, 2)),
+    _row("tflite_texture_3d", "Bcda4b", 1, "activation",
+         "W·N × H × ⌈C/4⌉ (5-D: × D·⌈C/4⌉)",
+         "x=w*N+n, y=h, z=s (5-D: z=d*S+s)", "TFLite GPU", {"activation": 4},
+         storage="image3d",
+         layers=1, volume=("cBdea4b", 1, 2)),
     # Winograd filters: the image holds U = G·g·Gᵀ (T x T per (o, i)), not g; the
     # formula gives the placed index (o, i, u, v) of U (clDNN: (o, i, t, w); TFLite:
     # (o, q, j, u, v) with i = 4q + j).
@@ -146,23 +178,29 @@ NAMED = {row.name: row.layout for row in LAYOUTS}
 
 
 def image_layout(name) -> ImageLayout:
-    """A named layout, an ImageLayout, or a custom one written 'TAG:ROWS[:LANES]'
-    (for example 'acBd4b:2' is in_out_channel)."""
+    """A named layout, an ImageLayout, or a custom one written
+    'TAG:ROWS[:LANES][@STORAGE[:LAYERS]]' (for example 'acBd4b:2' is
+    in_out_channel, 'Bcda4b:1@image3d:1' is tflite_texture_3d and
+    'Bcda4b:0@buffer' tflite_buffer)."""
     if isinstance(name, ImageLayout):
         return name
     if isinstance(name, str) and name in NAMED:
         return NAMED[name]
     if isinstance(name, str) and ":" in name:
-        tag, _, rest = name.partition(":")
+        placing, _, where = name.partition("@")
+        tag, _, rest = placing.partition(":")
         rows, _, lanes = rest.partition(":")
+        store, _, layers = where.partition(":")
         try:
-            rows_i, lanes_i = int(rows), int(lanes or 4)
+            rows_i, lanes_i, layers_i = int(rows), int(lanes or 4), int(layers or 0)
         except ValueError:
             rows_i = lanes_i = None
         if rows_i is not None:
-            return ImageLayout(name, tag, rows_i, lanes_i, "custom", parse_tag(tag).ndims)
+            return ImageLayout(name, tag, rows_i, lanes_i, "custom", parse_tag(tag).ndims,
+                               storage=store or "image2d", layers=layers_i)
     raise ClayoutError(f"unknown image layout {name!r}; named layouts: {', '.join(NAMED)}; "
-                       "or a custom 'TAG:ROWS[:LANES]' such as 'acBd4b:2'")
+                       "or a custom 'TAG:ROWS[:LANES][@STORAGE[:LAYERS]]' such as 'acBd4b:2' "
+                       "or 'Bcda4b:1@image3d:1'")
 
 
 def formula(layout: ImageLayout) -> str | None:
@@ -189,10 +227,12 @@ def own_layout(role: str) -> str:
     return candidates(role)[0][0]
 
 
-def fitting(kind: str, dims, limits: tuple[int, int], transform=None) -> list[ImageLayout]:
+def fitting(kind: str, dims, limits, transform=None) -> list[ImageLayout]:
     """Named layouts of ``kind`` whose image for ``dims`` fits ``limits``
-    (max width, max height), in catalog order: those that place the tensor
-    itself, or (``transform``) those holding the same transformed values."""
+    (a 2-D (max width, max height) or a storage.Limits), in catalog order:
+    those that place the tensor itself, or (``transform``) those holding the
+    same transformed values."""
+    limits = Limits.of(limits)
     fits = []
     for row in LAYOUTS:
         if row.layout.kind == kind and row.layout.transform == transform:
@@ -200,22 +240,25 @@ def fitting(kind: str, dims, limits: tuple[int, int], transform=None) -> list[Im
                 img = ImageDesc(row.layout, dims)
             except ClayoutError:
                 continue
-            if img.width <= limits[0] and img.height <= limits[1]:
+            if limits.refusal(img) is None:
                 fits.append(row.layout)
     return fits
 
 
-def check_fits(image: ImageDesc, limits: tuple[int, int] | None) -> None:
-    """Refuse an image larger than ``limits`` (a device's 2-D image limits;
-    None: no limit), naming the layouts of the same kind that would fit."""
-    if limits is None or (image.width <= limits[0] and image.height <= limits[1]):
+def check_fits(image: ImageDesc, limits) -> None:
+    """Refuse an image larger than ``limits`` (a device's 2-D image limits
+    (width, height), or its storage.Limits for every storage; None: no
+    limit), naming the storage, its size, the limit, and the layouts of the
+    same kind that would fit."""
+    limits = Limits.of(limits)
+    why = None if limits is None else limits.refusal(image)
+    if why is None:
         return
     layout = image.layout
-    fits = [f"{o.name} ({'x'.join(map(str, ImageDesc(o, image.dims).extent[:2]))})"
+    fits = [f"{o.name} ({'x'.join(map(str, ImageDesc(o, image.dims).shape))} "
+            f"{o.at(image.dims).storage})"
             for o in fitting(layout.kind, image.dims, limits, layout.transform)
             if o.name != layout.name]
     hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
         "no named image layout fits; keep this tensor in a buffer"
-    raise ClayoutError(f"layout {layout.name!r} needs a {image.width}x{image.height} image for "
-                       f"dims {image.dims}, over the device limit {limits[0]}x{limits[1]}; "
-                       f"{hint}")
+    raise ClayoutError(f"layout {layout.name!r} for dims {image.dims} {why}; {hint}")

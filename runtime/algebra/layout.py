@@ -1,11 +1,17 @@
 """Image layouts (docs/layouts.md), and ImageDesc: a layout placed at given dims.
 
-An ``ImageLayout`` is (tag, rows, lanes) over the image's dims: the first
-``rows`` outer axes of the tag form the image row ``y``, the remaining axes
-form the column ``x`` (both row-major), and with ``lanes=4`` the innermost
-block of 4 is the RGBA lane. The host view of an image, an array (height,
-width, lanes), is exactly the dense buffer of that desc, so every conversion
-is a reorder. ``groups`` merges logical dims before placing them
+An ``ImageLayout`` is (tag, rows, lanes) over the image's dims, on a
+``storage`` (runtime.algebra.storage, docs/storage.md): on a 2-D image the
+first ``rows`` outer axes of the tag form the image row ``y``, the remaining
+axes form the column ``x`` (both row-major); on an image array or a 3-D
+image the first ``layers`` axes form ``z`` before them; on an image buffer
+or a buffer every axis forms one pixel index ``x``. With ``lanes=4`` the
+innermost block of 4 is the RGBA lane; ``lanes=1`` is one channel (CL_R);
+``lanes=0`` puts the innermost dim whole in one texel (1, 2 or 4 channels).
+The host view of an image, an array (height, width, lanes) (or (depth,
+height, width, lanes), (pixels, lanes)), is exactly the dense buffer of that
+desc, so every conversion is a reorder. ``volume`` is the layout's form for
+5-D tensors (N,C,D,H,W), used when dims have 5 entries. ``groups`` merges logical dims before placing them
 (``image_2d_weights_c4_fyx_b`` views O,I,H,W as O, I*H*W); ``transform``
 gives values computed from the logical tensor (a Winograd filter's
 G·g·Gᵀ: runtime.algebra.transform) instead of the tensor itself.
@@ -31,6 +37,7 @@ from .c_index import Numbers, pixel_expr
 from .checks import as_ints
 from .desc import Axis, MemoryDesc
 from ..errors import ClayoutError
+from .storage import STORAGES, Storage
 from .tags import LETTERS, parse_tag
 from .transform import Transform
 
@@ -55,6 +62,7 @@ KINDS = {k.name: k for k in (
     Kind("filter", "O,I,H,W", "oihw"),
     Kind("depthwise", "M,I,H,W", "mihw"),
     Kind("argument", "W", "x"),
+    Kind("volume", "N,C,D,H,W", "ncdhw"),
 )}
 
 
@@ -68,6 +76,9 @@ class ImageLayout:
     ndims: int = 4
     groups: tuple[tuple[int, ...], ...] | None = None
     transform: Transform | None = None
+    storage: str = "image2d"
+    layers: int = 0
+    volume: "ImageLayout | None" = None
 
     def __post_init__(self):
         parsed = parse_tag(self.tag)
@@ -76,15 +87,42 @@ class ImageLayout:
         if parsed.ndims != placed:
             raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} has {parsed.ndims} "
                                f"dims but the layout places {placed}")
-        if self.lanes not in (1, 4):
-            raise ClayoutError(f"image layout {self.name!r}: lanes must be 4 (RGBA) or 1 (CL_R), "
-                               f"got {self.lanes}")
+        if self.storage not in STORAGES:
+            raise ClayoutError(f"image layout {self.name!r}: unknown storage {self.storage!r}; "
+                               f"storages: {', '.join(STORAGES)}")
+        if self.lanes not in (0, 1, 4):
+            raise ClayoutError(f"image layout {self.name!r}: lanes must be 4 (RGBA), 1 (CL_R) "
+                               f"or 0 (the innermost dim whole in one texel), got {self.lanes}")
+        if self.lanes == 0 and parsed.blocks:
+            raise ClayoutError(f"image layout {self.name!r}: lanes 0 holds the innermost dim "
+                               f"whole in a texel; tag {self.tag!r} must have no block")
+        st = self.place
+        if st.on_buffer and (self.rows or self.layers or self.lanes != 4):
+            raise ClayoutError(f"image layout {self.name!r}: a {st.name} is one pixel index "
+                               "over every axis: rows and layers must be 0 and lanes 4")
+        if not st.layered and self.layers:
+            raise ClayoutError(f"image layout {self.name!r}: layers (the z axes) need an "
+                               f"image2d_array or image3d storage, not {st.name}")
         if self.lanes == 4 and (not parsed.blocks or parsed.blocks[-1][1] != 4):
             raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} must end in an inner "
                                "block of 4 (the RGBA lane), e.g. 'acBd4b'")
-        if not 0 <= self.rows <= parsed.ndims:
-            raise ClayoutError(f"image layout {self.name!r}: rows must be 0..{parsed.ndims}, "
-                               f"got {self.rows}")
+        if not 0 <= self.rows <= parsed.ndims - self.layers or self.layers < 0:
+            raise ClayoutError(f"image layout {self.name!r}: rows must be "
+                               f"0..{parsed.ndims - max(0, self.layers)}, got {self.rows}")
+        if self.volume is not None and self.volume.ndims == self.ndims:
+            raise ClayoutError(f"image layout {self.name!r}: its volume form must take "
+                               "another number of dims")
+
+    @property
+    def place(self) -> Storage:
+        """The storage record (runtime.algebra.storage) of ``storage``."""
+        return STORAGES[self.storage]
+
+    def at(self, dims) -> "ImageLayout":
+        """The form of this layout for ``dims``: ``volume`` for 5-D dims, else itself."""
+        if self.volume is not None and len(dims) == self.volume.ndims:
+            return self.volume
+        return self
 
     # -- dims ---------------------------------------------------------------
     @property
@@ -120,11 +158,15 @@ class ImageLayout:
     def logical_dims(self, dims) -> tuple[int, ...]:
         """The canonical logical dims: 2-D activations (N, C) become (N, C, 1, 1)."""
         dims = as_ints(dims, "dims")
+        if self.at(dims) is not self:
+            return self.at(dims).logical_dims(dims)
         kind = KINDS.get(self.kind)
         if kind is not None and kind.two_d and len(dims) == 2:
             dims = dims + (1,) * (self.ndims - 2)
         if len(dims) != self.ndims or min(dims, default=0) < 0:
             what = kind.text if kind else f"{self.ndims} dims"
+            if self.volume is not None:
+                what += f" or {self.volume.dims_text}"
             raise ClayoutError(f"layout {self.name!r} takes dims {what}; got {dims}")
         return dims
 
@@ -132,6 +174,8 @@ class ImageLayout:
         """The plain tag of this layout's logical dims (nchw, oihw, mihw, x; 'nc'
         for a 2-D activation), the default of to_image's src and from_image's dst."""
         nd = self.ndims if ndims is None else ndims
+        if self.volume is not None and nd == self.volume.ndims:
+            return self.volume.default_tag(nd)
         kind = KINDS.get(self.kind)
         if kind is not None and kind.two_d and nd == 2:
             return "nc"
@@ -143,10 +187,14 @@ class ImageLayout:
         """The dims the tag places, before ``groups``: the logical dims, or the
         transform's output dims."""
         dims = self.logical_dims(dims)
+        if self.at(dims) is not self:
+            return self.at(dims).placed_dims(dims)
         return self.transform.out_dims(dims) if self.transform else dims
 
     def image_dims(self, dims) -> tuple[int, ...]:
         """The dims of the image's dense desc: the placed dims, grouped."""
+        if self.at(self.logical_dims(dims)) is not self:
+            return self.at(self.logical_dims(dims)).image_dims(dims)
         dims = self.placed_dims(dims)
         if not self.groups:
             return dims
@@ -157,22 +205,28 @@ class ImageLayout:
         """The dense buffer desc equal to this image's memory, over ``image_dims``."""
         return ImageDesc(self, dims, dtype).desc
 
-    def image_shape(self, dims) -> tuple[int, int]:
-        """(width, height) in pixels."""
-        img = ImageDesc(self, dims)
-        return img.width, img.height
+    def image_shape(self, dims) -> tuple[int, ...]:
+        """The image's size in pixels, one number per coordinate: (width,
+        height) of a 2-D image, (width, height, depth) of an array or a 3-D
+        image, (pixels,) of an image buffer or buffer."""
+        return ImageDesc(self, dims).shape
 
     def array_shape(self, dims) -> tuple[int, ...]:
-        """Shape of the host array holding the image: (height, width, 4) or (height, width)."""
+        """Shape of the host array holding the image: (height, width, 4) or
+        (height, width) on a 2-D image, (depth, height, width, 4) on an array
+        or 3-D image, (pixels, 4) on a buffer; lanes 0: (..., channels)."""
         return ImageDesc(self, dims).array_shape
 
-    def pixel(self, dims, idx) -> tuple[int, int, int]:
-        """(x, y, lane) of the (placed) index ``idx``."""
+    def pixel(self, dims, idx) -> tuple[int, ...]:
+        """(x, y, lane) of the (placed) index ``idx``; (x, y, z, lane) on an
+        array or a 3-D image, (x, lane) on a buffer."""
         return ImageDesc(self, dims).pixel(idx)
 
-    def index(self, dims, x, y, lane=0) -> tuple[int, ...] | None:
-        """The (placed) index stored at pixel (x, y), lane ``lane``, or None when
-        that lane is padding; the inverse of ``pixel``.
+    def index(self, dims, *coords, **named) -> tuple[int, ...] | None:
+        """The (placed) index stored at pixel (x, y) (x, y, z on an array or 3-D
+        image; x on a buffer), lane ``lane``, or None when that lane is
+        padding; the inverse of ``pixel``. Coordinates are positional (the
+        lane may follow them) or named x, y, z, lane.
 
         >>> in_out_channel = ImageLayout("in_out_channel", "acBd4b", rows=2, kind="activation")
         >>> in_out_channel.index((1, 17, 5, 7), x=30, y=2, lane=0)
@@ -180,11 +234,12 @@ class ImageLayout:
         >>> in_out_channel.index((1, 17, 5, 7), x=30, y=2, lane=1) is None
         True
         """
-        return ImageDesc(self, dims).index(x, y, lane)
+        return ImageDesc(self, dims).index(*coords, **named)
 
-    def c_pixel(self, dims, names) -> tuple[str, str, str]:
+    def c_pixel(self, dims, names) -> tuple[str, ...]:
         """(x, y, lane) of the index ``names`` (one OpenCL C expression per
-        dim) with constants baked in; mirrors ``pixel``. For in_out_channel at
+        dim; (x, y, z, lane), (x, lane) by storage) with constants baked in;
+        mirrors ``pixel``. For in_out_channel at
         (2, 8, 2, 3) and names n, c, h, w: ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
         return ImageDesc(self, dims).c_pixel(names, Numbers(bake=True))
 
@@ -201,23 +256,27 @@ class ImageDesc:
     ``placed`` the dims the tag places (the transform's output dims for a
     layout with a ``transform``, else ``dims``); ``desc`` the image's memory,
     the dense MemoryDesc of ``layout.tag`` over the image dims (``placed``
-    grouped), in ``dtype``; ``row_axes`` / ``col_axes`` / ``lane_axis`` the
-    desc's physical axes that form the row y, the column x and the RGBA
-    lane (None for one channel); ``width``, ``height``, ``depth`` the extent
-    in pixels (depth 1: a 2-D image). ``pixel``, ``index`` and ``c_pixel``
-    work on placed indices.
+    grouped), in ``dtype``; ``layer_axes`` / ``row_axes`` / ``col_axes`` /
+    ``lane_axis`` the desc's physical axes that form z, the row y, the
+    column x and the lane (None for one channel); ``width``, ``height``,
+    ``depth`` the extent in pixels (height and depth 1 where the storage has
+    no such coordinate); ``lanes`` the values per pixel. ``pixel``,
+    ``index`` and ``c_pixel`` work on placed indices. ``layout`` is the form
+    of the layout for these dims (its ``volume`` for 5-D dims).
     """
     layout: ImageLayout
     dims: tuple[int, ...]
     dtype: dtypes.DType
     placed: tuple[int, ...]
     desc: MemoryDesc
+    layer_axes: tuple[Axis, ...]
     row_axes: tuple[Axis, ...]
     col_axes: tuple[Axis, ...]
     lane_axis: Axis | None
     width: int
     height: int
     depth: int
+    lanes: int
 
     is_image = True   # a class constant, not a field
 
@@ -226,10 +285,12 @@ class ImageDesc:
             raise ClayoutError(f"ImageDesc takes an ImageLayout, got {type(layout).__name__} "
                                "(runtime.image_layout(name) gives one)")
         dims = layout.logical_dims(dims)
+        layout = layout.at(dims)
         dt = dtypes.image_dtype(dtype)
         values = GEOMETRY.get((layout, dims, dt.name), lambda: _geometry(layout, dims, dt))
-        for name, value in zip(("layout", "dims", "dtype", "placed", "desc", "row_axes",
-                                "col_axes", "lane_axis", "width", "height", "depth"),
+        for name, value in zip(("layout", "dims", "dtype", "placed", "desc", "layer_axes",
+                                "row_axes", "col_axes", "lane_axis", "width", "height", "depth",
+                                "lanes"),
                                (layout, dims, dt) + values):
             object.__setattr__(self, name, value)
 
@@ -249,8 +310,9 @@ class ImageDesc:
 
     # -- the image --------------------------------------------------------------------
     @property
-    def lanes(self) -> int:
-        return self.layout.lanes
+    def storage(self) -> Storage:
+        """The storage record (runtime.algebra.storage) the image lives on."""
+        return self.layout.place
 
     @property
     def extent(self) -> tuple[int, int, int]:
@@ -258,9 +320,17 @@ class ImageDesc:
         return self.width, self.height, self.depth
 
     @property
+    def shape(self) -> tuple[int, ...]:
+        """The size in pixels, one number per coordinate of the storage:
+        (width, height), (width, height, depth) or (pixels,)."""
+        return self.extent[:self.storage.ndim]
+
+    @property
     def array_shape(self) -> tuple[int, ...]:
-        """The host array holding the image: (height, width, 4) or (height, width)."""
-        return (self.height, self.width) + ((4,) if self.lanes == 4 else ())
+        """The host array holding the image: its coordinates outer first, then
+        the lanes: (height, width, 4) or (height, width) for one channel;
+        (depth, height, width, 4); (pixels, 4); lanes 0: (height, width, C)."""
+        return tuple(reversed(self.shape)) + ((self.lanes,) if self.layout.lanes != 1 else ())
 
     @property
     def nbytes(self) -> int:
@@ -279,8 +349,14 @@ class ImageDesc:
 
     def describe(self) -> str:
         """'in_out_channel 1x17x5x7 f32 (image 35x5 RGBA)', for messages."""
+        what = "image" if self.storage.name == "image2d" else self.storage.name
         return (f"{self.layout.name} {'x'.join(map(str, self.dims))} {self.dtype.name} "
-                f"(image {self.width}x{self.height} {'RGBA' if self.lanes == 4 else 'R'})")
+                f"({what} {'x'.join(map(str, self.shape))} {self.channels})")
+
+    @property
+    def channels(self) -> str:
+        """The channel order's name: RGBA, R, RG or RGB (lanes 0: one per value)."""
+        return {4: "RGBA", 1: "R", 2: "RG", 3: "RGB"}.get(self.lanes, f"{self.lanes} lanes")
 
     def __repr__(self) -> str:
         return f"ImageDesc({self.describe()})"
@@ -294,8 +370,8 @@ class ImageDesc:
         return hash((self.layout, self.dims, self.dtype.name))
 
     # -- index math: placed index <-> (x, y, lane) --------------------------------------
-    def pixel(self, idx) -> tuple[int, int, int]:
-        """(x, y, lane) of the placed index ``idx``."""
+    def pixel(self, idx) -> tuple[int, ...]:
+        """The coordinates (x, y; x, y, z; or x) and lane of the placed index ``idx``."""
         flat = 0
         for i, d in zip(idx, self.placed):
             flat = flat * d + i
@@ -305,21 +381,47 @@ class ImageDesc:
             flat = flat // d if d else 0
         off = self.desc.offset(tuple(reversed(image_idx)))
         lanes = self.lanes
-        return (off // lanes) % self.width, off // (lanes * self.width), off % lanes
+        pix = off // lanes
+        coords = []
+        for size in self.shape[:-1]:
+            coords.append(pix % size)
+            pix //= size
+        return tuple(coords) + (pix, off % lanes)
 
-    def index(self, x, y, lane=0) -> tuple[int, ...] | None:
-        """The placed index stored at pixel (x, y), lane ``lane``, or None when
-        that lane is padding; the inverse of ``pixel``. The image is the dense
-        buffer of ``desc``, so the lane's offset (y*width + x)*lanes + lane
-        splits into one digit per physical axis; a dim's digits rebuild its
-        index, and an index past the dim's size is the zero tail."""
-        for name, value, size in (("x", x, self.width), ("y", y, self.height),
-                                  ("lane", lane, self.lanes)):
-            if not 0 <= int(value) < size:
+    def index(self, *coords, **named) -> tuple[int, ...] | None:
+        """The placed index stored at the pixel of ``coords`` (x, y; x, y, z;
+        or x, by storage; the lane may follow them, or be named ``lane``; all
+        may be named x, y, z), or None when that lane is padding; the inverse
+        of ``pixel``. The image is the dense buffer of ``desc``, so the lane's
+        offset ((z*height + y)*width + x)*lanes + lane splits into one digit
+        per physical axis; a dim's digits rebuild its index, and an index past
+        the dim's size is the zero tail."""
+        names = self.storage.coords + ("lane",)
+        unknown = set(named) - set(names)
+        if unknown or len(coords) > len(names):
+            raise ClayoutError(f"layout {self.layout.name!r} ({self.storage.name}) takes a "
+                               f"pixel as {', '.join(names)}; got {len(coords)} positional "
+                               f"and {', '.join(sorted(named)) or 'no'} named coordinates")
+        given = dict(zip(names, coords))
+        for key, value in named.items():
+            if key in given:
+                raise ClayoutError(f"index: {key} given twice")
+            given[key] = value
+        given.setdefault("lane", 0)
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise ClayoutError(f"layout {self.layout.name!r} ({self.storage.name}) needs "
+                               f"{', '.join(missing)} of the pixel")
+        shown = "x".join(map(str, self.shape))
+        for name, size in zip(names, self.shape + (self.lanes,)):
+            if not 0 <= int(given[name]) < size:
                 raise ClayoutError(f"layout {self.layout.name!r} with dims {self.dims}: {name} "
-                                   f"{value} is outside the {self.width}x{self.height} image "
+                                   f"{given[name]} is outside the {shown} {self.storage.name} "
                                    f"with {self.lanes} lane(s) (allowed 0..{size - 1})")
-        off = (int(y) * self.width + int(x)) * self.lanes + int(lane)
+        pix = 0
+        for name, size in reversed(list(zip(names, self.shape))):
+            pix = pix * size + int(given[name])
+        off = pix * self.lanes + int(given["lane"])
         image_idx = [0] * self.desc.ndims
         for a in self.desc.axes:
             image_idx[a.dim] += (off // a.stride) % a.size * a.div
@@ -334,9 +436,10 @@ class ImageDesc:
             flat //= d
         return tuple(reversed(out))
 
-    def c_pixel(self, names, num: Numbers) -> tuple[str, str, str]:
-        """(x, y, lane) of the placed index ``names`` as C expressions (numbers
-        baked or passed as arguments by ``num``); mirrors ``pixel``."""
+    def c_pixel(self, names, num: Numbers) -> tuple[str, ...]:
+        """The coordinates and lane of the placed index ``names`` as C
+        expressions (numbers baked or passed as arguments by ``num``);
+        mirrors ``pixel``."""
         return pixel_expr(self, names, num)
 
 
@@ -349,16 +452,26 @@ def _geometry(layout: ImageLayout, dims: tuple[int, ...], dt: dtypes.DType) -> t
     placed = layout.placed_dims(dims)
     desc = MemoryDesc(layout.image_dims(dims), dt, tag=layout.tag)
     axes = desc.axes
-    lane = axes[-1] if layout.lanes == 4 else None
-    rows, cols = axes[:layout.rows], axes[layout.rows:len(axes) - (lane is not None)]
+    lane = axes[-1] if layout.lanes != 1 else None
+    lanes = layout.lanes or lane.size
+    if layout.lanes == 0 and lanes > 4:
+        raise ClayoutError(f"layout {layout.name!r} holds its innermost dim "
+                           f"{layout.dim_names[lane.dim]} whole in one texel: it must be 0..4, "
+                           f"got {lanes} (dims {dims})")
+    top = layout.layers + layout.rows
+    layers, rows = axes[:layout.layers], axes[layout.layers:top]
+    cols = axes[top:len(axes) - (lane is not None)]
+    depth = math.prod(a.size for a in layers)
     height = math.prod(a.size for a in rows)
-    # the width follows the column axes, also when a zero-volume row axis
-    # leaves the image with no row
-    width = math.prod(a.size for a in axes[layout.rows:]) // layout.lanes
-    return placed, desc, tuple(rows), tuple(cols), lane, width, height, 1
+    # the width follows the column axes, also when a zero-volume row or
+    # layer axis leaves the image with no row
+    width = math.prod(a.size for a in cols)
+    return (placed, desc, tuple(layers), tuple(rows), tuple(cols), lane, width, height, depth,
+            lanes)
 
 
 def _untransformed(layout: ImageLayout) -> ImageLayout:
     split = layout.transform.split is not None
     return ImageLayout(layout.name, layout.tag, layout.rows, layout.lanes, layout.kind,
-                       layout.ndims + split, layout.groups)
+                       layout.ndims + split, layout.groups, storage=layout.storage,
+                       layers=layout.layers)

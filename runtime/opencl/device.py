@@ -10,6 +10,7 @@ import os
 
 import pyopencl as cl
 
+from ..algebra.storage import Limits
 from ..errors import ClayoutError
 
 CPU_HINT = "engine='cpu' (--engine cpu) works without OpenCL"
@@ -97,3 +98,17 @@ def device_list():
                     "fp16": "cl_khr_fp16" in dev.extensions, "version": dev.version}
             found.append((plat.name, dev.name, info))
     return found, "" if found else "no OpenCL device found"
+
+
+def storage_limits(dev: cl.Device) -> Limits:
+    """The device's limits for every storage (runtime.algebra.storage)."""
+    def get(name, default=0):
+        try:
+            return int(getattr(dev, name))
+        except (cl.Error, AttributeError):
+            return default
+    return Limits((get("image2d_max_width"), get("image2d_max_height")),
+                  (get("image3d_max_width"), get("image3d_max_height"),
+                   get("image3d_max_depth")),
+                  get("image_max_array_size"), get("image_max_buffer_size"),
+                  get("max_mem_alloc_size") or None)

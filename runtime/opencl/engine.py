@@ -51,6 +51,8 @@ from ..algebra.hostarray import host_shape
 from ..contract import Engine
 from ..errors import ClayoutError
 from . import device, images, programs, tiles
+from .device import storage_limits
+from .shared import SharedStorage
 from . import transform as transform_kernel
 from .plan import plan
 from .storage import DeviceStorage
@@ -61,16 +63,21 @@ mf = cl.mem_flags
 _LAUNCH_LOCK = threading.Lock()
 
 
-class OpenCLEngine(DeviceStorage, Engine):
+class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
     name = "opencl"
 
     IMAGE_ACCESS = ("auto", "direct", "staged")
 
     def __init__(self, context: cl.Context | None = None, queue: cl.CommandQueue | None = None,
-                 device: cl.Device | None = None, image_access: str = "auto"):
+                 device: cl.Device | None = None, image_access: str = "auto",
+                 host_in_place: bool | None = None):
         """``image_access``: how kernels reach images: ``direct``
         (write_imagef / read_imagef), ``staged`` (a dense buffer plus a
-        buffer<->image copy), or ``auto`` (staged on CPU devices, else direct)."""
+        buffer<->image copy), or ``auto`` (staged on CPU devices, else direct).
+        ``host_in_place``: kernels work on the caller's host arrays in place
+        (USE_HOST_PTR, and a map to read the result) instead of copying them
+        to and from device buffers; None (default): where the device shares
+        host memory (a CPU device, or CL_DEVICE_HOST_UNIFIED_MEMORY)."""
         if image_access not in self.IMAGE_ACCESS:
             raise ClayoutError(f"image_access {image_access!r}; allowed: "
                                f"{', '.join(self.IMAGE_ACCESS)}")
@@ -87,8 +94,11 @@ class OpenCLEngine(DeviceStorage, Engine):
         self.image_support = bool(dev.image_support)
         self.image_limits = (int(dev.image2d_max_width), int(dev.image2d_max_height))
         self.max_alloc = int(dev.max_mem_alloc_size)
+        self.storage_limits = storage_limits(dev)
         self.has_fp16 = "cl_khr_fp16" in dev.extensions
         self.is_cpu = bool(dev.type & cl.device_type.CPU)
+        self.host_in_place = (self.is_cpu or bool(dev.host_unified_memory)) \
+            if host_in_place is None else bool(host_in_place)
         self.in_order = not (self.queue.properties
                              & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         self.domain = ("opencl", self.context.int_ptr)
@@ -278,14 +288,14 @@ class OpenCLEngine(DeviceStorage, Engine):
 
     def _host_buffer(self, arr: np.ndarray, flags) -> cl.Buffer:
         arr = arr.reshape(-1)
-        if self.is_cpu and arr.flags.c_contiguous:
+        if self.host_in_place and arr.flags.c_contiguous:
             return cl.Buffer(self.context, flags | mf.USE_HOST_PTR, hostbuf=arr)
         return self.new_buffer(arr.nbytes, np.ascontiguousarray(arr), flags)
 
     def _read_back(self, buf: cl.Buffer, out: np.ndarray, event) -> np.ndarray:
         """``out`` holding ``buf`` once ``event`` (the last command writing it) is done."""
         wait = [event] if event is not None else None
-        if self.is_cpu:  # out is the buffer's memory: a map makes the kernel's writes visible
+        if self.host_in_place:  # out is the buffer's memory: a map makes the kernel's writes visible
             mapped, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ, 0,
                                               out.shape, out.dtype, wait_for=wait)
             mapped.base.release(self.queue).wait()
@@ -297,7 +307,7 @@ class OpenCLEngine(DeviceStorage, Engine):
         """The result array (``out``, or a new one) and the buffer kernels write it through."""
         if out is None:
             out = np.empty(shape, dtype=dtype)
-        return out, self._host_buffer(out, mf.WRITE_ONLY) if self.is_cpu else \
+        return out, self._host_buffer(out, mf.WRITE_ONLY) if self.host_in_place else \
             self.new_buffer(out.nbytes)
 
     # -- tiles: the whole image's dense buffer on the device, cut by rectangle copies --------

@@ -18,7 +18,7 @@ import numpy as np
 from ..algebra import dtypes
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine
-from .formulas import FORMULAS
+from .formulas import FORMULAS, VOLUME
 
 
 def walk(desc: MemoryDesc, q) -> np.ndarray:
@@ -43,11 +43,13 @@ def _pixel_map(image):
     """For every lane of the image (row-major over height, width, lanes): the
     flat placed index it holds, or -1 for a padding lane."""
     layout, dims = image.layout, image.placed
-    if layout.name in FORMULAS and layout.kind != "custom":
-        to_logical, shape = FORMULAS[layout.name]
-        width, height = shape(dims)
-        y, x, k = _grid((height, width, layout.lanes)) or [np.zeros(0, np.int64)] * 3
-        idx = to_logical(x, y, k, dims)
+    table = VOLUME if layout.kind == "volume" else FORMULAS
+    if layout.name in table and layout.kind != "custom":
+        to_logical, shape = table[layout.name]
+        size = shape(dims)
+        grid = _grid(tuple(reversed(size)) + (image.lanes,)) or \
+            [np.zeros(0, np.int64)] * (len(size) + 1)
+        idx = to_logical(*reversed(grid[:-1]), grid[-1], dims)
         valid = np.ones(np.shape(idx[0]), dtype=bool)
         flat = np.zeros(np.shape(idx[0]), dtype=np.int64)
         for i, n in zip(idx, dims):
@@ -60,7 +62,7 @@ def _pixel_map(image):
     valid = np.ones(image_idx[0].shape if image_idx else 0, dtype=bool)
     for i, n in zip(image_idx, desc.dims):
         valid &= i < n
-    where = np.full(image.width * image.height * image.lanes, -1, dtype=np.int64)
+    where = np.full(image.width * image.height * image.depth * image.lanes, -1, dtype=np.int64)
     flat = np.zeros(valid.shape, dtype=np.int64)
     for i, n in zip(image_idx, desc.dims):
         flat = flat * n + i

@@ -1,6 +1,8 @@
 """The reference's own pixel formula of every named layout: pixel (x, y),
 lane k -> logical index, and the image size, written out one by one from
-the table in docs/layouts.md. Nothing here is derived from a layout's tag:
+the tables in docs/layouts.md and docs/storage.md (a 3-D storage's pixel is
+(x, y, z), a buffer's one index x; ``VOLUME`` holds the 5-D forms, logical
+index (n, c, d, h, w)). Nothing here is derived from a layout's tag:
 the reference checks the tags (and the kernels made from them) against
 these formulas. A new named layout adds its formula here.
 """
@@ -118,4 +120,78 @@ FORMULAS = {  # name -> (pixel -> logical, dims -> (width, height))
                                                lambda d: (384 * _cdiv(d[0], 16), d[1])),
     "image_2d_weights_winograd_6x3_s1_xfbyb": (_winograd_xfbyb,
                                                lambda d: (48 * _cdiv(d[0], 16), 8 * d[1])),
+}
+
+
+# TFLite's storages (S = ceil(C/4) slices; c = 4s + k)
+def _tflite_buffer(x, k, d):
+    N, C, H, W = d
+    return x % N, 4 * (x // (N * W * H)) + k, (x // (N * W)) % H, (x // N) % W
+
+
+def _tflite_single(x, y, k, d):
+    N, C, H, W = d
+    return x % N, k, y, x // N
+
+
+def _tflite_layers(x, y, z, k, d):
+    N, C, H, W = d
+    return x % N, 4 * z + k, y, x // N
+
+
+FORMULAS.update({
+    "tflite_buffer": (_tflite_buffer, lambda d: (d[0] * d[3] * d[2] * _cdiv(d[1], 4),)),
+    "tflite_image_buffer": (_tflite_buffer, lambda d: (d[0] * d[3] * d[2] * _cdiv(d[1], 4),)),
+    "tflite_texture_2d": (_texture_2d, lambda d: (d[3] * d[0], d[2] * _cdiv(d[1], 4))),
+    "tflite_single_texture_2d": (_tflite_single, lambda d: (d[3] * d[0], d[2])),
+    "tflite_texture_array": (_tflite_layers, lambda d: (d[3] * d[0], d[2], _cdiv(d[1], 4))),
+    "tflite_texture_3d": (_tflite_layers, lambda d: (d[3] * d[0], d[2], _cdiv(d[1], 4))),
+})
+
+
+# 5-D forms: dims (N, C, D, H, W), index (n, c, d, h, w)
+def _in_out_channel_5d(x, y, k, d):
+    N, C, D, H, W = d
+    return y // (H * D), 4 * (x // W) + k, (y // H) % D, y % H, x % W
+
+
+def _texture_2d_5d(x, y, k, d):
+    N, C, D, H, W = d
+    S = _cdiv(C, 4)
+    return (x // D) % N, 4 * (y % S) + k, x % D, y // S, x // (D * N)
+
+
+def _tflite_buffer_5d(x, k, d):
+    N, C, D, H, W = d
+    S = _cdiv(C, 4)
+    return (x % N, 4 * ((x // (N * W * H)) % S) + k, x // (N * W * H * S), (x // (N * W)) % H,
+            (x // N) % W)
+
+
+def _tflite_single_5d(x, y, k, d):
+    N, C, D, H, W = d
+    return (x // D) % N, k, x % D, y, x // (D * N)
+
+
+def _tflite_layers_5d(x, y, z, k, d):
+    N, C, D, H, W = d
+    S = _cdiv(C, 4)
+    return x % N, 4 * (z % S) + k, z // S, y, x // N
+
+
+def _slices(d):
+    return _cdiv(d[1], 4)
+
+
+VOLUME = {  # name -> (pixel -> logical, dims -> size) for dims N,C,D,H,W
+    "in_out_channel": (_in_out_channel_5d, lambda d: (_slices(d) * d[4], d[0] * d[2] * d[3])),
+    "texture_2d": (_texture_2d_5d, lambda d: (d[4] * d[0] * d[2], d[3] * _slices(d))),
+    "tflite_texture_2d": (_texture_2d_5d, lambda d: (d[4] * d[0] * d[2], d[3] * _slices(d))),
+    "tflite_buffer": (_tflite_buffer_5d, lambda d: (d[0] * d[4] * d[3] * _slices(d) * d[2],)),
+    "tflite_image_buffer": (_tflite_buffer_5d,
+                            lambda d: (d[0] * d[4] * d[3] * _slices(d) * d[2],)),
+    "tflite_single_texture_2d": (_tflite_single_5d, lambda d: (d[4] * d[0] * d[2], d[3])),
+    "tflite_texture_array": (_tflite_layers_5d,
+                             lambda d: (d[4] * d[0], d[3], _slices(d) * d[2])),
+    "tflite_texture_3d": (_tflite_layers_5d, lambda d: (d[4] * d[0], d[3], _slices(d) * d[2])),
 }

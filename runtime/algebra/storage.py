@@ -1,0 +1,127 @@
+"""Storages: what kind of device memory an image layout places its pixels on.
+
+A layout's tag orders the placed dims outer to inner; the storage says how
+many coordinates its outer axes form (docs/storage.md):
+
+* ``image2d``: a 2-D image; the first ``rows`` axes form y, the rest x;
+* ``image2d_array`` / ``image3d``: an array of 2-D images / a 3-D image; the
+  first ``layers`` axes form z (the layer), the next ``rows`` y, the rest x;
+* ``image_buffer`` / ``buffer``: one linear pixel index x over all axes (an
+  ``image1d_buffer_t`` over a buffer, or the buffer itself, read and written
+  as pixels of 4 lanes).
+
+Every storage's host form is the dense buffer of the image's desc, shaped
+by its coordinates (outer first) and then the lane: (height, width, 4) for a
+2-D image, (depth, height, width, 4) for an array or a 3-D image, (pixels,
+4) for the buffers.
+
+>>> STORAGES["image3d"].coords, STORAGES["buffer"].coords
+(('x', 'y', 'z'), ('x',))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ClayoutError
+
+
+@dataclass(frozen=True)
+class Storage:
+    """One storage kind: its name, the coordinates of a pixel (x first), the
+    OpenCL C type a kernel takes it as, whether its memory is a plain buffer
+    of pixels underneath (kernels and copies then reach it as that buffer),
+    the device limits that bound it, and where reads outside the tensor give
+    zero in TFLite's kernels (documentation of the border rule)."""
+    name: str
+    coords: tuple[str, ...]
+    c_type: str
+    on_buffer: bool
+    limits: str
+    border: str
+
+    @property
+    def ndim(self) -> int:
+        return len(self.coords)
+
+    @property
+    def layered(self) -> bool:
+        """True for the storages with a z coordinate (array layer or depth)."""
+        return len(self.coords) == 3
+
+
+STORAGES = {s.name: s for s in (
+    Storage("image2d", ("x", "y"), "image2d_t", False,
+            "image2d_max_width x image2d_max_height", "x outside W, y outside H"),
+    Storage("image2d_array", ("x", "y", "z"), "image2d_array_t", False,
+            "image2d_max_width x image2d_max_height x image_max_array_size",
+            "x outside W, y outside H"),
+    Storage("image3d", ("x", "y", "z"), "image3d_t", False,
+            "image3d_max_width x image3d_max_height x image3d_max_depth",
+            "x outside W, y outside H, z outside D"),
+    Storage("image_buffer", ("x",), "image1d_buffer_t", True,
+            "image_max_buffer_size pixels (and max_mem_alloc_size bytes)",
+            "a read at x = -1 gives 0"),
+    Storage("buffer", ("x",), "__global", True, "max_mem_alloc_size bytes", "none"),
+)}
+
+
+def storage(name: str) -> Storage:
+    if name not in STORAGES:
+        raise ClayoutError(f"unknown storage {name!r}; storages: {', '.join(STORAGES)}")
+    return STORAGES[name]
+
+
+# The OpenCL 1.2 minimums a device must offer (full profile): the limits a
+# storage is weighed against when only a 2-D limit is known.
+MIN_IMAGE3D = 2048
+MIN_ARRAY_SIZE = 2048
+MIN_IMAGE_BUFFER = 65536
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A device's limits for every storage: the 2-D image (width, height), the
+    3-D image (width, height, depth), an array's layer count (its layers are
+    2-D images), an image buffer's pixels, and one allocation's bytes (None:
+    no limit). ``Limits.of(value)`` takes a Limits or a 2-D (width, height)
+    limit; from the latter the other storages get the OpenCL 1.2 minimums
+    (3-D and arrays no wider or taller than the 2-D limit)."""
+    image2d: tuple[int, int]
+    image3d: tuple[int, int, int]
+    array_size: int
+    image_buffer: int
+    max_alloc: int | None = None
+
+    @classmethod
+    def of(cls, value) -> "Limits | None":
+        if value is None or isinstance(value, Limits):
+            return value
+        w, h = (int(v) for v in value)
+        return cls((w, h), (min(w, MIN_IMAGE3D), min(h, MIN_IMAGE3D), MIN_IMAGE3D),
+                   MIN_ARRAY_SIZE, MIN_IMAGE_BUFFER)
+
+    def bounds(self, store: Storage) -> tuple[int, ...]:
+        """The most pixels along each coordinate of ``store`` (x first)."""
+        if store.name == "image2d":
+            return self.image2d
+        if store.name == "image2d_array":
+            return self.image2d + (self.array_size,)
+        if store.name == "image3d":
+            return self.image3d
+        if store.name == "image_buffer":
+            return (self.image_buffer,)
+        return (self.max_alloc // 16 if self.max_alloc else 2 ** 62,)
+
+    def refusal(self, image) -> str | None:
+        """Why the ImageDesc ``image`` does not fit these limits (naming the
+        storage, its size and the limit), or None when it fits."""
+        store = image.storage
+        bounds = self.bounds(store)
+        size = "x".join(map(str, image.shape))
+        what = "image" if store.name == "image2d" else store.name
+        if any(n > b for n, b in zip(image.shape, bounds)):
+            return f"needs a {size} {what}, over the device limit {'x'.join(map(str, bounds))}"
+        if self.max_alloc is not None and image.nbytes > self.max_alloc:
+            return (f"needs a {size} {what} of {image.nbytes} bytes, over the device's max "
+                    f"allocation {self.max_alloc} bytes")
+        return None
