@@ -175,9 +175,14 @@ def test_large_tiled_path():
 def layout_dims(layout):
     if layout.ndims == 1:
         return st.sampled_from((0, 1, 3, 4, 5, 17, 33)).map(lambda w: (w,))
-    dims = small_dims(4, max_volume=400)
+    forms = [small_dims(4, max_volume=400)]
     if layout.kind == "activation":
-        return st.one_of(dims, small_dims(2))
+        forms.append(small_dims(2))
+    if layout.volume is not None:
+        forms.append(small_dims(5, max_volume=400))
+    dims = st.one_of(*forms)
+    if layout.lanes == 0:   # one texel holds C whole: C <= 4
+        return dims.map(lambda d: d[:1] + (min(d[1], 4),) + d[2:])
     return dims
 
 
@@ -284,6 +289,8 @@ def test_large_images(name, dt, src_dt, seed, data):
     else:
         dims = data.draw(st.sampled_from(((1, 17, 64, 65), (2, 64, 33, 17), (64, 17, 7, 7),
                                           (3, 130, 41, 29))))
+        if layout.lanes == 0:   # one texel holds C whole
+            dims = (dims[0], 3) + dims[2:]
     src = MemoryDesc(dims, src_dt, tag=data.draw(tags(len(dims), max_blocked=1,
                                                        allow_double=False)))
     x = fill(src_dt, src.span, seed)
@@ -299,7 +306,7 @@ def test_large_images(name, dt, src_dt, seed, data):
 from runtime.algebra.dtypes import IMAGE_NAMES, NAMES  # noqa: E402
 from conftest import to_img, from_img
 
-LAYOUT_DIMS = {"argument": (17,)}
+LAYOUT_DIMS = {"argument": (17,), "tflite_single_texture_2d": (2, 3, 3, 3)}
 
 
 @pytest.mark.parametrize("name", sorted(NAMED))

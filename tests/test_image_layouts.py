@@ -11,6 +11,7 @@ import runtime
 from runtime import ClayoutError, ImageLayout, engine, image_layout
 from runtime import ImageDesc
 from runtime.algebra.catalog import NAMED as ALL_NAMED, check_fits
+from runtime.algebra.storage import Limits
 from runtime.reference.formulas import FORMULAS
 from conftest import to_img, from_img
 
@@ -61,18 +62,72 @@ TABLE = {
     "texture_2d": (
         lambda N, C, H, W: (W * N, H * cdiv(C, 4)),
         lambda n, c, h, w, N, C, H, W: (w * N + n, h * cdiv(C, 4) + c // 4, c % 4)),
+    # TFLite GPU's storages (docs/storage.md): a buffer's pixel is one index x,
+    # an array's or 3-D image's (x, y, z); S = ceil(C/4) slices
+    "tflite_buffer": (
+        lambda N, C, H, W: (N * W * H * cdiv(C, 4),),
+        lambda n, c, h, w, N, C, H, W: ((((c // 4) * H + h) * W + w) * N + n, c % 4)),
+    "tflite_image_buffer": (
+        lambda N, C, H, W: (N * W * H * cdiv(C, 4),),
+        lambda n, c, h, w, N, C, H, W: ((((c // 4) * H + h) * W + w) * N + n, c % 4)),
+    "tflite_texture_2d": (
+        lambda N, C, H, W: (W * N, H * cdiv(C, 4)),
+        lambda n, c, h, w, N, C, H, W: (w * N + n, h * cdiv(C, 4) + c // 4, c % 4)),
+    "tflite_single_texture_2d": (
+        lambda N, C, H, W: (W * N, H),
+        lambda n, c, h, w, N, C, H, W: (w * N + n, h, c)),
+    "tflite_texture_array": (
+        lambda N, C, H, W: (W * N, H, cdiv(C, 4)),
+        lambda n, c, h, w, N, C, H, W: (w * N + n, h, c // 4, c % 4)),
+    "tflite_texture_3d": (
+        lambda N, C, H, W: (W * N, H, cdiv(C, 4)),
+        lambda n, c, h, w, N, C, H, W: (w * N + n, h, c // 4, c % 4)),
 }
+
+# the 5-D forms (dims N,C,D,H,W; index n,c,d,h,w), as docs/storage.md writes them
+TABLE5 = {
+    "in_out_channel": (
+        lambda N, C, D, H, W: (cdiv(C, 4) * W, N * D * H),
+        lambda n, c, d, h, w, N, C, D, H, W: ((c // 4) * W + w, (n * D + d) * H + h, c % 4)),
+    "texture_2d": (
+        lambda N, C, D, H, W: (W * N * D, H * cdiv(C, 4)),
+        lambda n, c, d, h, w, N, C, D, H, W: ((w * N + n) * D + d, h * cdiv(C, 4) + c // 4,
+                                              c % 4)),
+    "tflite_buffer": (
+        lambda N, C, D, H, W: (N * W * H * cdiv(C, 4) * D,),
+        lambda n, c, d, h, w, N, C, D, H, W: (
+            (((d * cdiv(C, 4) + c // 4) * H + h) * W + w) * N + n, c % 4)),
+    "tflite_single_texture_2d": (
+        lambda N, C, D, H, W: (W * N * D, H),
+        lambda n, c, d, h, w, N, C, D, H, W: ((w * N + n) * D + d, h, c)),
+    "tflite_texture_array": (
+        lambda N, C, D, H, W: (W * N, H, cdiv(C, 4) * D),
+        lambda n, c, d, h, w, N, C, D, H, W: (w * N + n, h, d * cdiv(C, 4) + c // 4, c % 4)),
+}
+TABLE5["tflite_texture_2d"] = TABLE5["texture_2d"]
+TABLE5["tflite_image_buffer"] = TABLE5["tflite_buffer"]
+TABLE5["tflite_texture_3d"] = TABLE5["tflite_texture_array"]
 
 
 def test_table_covers_every_named_layout():
     assert set(TABLE) == set(NAMED) and set(ALL_NAMED) == set(FORMULAS)
-    assert len(NAMED) == 11 and len(ALL_NAMED) == 18
+    assert len(NAMED) == 17 and len(ALL_NAMED) == 24
+    assert set(TABLE5) == {n for n, layout in NAMED.items() if layout.volume is not None}
 
 
-def layout_dims(name):
+def host_form(layout, shape, lanes):
+    """The host array of an image of ``shape`` (x first): coordinates outer
+    first, then the lanes (none for one channel)."""
+    return tuple(reversed(shape)) + ((lanes,) if layout.lanes != 1 else ())
+
+
+def layout_dims(name, ndims=4):
     if NAMED[name].ndims == 1:
         return st.sampled_from((0, 1, 2, 3, 4, 5, 17, 33)).map(lambda w: (w,))
-    return small_dims(4, sizes=(0, 1, 2, 3, 4, 5, 7, 17), max_volume=500)
+    dims = small_dims(ndims, sizes=(0, 1, 2, 3, 4, 5, 7, 17), max_volume=500)
+    if NAMED[name].lanes == 0:   # one texel holds C whole: C <= 4
+        return dims.map(lambda d: d[:1] + (min(d[1], 4),) + d[2:])
+    return dims
 
 
 @st.composite
@@ -89,8 +144,7 @@ def test_image_shape_matches_table(case):
     want = TABLE[name][0](*dims)
     assert layout.image_shape(dims) == want
     assert FORMULAS[name][1](dims) == want
-    w, h = want
-    assert layout.array_shape(dims) == ((h, w, 4) if layout.lanes == 4 else (h, w))
+    assert layout.array_shape(dims) == host_form(layout, want, layout.lanes or dims[1])
 
 
 @FEW
@@ -109,13 +163,44 @@ def test_pixel_of_every_element(case):
     image = images[0]
     expect = np.zeros_like(image)
     for idx in np.ndindex(*dims):
-        x, y, k = to_pixel(*idx, *dims)
-        assert layout.pixel(dims, idx) == (x, y, k), (name, dims, idx)
-        if layout.lanes == 4:
-            expect[y, x, k] = values[idx]
-        else:
-            expect[y, x] = values[idx]
+        *coords, k = to_pixel(*idx, *dims)
+        assert layout.pixel(dims, idx) == (*coords, k), (name, dims, idx)
+        assert layout.index(dims, *coords, k) == idx
+        at = tuple(reversed(coords)) + ((k,) if layout.lanes != 1 else ())
+        expect[at] = values[idx]
     assert_same_bits(image, expect, f"{name} {dims}")
+
+
+@st.composite
+def volume_cases(draw):
+    name = draw(st.sampled_from(sorted(TABLE5)))
+    return name, draw(layout_dims(name, ndims=5))
+
+
+@FEW
+@given(case=volume_cases())
+def test_pixel_of_every_element_5d(case):
+    """The 5-D forms: image size, host form and every element's pixel as the
+    5-D table says, on both engines; every other lane is zero; a 4-D tensor
+    is the 5-D one with D = 1."""
+    name, dims = case
+    layout = NAMED[name]
+    size, to_pixel = TABLE5[name]
+    assert layout.image_shape(dims) == size(*dims)
+    assert runtime.ImageDesc(layout, dims).layout.kind == "volume"
+    n, c, d, h, w = dims
+    assert layout.image_shape((n, c, 1, h, w)) == layout.image_shape((n, c, h, w))
+    values = np.arange(1, int(np.prod(dims)) + 1, dtype=np.int32).reshape(dims)
+    images = [runtime.to_image(values, name, engine=eng) for eng in (REF, CPU)]
+    assert_same_bits(images[1], images[0], name)
+    expect = np.zeros(host_form(layout, size(*dims), layout.lanes or c), np.int32)
+    for idx in np.ndindex(*dims):
+        *coords, k = to_pixel(*idx, *dims)
+        assert layout.pixel(dims, idx) == (*coords, k), (name, dims, idx)
+        expect[tuple(reversed(coords)) + (k,)] = values[idx]
+    assert_same_bits(images[0], expect, f"{name} {dims}")
+    for eng in (REF, CPU):
+        assert_same_bits(runtime.from_image(images[0], name, dims, engine=eng), values)
 
 
 @pytest.mark.parametrize("name, dims", [
@@ -225,7 +310,8 @@ def test_8192_edge():
 
 def test_nothing_fits():
     with pytest.raises(ClayoutError, match="no named image layout fits; keep this tensor in"):
-        check_fits(ImageDesc(NAMED["in_out_channel"], (1, 4096, 64, 64)), (256, 256))
+        check_fits(ImageDesc(NAMED["in_out_channel"], (1, 4096, 64, 64)),
+                   Limits((256, 256), (256, 256, 256), 256, 65536, 1 << 20))
     with pytest.raises(ClayoutError, match=r"layouts that fit: weight_height \(27x16\)$"):
         check_fits(ImageDesc(NAMED["conv2d_filter"], (64, 3, 3, 3)), (4096, 16))
 
@@ -233,20 +319,35 @@ def test_nothing_fits():
 @SETTINGS
 @given(case=named_cases(), mw=st.integers(1, 40), mh=st.integers(1, 40))
 def test_check_fits_property(case, mw, mh):
+    """A 2-D limit bounds 2-D images; the other storages get the OpenCL
+    minimums no wider or taller than it (3-D 2048, 2048 layers, 65536 pixels
+    of image buffer, buffers no bound)."""
     name, dims = case
     layout = NAMED[name]
-    w, h = TABLE[name][0](*dims)
-    if w <= mw and h <= mh:
+    limits = Limits.of((mw, mh))
+
+    def fits(lay, shape):
+        return all(n <= b for n, b in zip(shape, limits.bounds(lay.place)))
+
+    def size(lay, shape):
+        text = "x".join(map(str, shape))
+        return text if lay.storage == "image2d" else f"{text} {lay.storage}"
+    shape = TABLE[name][0](*dims)
+    if fits(layout, shape):
         check_fits(ImageDesc(layout, dims), (mw, mh))
         return
     with pytest.raises(ClayoutError) as info:
         check_fits(ImageDesc(layout, dims), (mw, mh))
     msg = str(info.value)
-    assert f"{w}x{h}" in msg and f"{mw}x{mh}" in msg and repr(name) in msg
+    bound = "x".join(map(str, limits.bounds(layout.place)))
+    assert "x".join(map(str, shape)) in msg and bound in msg and repr(name) in msg
     for other in NAMED.values():
-        if other.kind == layout.kind and other.name != name:
-            ow, oh = TABLE[other.name][0](*dims)
-            assert (f"{other.name} ({ow}x{oh})" in msg) == (ow <= mw and oh <= mh), other.name
+        if other.lanes == 0 and dims[1] > 4:   # C does not fit one texel
+            assert f"{other.name} (" not in msg
+        elif other.kind == layout.kind and other.name != name:
+            other_shape = TABLE[other.name][0](*dims)
+            assert (f"{other.name} ({size(other, other_shape)})" in msg) == \
+                fits(other, other_shape), other.name
 
 
 @FEW
@@ -256,9 +357,9 @@ def test_c_pixel_mirrors_pixel(case, custom):
     name, dims = case
     layout = image_layout(MIRRORS[name]) if custom and name in MIRRORS else NAMED[name]
     names = [f"i{d}" for d in range(len(dims))]
-    x, y, k = layout.c_pixel(dims, names)
+    exprs = layout.c_pixel(dims, names)
     to_pixel = TABLE[name][1]
     for idx in np.ndindex(*dims):
         env = dict(zip(names, idx))
-        got = tuple(int(eval(e.replace("/", "//"), {"__builtins__": {}}, env)) for e in (x, y, k))
-        assert got == to_pixel(*idx, *dims), (layout.name, dims, idx, (x, y, k))
+        got = tuple(int(eval(e.replace("/", "//"), {"__builtins__": {}}, env)) for e in exprs)
+        assert got == to_pixel(*idx, *dims), (layout.name, dims, idx, exprs)

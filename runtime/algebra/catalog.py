@@ -17,7 +17,7 @@ Three words, one meaning each:
 * **layout**: where each element goes on the image (``LAYOUTS``).
 
 >>> image_layout("in_out_channel").tag, ROW["in_out_channel"].formula
-('acBd4b', 'n=y/H, h=y%H, c=4(x/W)+k, w=x%W')
+('acBd4b', 'n=y/H, h=y%H, c=4(x/W)+k, w=x%W (5-D: y=(n*D+d)*H+h)')
 >>> candidates("filter")
 (('conv2d_filter',), ('weight_height', 'weight_width'), ('image_2d_weights_c4_fyx_b',), ('image_2d_weights_c1_b_fyx',))
 """
@@ -255,10 +255,15 @@ def check_fits(image: ImageDesc, limits) -> None:
     if why is None:
         return
     layout = image.layout
-    fits = [f"{o.name} ({'x'.join(map(str, ImageDesc(o, image.dims).shape))} "
-            f"{o.at(image.dims).storage})"
+    fits = [f"{o.name} ({_size(ImageDesc(o, image.dims))})"
             for o in fitting(layout.kind, image.dims, limits, layout.transform)
             if o.name != layout.name]
     hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
         "no named image layout fits; keep this tensor in a buffer"
     raise ClayoutError(f"layout {layout.name!r} for dims {image.dims} {why}; {hint}")
+
+
+def _size(image: ImageDesc) -> str:
+    """'35x5' for a 2-D image, '14x3x2 image3d' for another storage."""
+    size = "x".join(map(str, image.shape))
+    return size if image.storage.name == "image2d" else f"{size} {image.storage.name}"

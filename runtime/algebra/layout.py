@@ -8,18 +8,15 @@ image the first ``layers`` axes form ``z`` before them; on an image buffer
 or a buffer every axis forms one pixel index ``x``. With ``lanes=4`` the
 innermost block of 4 is the RGBA lane; ``lanes=1`` is one channel (CL_R);
 ``lanes=0`` puts the innermost dim whole in one texel (1, 2 or 4 channels).
-The host view of an image, an array (height, width, lanes) (or (depth,
-height, width, lanes), (pixels, lanes)), is exactly the dense buffer of that
-desc, so every conversion is a reorder. ``volume`` is the layout's form for
-5-D tensors (N,C,D,H,W), used when dims have 5 entries. ``groups`` merges logical dims before placing them
-(``image_2d_weights_c4_fyx_b`` views O,I,H,W as O, I*H*W); ``transform``
-gives values computed from the logical tensor (a Winograd filter's
-G·g·Gᵀ: runtime.algebra.transform) instead of the tensor itself.
+The host view of an image (height, width, lanes; depth, height, width,
+lanes; pixels, lanes) is exactly the dense buffer of that desc, so every
+conversion is a reorder. ``volume`` is the form for 5-D dims (N,C,D,H,W);
+``groups`` merges logical dims before placing them (O, I*H*W); ``transform``
+gives values computed from the tensor (runtime.algebra.transform).
 
-An ``ImageDesc`` is one *side* of a conversion held in an image: a layout,
-the logical dims and the image dtype, with everything that follows from them
-worked out once (the image's dense desc, the axes that form y, x and the
-lane, the extent in pixels). The other kind of side is a ``MemoryDesc``.
+An ``ImageDesc`` is one *side* of a conversion held in an image: a layout
+at logical dims in an image dtype, its geometry worked out once. The other
+kind of side is a ``MemoryDesc``.
 
 >>> in_out_channel = ImageLayout("in_out_channel", "acBd4b", rows=2, kind="activation")
 >>> img = ImageDesc(in_out_channel, (1, 17, 5, 7))
@@ -31,39 +28,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import dtypes
 from ..cache import LRU
+from ..errors import ClayoutError
+from . import dtypes
 from .c_index import Numbers, pixel_expr
 from .checks import as_ints
 from .desc import Axis, MemoryDesc
-from ..errors import ClayoutError
-from .storage import STORAGES, Storage
+from .kinds import KINDS
+from .storage import STORAGES, Storage, check_layout
 from .tags import LETTERS, parse_tag
 from .transform import Transform
-
-
-@dataclass(frozen=True)
-class Kind:
-    """What a layout's logical dims are: their names in order and the plain
-    tag an input comes in by default."""
-    name: str
-    dims: str                  # "N,C,H,W"
-    default_tag: str
-    two_d: str = ""            # the 2-D form accepted (activations: "N,C" is N,C,1,1)
-
-    @property
-    def text(self) -> str:
-        """'N,C,H,W (or N,C)': the dims as messages and ``clayout info`` write them."""
-        return f"{self.dims} (or {self.two_d})" if self.two_d else self.dims
-
-
-KINDS = {k.name: k for k in (
-    Kind("activation", "N,C,H,W", "nchw", two_d="N,C"),
-    Kind("filter", "O,I,H,W", "oihw"),
-    Kind("depthwise", "M,I,H,W", "mihw"),
-    Kind("argument", "W", "x"),
-    Kind("volume", "N,C,D,H,W", "ncdhw"),
-)}
 
 
 @dataclass(frozen=True)
@@ -78,47 +52,17 @@ class ImageLayout:
     transform: Transform | None = None
     storage: str = "image2d"
     layers: int = 0
-    volume: "ImageLayout | None" = None
+    volume: ImageLayout | None = None
 
     def __post_init__(self):
-        parsed = parse_tag(self.tag)
-        placed = len(self.groups) if self.groups else \
-            self.ndims + (self.transform is not None and self.transform.split is not None)
-        if parsed.ndims != placed:
-            raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} has {parsed.ndims} "
-                               f"dims but the layout places {placed}")
-        if self.storage not in STORAGES:
-            raise ClayoutError(f"image layout {self.name!r}: unknown storage {self.storage!r}; "
-                               f"storages: {', '.join(STORAGES)}")
-        if self.lanes not in (0, 1, 4):
-            raise ClayoutError(f"image layout {self.name!r}: lanes must be 4 (RGBA), 1 (CL_R) "
-                               f"or 0 (the innermost dim whole in one texel), got {self.lanes}")
-        if self.lanes == 0 and parsed.blocks:
-            raise ClayoutError(f"image layout {self.name!r}: lanes 0 holds the innermost dim "
-                               f"whole in a texel; tag {self.tag!r} must have no block")
-        st = self.place
-        if st.on_buffer and (self.rows or self.layers or self.lanes != 4):
-            raise ClayoutError(f"image layout {self.name!r}: a {st.name} is one pixel index "
-                               "over every axis: rows and layers must be 0 and lanes 4")
-        if not st.layered and self.layers:
-            raise ClayoutError(f"image layout {self.name!r}: layers (the z axes) need an "
-                               f"image2d_array or image3d storage, not {st.name}")
-        if self.lanes == 4 and (not parsed.blocks or parsed.blocks[-1][1] != 4):
-            raise ClayoutError(f"image layout {self.name!r}: tag {self.tag!r} must end in an inner "
-                               "block of 4 (the RGBA lane), e.g. 'acBd4b'")
-        if not 0 <= self.rows <= parsed.ndims - self.layers or self.layers < 0:
-            raise ClayoutError(f"image layout {self.name!r}: rows must be "
-                               f"0..{parsed.ndims - max(0, self.layers)}, got {self.rows}")
-        if self.volume is not None and self.volume.ndims == self.ndims:
-            raise ClayoutError(f"image layout {self.name!r}: its volume form must take "
-                               "another number of dims")
+        check_layout(self, parse_tag(self.tag))
 
     @property
     def place(self) -> Storage:
         """The storage record (runtime.algebra.storage) of ``storage``."""
         return STORAGES[self.storage]
 
-    def at(self, dims) -> "ImageLayout":
+    def at(self, dims) -> ImageLayout:
         """The form of this layout for ``dims``: ``volume`` for 5-D dims, else itself."""
         if self.volume is not None and len(dims) == self.volume.ndims:
             return self.volume
@@ -206,27 +150,21 @@ class ImageLayout:
         return ImageDesc(self, dims, dtype).desc
 
     def image_shape(self, dims) -> tuple[int, ...]:
-        """The image's size in pixels, one number per coordinate: (width,
-        height) of a 2-D image, (width, height, depth) of an array or a 3-D
-        image, (pixels,) of an image buffer or buffer."""
+        """Pixels per coordinate: (width, height), (width, height, depth) or (pixels,)."""
         return ImageDesc(self, dims).shape
 
     def array_shape(self, dims) -> tuple[int, ...]:
-        """Shape of the host array holding the image: (height, width, 4) or
-        (height, width) on a 2-D image, (depth, height, width, 4) on an array
-        or 3-D image, (pixels, 4) on a buffer; lanes 0: (..., channels)."""
+        """The host array holding the image (``ImageDesc.array_shape``)."""
         return ImageDesc(self, dims).array_shape
 
     def pixel(self, dims, idx) -> tuple[int, ...]:
-        """(x, y, lane) of the (placed) index ``idx``; (x, y, z, lane) on an
+        """(x, y, lane) of the (placed) index ``idx``: (x, y, z, lane) on an
         array or a 3-D image, (x, lane) on a buffer."""
         return ImageDesc(self, dims).pixel(idx)
 
     def index(self, dims, *coords, **named) -> tuple[int, ...] | None:
-        """The (placed) index stored at pixel (x, y) (x, y, z on an array or 3-D
-        image; x on a buffer), lane ``lane``, or None when that lane is
-        padding; the inverse of ``pixel``. Coordinates are positional (the
-        lane may follow them) or named x, y, z, lane.
+        """The (placed) index at a pixel and lane (coordinates positional or
+        named x, y, z, lane), or None for a padding lane; inverts ``pixel``.
 
         >>> in_out_channel = ImageLayout("in_out_channel", "acBd4b", rows=2, kind="activation")
         >>> in_out_channel.index((1, 17, 5, 7), x=30, y=2, lane=0)
@@ -237,10 +175,9 @@ class ImageLayout:
         return ImageDesc(self, dims).index(*coords, **named)
 
     def c_pixel(self, dims, names) -> tuple[str, ...]:
-        """(x, y, lane) of the index ``names`` (one OpenCL C expression per
-        dim; (x, y, z, lane), (x, lane) by storage) with constants baked in;
-        mirrors ``pixel``. For in_out_channel at
-        (2, 8, 2, 3) and names n, c, h, w: ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
+        """``pixel`` of the index ``names`` (one OpenCL C expression per dim),
+        constants baked in: in_out_channel at (2, 8, 2, 3), names n, c, h, w:
+        ``("(c / 4) * 3 + w", "n * 2 + h", "(c % 4)")``."""
         return ImageDesc(self, dims).c_pixel(names, Numbers(bake=True))
 
     def __str__(self) -> str:
@@ -337,10 +274,10 @@ class ImageDesc:
         """Bytes of the image: every pixel's lanes, padding lanes included."""
         return self.width * self.height * self.depth * self.lanes * self.dtype.itemsize
 
-    def with_dtype(self, dtype) -> "ImageDesc":
+    def with_dtype(self, dtype) -> ImageDesc:
         return ImageDesc(self.layout, self.dims, dtype)
 
-    def placement(self) -> "ImageDesc":
+    def placement(self) -> ImageDesc:
         """This image with its transform left out: the layout placing the
         transform's output (``placed``) as it is (itself when there is none)."""
         if self.transform is None:
@@ -397,21 +334,7 @@ class ImageDesc:
         per physical axis; a dim's digits rebuild its index, and an index past
         the dim's size is the zero tail."""
         names = self.storage.coords + ("lane",)
-        unknown = set(named) - set(names)
-        if unknown or len(coords) > len(names):
-            raise ClayoutError(f"layout {self.layout.name!r} ({self.storage.name}) takes a "
-                               f"pixel as {', '.join(names)}; got {len(coords)} positional "
-                               f"and {', '.join(sorted(named)) or 'no'} named coordinates")
-        given = dict(zip(names, coords))
-        for key, value in named.items():
-            if key in given:
-                raise ClayoutError(f"index: {key} given twice")
-            given[key] = value
-        given.setdefault("lane", 0)
-        missing = [n for n in names if n not in given]
-        if missing:
-            raise ClayoutError(f"layout {self.layout.name!r} ({self.storage.name}) needs "
-                               f"{', '.join(missing)} of the pixel")
+        given = self.storage.pixel_args(coords, named, self.layout.name)
         shown = "x".join(map(str, self.shape))
         for name, size in zip(names, self.shape + (self.lanes,)):
             if not 0 <= int(given[name]) < size:

@@ -43,6 +43,28 @@ class Storage:
     def ndim(self) -> int:
         return len(self.coords)
 
+    def pixel_args(self, coords, named, layout: str) -> dict:
+        """{coordinate: value, "lane": value} from a pixel given positionally
+        (the coordinates, then optionally the lane) or by name (x, y, z,
+        lane; the lane defaults to 0)."""
+        names = self.coords + ("lane",)
+        unknown = set(named) - set(names)
+        if unknown or len(coords) > len(names):
+            raise ClayoutError(f"layout {layout!r} ({self.name}) takes a pixel as "
+                               f"{', '.join(names)}; got {len(coords)} positional and "
+                               f"{', '.join(sorted(named)) or 'no'} named coordinates")
+        given = dict(zip(names, coords))
+        for key, value in named.items():
+            if key in given:
+                raise ClayoutError(f"layout {layout!r}: pixel coordinate {key} given twice")
+            given[key] = value
+        given.setdefault("lane", 0)
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise ClayoutError(f"layout {layout!r} ({self.name}) needs {', '.join(missing)} "
+                               "of the pixel")
+        return given
+
     @property
     def layered(self) -> bool:
         """True for the storages with a z coordinate (array layer or depth)."""
@@ -93,7 +115,7 @@ class Limits:
     max_alloc: int | None = None
 
     @classmethod
-    def of(cls, value) -> "Limits | None":
+    def of(cls, value) -> Limits | None:
         if value is None or isinstance(value, Limits):
             return value
         w, h = (int(v) for v in value)
@@ -125,3 +147,39 @@ class Limits:
             return (f"needs a {size} {what} of {image.nbytes} bytes, over the device's max "
                     f"allocation {self.max_alloc} bytes")
         return None
+
+
+def check_layout(layout, parsed) -> None:
+    """Refuse an ImageLayout whose fields do not make a placement: the tag
+    (``parsed``) against the dims placed, the storage, the lanes and the
+    axes that form y and z (one ClayoutError naming the layout and the rule)."""
+    placed = len(layout.groups) if layout.groups else \
+        layout.ndims + (layout.transform is not None and layout.transform.split is not None)
+    if parsed.ndims != placed:
+        raise ClayoutError(f"image layout {layout.name!r}: tag {layout.tag!r} has {parsed.ndims} "
+                           f"dims but the layout places {placed}")
+    if layout.storage not in STORAGES:
+        raise ClayoutError(f"image layout {layout.name!r}: unknown storage {layout.storage!r}; "
+                           f"storages: {', '.join(STORAGES)}")
+    if layout.lanes not in (0, 1, 4):
+        raise ClayoutError(f"image layout {layout.name!r}: lanes must be 4 (RGBA), 1 (CL_R) "
+                           f"or 0 (the innermost dim whole in one texel), got {layout.lanes}")
+    if layout.lanes == 0 and parsed.blocks:
+        raise ClayoutError(f"image layout {layout.name!r}: lanes 0 holds the innermost dim "
+                           f"whole in a texel; tag {layout.tag!r} must have no block")
+    st = STORAGES[layout.storage]
+    if st.on_buffer and (layout.rows or layout.layers or layout.lanes != 4):
+        raise ClayoutError(f"image layout {layout.name!r}: a {st.name} is one pixel index "
+                           "over every axis: rows and layers must be 0 and lanes 4")
+    if not st.layered and layout.layers:
+        raise ClayoutError(f"image layout {layout.name!r}: layers (the z axes) need an "
+                           f"image2d_array or image3d storage, not {st.name}")
+    if layout.lanes == 4 and (not parsed.blocks or parsed.blocks[-1][1] != 4):
+        raise ClayoutError(f"image layout {layout.name!r}: tag {layout.tag!r} must end in an inner "
+                           "block of 4 (the RGBA lane), e.g. 'acBd4b'")
+    if not 0 <= layout.rows <= parsed.ndims - layout.layers or layout.layers < 0:
+        raise ClayoutError(f"image layout {layout.name!r}: rows must be "
+                           f"0..{parsed.ndims - max(0, layout.layers)}, got {layout.rows}")
+    if layout.volume is not None and layout.volume.ndims == layout.ndims:
+        raise ClayoutError(f"image layout {layout.name!r}: its volume form must take "
+                           "another number of dims")
