@@ -160,7 +160,7 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
         if not plan.split:
             return eng.convert(desc, image, flat)
         return eng.to_tiles(desc, image, flat, plan)
-    check_fits(image, eng.image_limits)
+    check_fits(image, eng.storage_limits or eng.image_limits)
     flat = physical_input(arr, desc)
     if out is not None:
         host_out(out, image.array_shape, image.dtype, flat, "to_image")
@@ -205,7 +205,8 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None)
     side = ImageDesc(layout, dims, img_dt)
     if arr.shape != side.array_shape:
         raise ClayoutError(f"image of shape {arr.shape} does not match layout {layout.name!r} "
-                           f"for dims {dims}: expected {side.array_shape} (height, width[, 4])")
+                           f"for dims {dims}: expected {side.array_shape} "
+                           f"({side.storage.host_form}[, lanes])")
     desc = MemoryDesc(dims, dtype if dtype is not None else side.dtype,
                       tag=dst or layout.default_tag(len(dims)))
     if out is None:
@@ -221,7 +222,8 @@ def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Memory:
     """An image Memory read back into a buffer: ``dst`` is a tag (default by
     the layout's kind), a MemoryDesc, or a Memory to write into."""
     dims = as_ints(dims, "dims")
-    if not mem.is_image or mem.layout != layout or layout.logical_dims(dims) != mem.dims:
+    if not mem.is_image or mem.layout.name != layout.name or \
+            layout.logical_dims(dims) != mem.dims:
         raise ClayoutError(f"{mem!r} is not an image of layout {layout.name!r} with dims "
                            f"{tuple(dims)}")
     if isinstance(dst, (Memory, MemoryDesc)):

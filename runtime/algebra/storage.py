@@ -66,6 +66,12 @@ class Storage:
         return given
 
     @property
+    def host_form(self) -> str:
+        """The axes of the host array: 'height, width', 'depth, height, width' or 'pixels'."""
+        names = {"x": "pixels" if self.ndim == 1 else "width", "y": "height", "z": "depth"}
+        return ", ".join(names[c] for c in reversed(self.coords))
+
+    @property
     def layered(self) -> bool:
         """True for the storages with a z coordinate (array layer or depth)."""
         return len(self.coords) == 3
