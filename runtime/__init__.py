@@ -19,7 +19,7 @@ from .algebra.tags import parse_tag
 from .algebra.tiles import TilePlan, tile_plan
 from .algebra.transform import Transform
 from .api import from_image, reorder, to_image
-from .errors import ClayoutError
+from .errors import BufferCopyWarning, ClayoutError
 from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
 from .version import __version__
@@ -37,5 +37,5 @@ def __getattr__(name: str):
 
 __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
-           "physical_shape", "convert", "parse_tag", "ClayoutError", "Memory", "choose_layout",
-           "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]
+           "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning",
+           "Memory", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]

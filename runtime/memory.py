@@ -18,6 +18,7 @@ array([0., 4., 8.], dtype=float32)
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import numpy as np
 
@@ -27,16 +28,21 @@ from .algebra.catalog import image_layout
 from .algebra.desc import MemoryDesc
 from .algebra.hostarray import host_shape, physical_input
 from .algebra.layout import ImageDesc
-from .errors import ClayoutError
+from .errors import BufferCopyWarning, ClayoutError
 
 
 class Memory:
     """A buffer Memory: ``Memory(desc, engine=None, data=None, queue=None)``;
-    an image Memory: ``Memory.image(layout, dims, dtype, engine=None, data=None)``.
+    an image Memory: ``Memory.image(layout, dims, dtype, engine=None, data=None)``
+    or ``Memory.from_buffer(buffer, layout, dims, ...)``.
     ``data`` is None (allocate, zeroed), a numpy array (attached on a host
     engine; used in place through USE_HOST_PTR on OpenCL), or the user's
     ``cl.Buffer`` / ``cl.Image``. ``side`` is the MemoryDesc or ImageDesc it
-    holds; ``desc`` its memory (an image's dense desc)."""
+    holds; ``desc`` its memory (an image's dense desc). ``zero_copy`` and
+    ``copy_reason`` are set by ``from_buffer`` (None otherwise)."""
+
+    zero_copy: bool | None = None
+    copy_reason: str | None = None
 
     def __init__(self, desc: MemoryDesc, engine=None, data=None, queue=None):
         if not isinstance(desc, MemoryDesc):
@@ -69,6 +75,38 @@ class Memory:
             raise ClayoutError("Memory.from_numpy of an image needs dims= (the logical dims)")
         mem = cls.image(desc, dims, dtypes.of_array(arr), engine, queue=queue)
         mem._write(mem._checked(arr))
+        return mem
+
+    @classmethod
+    def from_buffer(cls, buffer, layout, dims, dtype="f32", engine=None, queue=None,
+                    row_pitch=None) -> "Memory":
+        """An image Memory of ``layout`` at ``dims`` whose pixels are the
+        caller's ``cl.Buffer``, without a copy where the device allows it
+        (runtime/opencl/shared.py): a layout on a buffer storage holds the
+        buffer itself; a 2-D image views it where the device has
+        cl_khr_image2d_from_buffer (``row_pitch``: pixels from one row to the
+        next, by default the width rounded up to the device's pitch
+        alignment). Elsewhere the buffer's bytes are copied into a new image
+        on the device, and a BufferCopyWarning says why (once per engine and
+        reason). ``zero_copy`` tells which; ``copy_reason`` why not."""
+        side = ImageDesc(image_layout(layout), dims, dtype)
+        if type(buffer).__module__.split(".")[0] != "pyopencl":
+            raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "
+                               f"{type(buffer).__name__}; for a host array use "
+                               "Memory.image(layout, dims, dtype, data=array)")
+        if engine is not None and engines.get(engine).domain == "host":
+            raise ClayoutError(f"Memory.from_buffer needs an OpenCL engine (engine='opencl', "
+                               f"an OpenCLEngine, or None), not engine "
+                               f"{engines.get(engine).name!r}, which keeps host arrays")
+        mem = cls.__new__(cls)
+        mem.side = side
+        mem.engine = engines.engine_for(engine, buffer, queue)
+        view = mem.engine.view_buffer(side, buffer, row_pitch)
+        mem.storage, mem.copy_reason = view.storage, view.reason
+        mem.zero_copy = view.reason is None
+        if view.first:
+            warnings.warn(f"clayout: Memory.from_buffer: {view.reason}", BufferCopyWarning,
+                          stacklevel=2)
         return mem
 
     def _make(self, side, engine, data, queue) -> None:

@@ -2,14 +2,16 @@
 
 Each role has candidate layouts in a fixed order of *tiers* (one or more
 layouts of equal preference). The choice is the first tier holding a layout
-whose image fits the limits; inside that tier, the fitting layout with the
-fewest padding lanes (``width * height * lanes - elements``); equal padding
-goes to the one listed first. Ties can only arise inside a tier, and one
-tier has two layouts: filter's ``weight_height, weight_width`` (lanes along O
-or along I), tied when both fit and conv2d_filter does not (its height
-ceil(O/4)*H*W is over while O is not)::
+whose image fits the limits of its storage; inside that tier, the fitting
+layout with the fewest padding lanes (``pixels * lanes - elements``); equal
+padding goes to the one listed first. Ties arise inside a tier of two:
+filter's ``weight_height, weight_width`` (lanes along O or along I), tied
+when both fit and conv2d_filter does not (its height ceil(O/4)*H*W is over
+while O is not); activation's image array and 3-D image, tied when both fit
+(the array, listed first, then wins: same pixels, same padding)::
 
-    activation  in_out_channel | texture_2d | in_out_height | in_out_width
+    activation  in_out_channel | texture_2d | in_out_height | in_out_width |
+                tflite_texture_array, tflite_texture_3d
     filter      conv2d_filter | weight_height, weight_width |
                 image_2d_weights_c4_fyx_b | image_2d_weights_c1_b_fyx
     depthwise   dw_conv2d_filter
@@ -17,14 +19,22 @@ ceil(O/4)*H*W is over while O is not)::
     fc_weight   weight_width | weight_height | image_2d_weights_c4_fyx_b |
                 conv2d_filter | image_2d_weights_c1_b_fyx
 
-Limits are (max width, max height) in pixels: the ones given, else the
-engine's device (``image_limits``), else none (everything fits).
+Limits are a ``runtime.algebra.storage.Limits`` (every storage's bounds), or
+a 2-D (max width, max height), from which arrays and 3-D images get the
+OpenCL 1.2 minimums (``Limits.of``): the ones given, else the engine's
+device (``storage_limits``, else ``image_limits``), else none (everything
+fits). Each candidate is measured against its own storage's limit
+(``Limits.refusal``): an activation too wide for every 2-D image goes on an
+image array or a 3-D image when one fits (docs/storage.md).
 
 >>> c = layout_choice("fc_weight", (4096, 1000, 1, 1), limits=(2048, 2048))
 >>> c.layout.name, c.rejected[0].name, c.rejected[0].size
 ('weight_height', 'weight_width', (250, 4096))
 >>> layout_choice("filter", (4, 2, 3, 3), limits=(18, 8)).layout.name  # tie: less padding
 'weight_height'
+>>> a = layout_choice("activation", (1, 64, 512, 512), limits=(2048, 2048))
+>>> a.layout.name, a.chosen.storage, a.chosen.size
+('tflite_texture_array', 'image2d_array', (512, 512, 16))
 """
 from __future__ import annotations
 
@@ -35,36 +45,55 @@ from . import engine as engines
 from .algebra import catalog, dtypes
 from .algebra.catalog import NAMED, ROLES
 from .algebra.layout import ImageDesc, ImageLayout
+from .algebra.storage import STORAGES, Limits
 from .algebra.tiles import image_limit
 from .errors import ClayoutError
 
 @dataclass(frozen=True)
 class Candidate:
-    """One candidate layout measured for the tensor: its image (width, height),
-    padding lanes, bytes in the image dtype, and whether it fits the limits."""
+    """One candidate layout measured for the tensor: its storage, its size
+    (one number per coordinate of the storage: (width, height), (width,
+    height, depth) or (pixels,)), padding lanes, bytes in the image dtype,
+    the storage's limit it was measured against (None: no limit), whether it
+    fits, and why not (``Limits.refusal``'s text; None when it fits)."""
     name: str
     tier: int
-    size: tuple[int, int]
+    size: tuple[int, ...]
     padding: int
     nbytes: int
     fits: bool
+    storage: str = "image2d"
+    limit: tuple[int, ...] | None = None
+    why: str | None = None
 
     def describe(self) -> str:
-        return f"{self.name} {self.size[0]}x{self.size[1]}"
+        """'weight_width 250x4096'; another storage than a 2-D image is named:
+        'tflite_texture_3d 512x512x16 image3d'."""
+        size = "x".join(map(str, self.size))
+        return f"{self.name} {size}" + ("" if self.storage == "image2d" else f" {self.storage}")
+
+    @property
+    def over(self) -> str:
+        """What a rejected candidate is over: 'the image2d limit 2048x2048',
+        or the device's max allocation."""
+        if self.why and "max allocation" in self.why:
+            return "the max allocation " + self.why.rsplit("max allocation ", 1)[1]
+        return f"the {self.storage} limit {'x'.join(map(str, self.limit or ()))}"
 
 
 @dataclass(frozen=True)
 class LayoutChoice:
     """What ``layout_choice`` decided and why. ``layout`` is the chosen layout;
     when nothing fits (``fits`` False) it is the role's first candidate, the one
-    to split into tiles (runtime.algebra.tiles)."""
+    to split into tiles (runtime.algebra.tiles) under ``max_image``."""
     role: str
     dims: tuple[int, ...]
     dtype: str
-    limits: tuple[int, int] | None
+    limits: Limits | None
     layout: ImageLayout
     fits: bool
     candidates: tuple[Candidate, ...]
+    skipped: tuple[tuple[str, str], ...] = ()   # (name, why): no form for these dims
 
     @property
     def chosen(self) -> Candidate:
@@ -76,17 +105,68 @@ class LayoutChoice:
         return tuple(c for c in self.candidates if not c.fits)
 
     @property
+    def max_image(self) -> tuple[int, int] | None:
+        """The 2-D image limit (width, height): the tile size when nothing fits."""
+        return None if self.limits is None else self.limits.image2d
+
+    @property
+    def storages(self) -> tuple[str, ...]:
+        """The storages of the candidates, in candidate order, each once."""
+        return tuple(dict.fromkeys(c.storage for c in self.candidates))
+
+    @property
+    def limit_text(self) -> str:
+        """'2048x2048' when every candidate is a 2-D image; else each
+        storage's limit: 'image2d 2048x2048, image2d_array 2048x2048x2048'."""
+        if self.limits is None:
+            return "no limit"
+        shown = [(s, self.limits.text(STORAGES[s])) for s in self.storages]
+        if self.storages == ("image2d",):
+            return shown[0][1]
+        return ", ".join(f"{s} {b}" for s, b in shown)
+
+    @property
+    def _two_d(self) -> bool:
+        """Every candidate is a 2-D image and none is over the max allocation:
+        one limit says it all."""
+        return self.storages == ("image2d",) and not any(
+            c.why and "allocation" in c.why for c in self.rejected)
+
+    def _groups(self) -> list[tuple[str, list[str]]]:
+        """The rejected candidates grouped by what they are over, in order."""
+        groups: dict[str, list[str]] = {}
+        for r in self.rejected:
+            groups.setdefault(r.over, []).append(r.describe())
+        return list(groups.items())
+
+    def _rejected_text(self) -> str:
+        if self._two_d:
+            return "rejected (over the limit): " + ", ".join(r.describe() for r in self.rejected)
+        return "rejected: " + "; ".join(f"over {over}: {', '.join(names)}"
+                                        for over, names in self._groups())
+
+    @property
     def reason(self) -> str:
-        """One line: the choice, its size, the rule that decided, each rejected
-        candidate with its size."""
-        limit = f"{self.limits[0]}x{self.limits[1]}" if self.limits else "no limit"
+        """One line: the choice, its size, the limit of its storage, the rule
+        that decided, each rejected candidate with its size and the limit it
+        is over."""
         dims = ",".join(map(str, self.dims))
         c = self.chosen
         if not self.fits:
-            return (f"no {self.role} layout fits {limit} for dims {dims}: "
-                    + "; ".join(r.describe() for r in self.rejected)
-                    + f"; {self.layout.name} is the one to split into tiles")
-        text = (f"{self.role} dims {dims} {self.dtype}: {c.name} ({c.size[0]}x{c.size[1]}, "
+            over = "; ".join(r.describe() for r in self.rejected) if self._two_d else \
+                "; ".join(f"over {o}: {', '.join(names)}" for o, names in self._groups())
+            limit = f" {self.limit_text}" if self._two_d else ""
+            return (f"no {self.role} layout fits{limit} for dims {dims}: {over}"
+                    + f"; {self.layout.name} is the one to split into tiles"
+                    + self._skipped_text())
+        size = "x".join(map(str, c.size)) + ("" if c.storage == "image2d" else f" {c.storage}")
+        if c.limit is None:
+            limit = "no limit"
+        elif c.storage == "image2d" and self.storages == ("image2d",):
+            limit = "x".join(map(str, c.limit))
+        else:
+            limit = f"the {c.storage} limit {'x'.join(map(str, c.limit))}"
+        text = (f"{self.role} dims {dims} {self.dtype}: {c.name} ({size}, "
                 f"{c.padding} padding lanes) fits {limit}")
         tied = [o for o in self.candidates if o.tier == c.tier and o.fits and o is not c]
         if tied:
@@ -94,17 +174,28 @@ class LayoutChoice:
                                                   for o in tied)
                      + " of the same tier by least padding, then candidate order")
         if self.rejected:
-            text += "; rejected (over the limit): " + ", ".join(r.describe()
-                                                               for r in self.rejected)
-        return text
+            text += "; " + self._rejected_text()
+        return text + self._skipped_text()
+
+    def _skipped_text(self) -> str:
+        if not self.skipped:
+            return ""
+        return ("; not candidates for these dims (no form for them): "
+                + ", ".join(name for name, _ in self.skipped))
 
 
-def resolve_limits(limits=None, engine=None) -> tuple[int, int] | None:
-    """``limits`` as (width, height), else the engine's device limits (None
-    for an engine without a limit)."""
+def resolve_limits(limits=None, engine=None) -> Limits | None:
+    """The limits to measure against, as a storage.Limits: ``limits`` (a
+    Limits, or a 2-D (width, height) from which the other storages get the
+    OpenCL 1.2 minimums: ``Limits.of``), else the engine's device
+    (``storage_limits``, else its 2-D ``image_limits``), else None (no limit)."""
     if limits is None:
-        return engines.get(engine).image_limits
-    return image_limit(limits, "image limits")
+        eng = engines.get(engine)
+        found = getattr(eng, "storage_limits", None)
+        return found if found is not None else Limits.of(eng.image_limits)
+    if isinstance(limits, Limits):
+        return limits
+    return Limits.of(image_limit(limits, "image limits"))
 
 
 def candidates(role: str) -> tuple[str, ...]:
@@ -125,15 +216,20 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
         shown = tuple(dims) if isinstance(dims, (list, tuple)) else dims
         raise ClayoutError(f"role {role!r} takes dims {ROLES[role].dims}; got {shown!r}") from None
     limits = resolve_limits(limits, engine)
-    measured = []
+    measured, skipped = [], []
     for tier, group in enumerate(catalog.candidates(role)):
         for name in group:
-            image = ImageDesc(NAMED[name], dims)
-            width, height = image.width, image.height
-            lanes = width * height * image.lanes
-            fits = limits is None or (width <= limits[0] and height <= limits[1])
-            measured.append(Candidate(name, tier, (width, height), lanes - math.prod(dims),
-                                      lanes * dt.itemsize, fits))
+            try:
+                image = ImageDesc(NAMED[name], dims, dt)
+            except ClayoutError as exc:   # a layout without a form for these dims (5-D)
+                skipped.append((name, str(exc)))
+                continue
+            why = None if limits is None else limits.refusal(image)
+            lanes = image.width * image.height * image.depth * image.lanes
+            measured.append(Candidate(
+                name, tier, image.shape, lanes - math.prod(image.placed), image.nbytes,
+                why is None, image.storage.name,
+                None if limits is None else limits.bounds(image.storage), why))
     fitting = [c for c in measured if c.fits]
     if fitting:
         best_tier = fitting[0].tier
@@ -142,13 +238,14 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
     else:
         chosen = measured[0]
     return LayoutChoice(role, dims, dt.name, limits, NAMED[chosen.name], bool(fitting),
-                        tuple(measured))
+                        tuple(measured), tuple(skipped))
 
 
 def choose_layout(role: str, dims, dtype="f32", limits=None, engine=None) -> ImageLayout:
     """The image layout for a tensor of ``role`` (activation, filter,
     depthwise, argument, fc_weight) with logical ``dims``: the first candidate
-    whose image fits ``limits`` (given, else the engine's device, else none),
+    whose image fits ``limits`` (a 2-D (width, height) or a storage.Limits;
+    given, else the engine's device, else none),
     least padding breaking ties inside a tier. Raises ClayoutError naming
     every candidate and its size when none fits (split into tiles then:
     ``to_image(..., max_image=...)``). ``layout_choice`` gives the reason.

@@ -4,6 +4,9 @@
 // clayout accessor ${name}: ${summary}
 #ifndef ${guard}
 #define ${guard}
+% for line in pragmas:
+${line}
+% endfor
 #ifndef CLAYOUT_HELPERS
 #define CLAYOUT_HELPERS
 ${helpers}

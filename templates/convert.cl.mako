@@ -3,6 +3,9 @@
 ## snippets; this file only gives them their structure. One work item writes
 ## one destination vector (a buffer run of V elements) or one pixel.
 // clayout ${summary}
+% for line in pragmas:
+${line}
+% endfor
 ${helpers}
 % if src_image:
 __constant sampler_t clayout_sampler =

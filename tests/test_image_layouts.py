@@ -309,7 +309,7 @@ def test_8192_edge():
 
 
 def test_nothing_fits():
-    with pytest.raises(ClayoutError, match="no named image layout fits; keep this tensor in"):
+    with pytest.raises(ClayoutError, match="no named layout of its kind fits these limits"):
         check_fits(ImageDesc(NAMED["in_out_channel"], (1, 4096, 64, 64)),
                    Limits((256, 256), (256, 256, 256), 256, 65536, 1 << 20))
     with pytest.raises(ClayoutError, match=r"layouts that fit: weight_height \(27x16\)$"):

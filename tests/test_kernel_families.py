@@ -45,11 +45,19 @@ def _reorders():
         yield cl_plan.plan(strided, MemoryDesc(dims, "s8", tag="nhwc"))
 
 
+def _held(layout, dims) -> bool:
+    """A single texture holds C <= 4 channels in one texel: larger C is no image of it."""
+    return layout.lanes != 0 or dims[1] <= 4
+
+
 def _images():
     for layout in MOVED.values():
         for i, dims in enumerate(ACTIVATIONS):
             dims = dims[:1] if layout.kind == "argument" else dims
-            for staged in (False, True):
+            if not _held(layout, dims):
+                continue
+            # a buffer storage is always reached as its buffer (the engine's staged)
+            for staged in (True,) if layout.place.on_buffer else (False, True):
                 for dt in ("f32", "f16"):
                     yield cl_plan.plan(MemoryDesc(dims), image_side(layout, MemoryDesc(dims).dims, dt), staged=staged)
                     yield cl_plan.plan(image_side(layout, MemoryDesc(dims, "f32").dims, dt), MemoryDesc(dims, "f32"), staged=staged)
@@ -111,6 +119,8 @@ def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
     for layout in MOVED.values():
         for dims in ACTIVATIONS:
             dims = dims[:1] if layout.kind == "argument" else dims
+            if not _held(layout, dims):
+                continue
             src = MemoryDesc(dims)
             x = np.arange(src.span, dtype=np.float32)
             for dt in ("f32", "f16"):

@@ -27,6 +27,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file
 
 import runtime
+from runtime.algebra.storage import Limits
 from runtime import model
 
 from conftest import ROOT, bits, run
@@ -413,6 +414,7 @@ def test_max_image_over_the_device_limit(tmp_path, capsys, monkeypatch, cl_engin
              helper.make_node("MatMul", ["a", "fc"], ["y"])]
     path = build(tmp_path, nodes, {"big": big, "bias": bias, "fc": fc})
     monkeypatch.setattr(cl_engine, "image_limits", (8, 8))     # the build machine's device
+    monkeypatch.setattr(cl_engine, "storage_limits", Limits.of((8, 8)))
     assert runtime.engine.get("opencl") is cl_engine
     with pytest.raises(runtime.ClayoutError, match="over the device limit 8x8"):
         runtime.to_image(big, "conv2d_filter", engine=cl_engine)

@@ -1,4 +1,4 @@
-"""Thread safety: eight threads sharing ONE engine, fifty conversions each
+"""Thread safety: twelve threads sharing ONE engine, forty conversions each
 (reorder, to_image, from_image; host arrays, host arrays with out=, buffer
 and image Memory objects, and Memory objects shared by every thread), give
 exactly the bits of the same conversions run one after another."""
@@ -13,7 +13,7 @@ from conftest import bits, from_img, image_side, to_img
 from runtime import Memory, MemoryDesc, from_image, reorder, to_image
 from runtime import engine as engines
 
-THREADS, CALLS = 8, 50
+CALLS = 40
 # per thread: dims (tails everywhere), buffer dtype, image dtype, layout, reorder target
 JOBS = [
     ((1, 5, 3, 4), "f32", "f32", "in_out_channel", "nhwc"),
@@ -24,7 +24,13 @@ JOBS = [
     ((3, 1, 2, 6), "bf16", "f16", "image_2d_weights_c1_b_fyx", "ohwi"),
     ((3, 6, 2, 2), "f32", "u8", "dw_conv2d_filter", "acdb"),
     ((6, 17, 2, 1), "f16", "f32", "weight_width", "nChw8c"),
+    # the storages beyond the 2-D image
+    ((2, 5, 3, 3), "f32", "f32", "tflite_texture_3d", "nhwc"),
+    ((1, 9, 2, 5), "f16", "f16", "tflite_texture_array", "nChw8c"),
+    ((3, 6, 1, 2), "s32", "s32", "tflite_buffer", "acdb"),
+    ((2, 3, 5, 1), "f32", "u8", "tflite_image_buffer", "nChw4c"),
 ]
+THREADS = len(JOBS)
 SHARED_DIMS = (2, 6, 3, 5)
 COMMON = MemoryDesc(SHARED_DIMS, "f32", tag="nChw8c")
 
@@ -149,13 +155,13 @@ def _engine(request, name):
 
 @pytest.mark.parametrize("name", ["reference", "cpu", "opencl-staged", "opencl-direct",
                                   "opencl-out-of-order"])
-def test_host_arrays_on_one_engine_from_eight_threads(request, name):
+def test_host_arrays_on_one_engine_from_many_threads(request, name):
     shared_engine = _engine(request, name)
     _compare(lambda t, k: _host_call(shared_engine, t, k))
 
 
 @pytest.mark.parametrize("name", ["cpu", "opencl-staged", "opencl-direct"])
-def test_memory_objects_on_one_engine_from_eight_threads(request, name):
+def test_memory_objects_on_one_engine_from_many_threads(request, name):
     shared_engine = _engine(request, name)
     shared_src = MemoryDesc(SHARED_DIMS, "f32")
     x = _values(shared_src.span, "f32", 99)

@@ -30,17 +30,19 @@ def _dims(draw, layout):
     if layout.ndims == 1:
         return draw(small_dims(1, sizes=(0, 1, 2, 3, 4, 5, 9, 17)))
     dims = draw(small_dims(4, max_volume=300))
+    if layout.lanes == 0:            # one texel holds C whole: at most 4 channels
+        dims = (dims[0], min(dims[1], 4)) + dims[2:]
     if layout.kind == "activation" and draw(st.booleans()):
         return dims[:2]   # a 2-D activation (N, C) is (N, C, 1, 1)
     return dims
 
 
 def _all_lanes(layout, dims):
-    width, height = layout.image_shape(dims)
-    for y in range(height):
-        for x in range(width):
-            for lane in range(layout.lanes):
-                yield x, y, lane
+    """(coordinates..., lane) of every lane of the image, x first, on any storage."""
+    image = runtime.ImageDesc(layout, dims)
+    for outer_first in np.ndindex(*reversed(image.shape)):
+        for lane in range(image.lanes):
+            yield tuple(reversed(outer_first)) + (lane,)
 
 
 @SETTINGS
@@ -49,18 +51,18 @@ def test_index_inverts_pixel_and_marks_padding(data, name):
     layout = image_layout(name)
     dims = _dims(data.draw, layout)
     logical = layout.logical_dims(dims)
-    width, height = layout.image_shape(logical)
+    image = runtime.ImageDesc(layout, logical)
     seen, padding = set(), 0
-    for x, y, lane in _all_lanes(layout, logical):
-        idx = layout.index(dims, x, y, lane)
+    for place in _all_lanes(layout, logical):
+        idx = layout.index(dims, *place)
         if idx is None:
             padding += 1
             continue
         assert all(0 <= i < d for i, d in zip(idx, logical)), (idx, logical)
-        assert layout.pixel(dims, idx) == (x, y, lane)
+        assert layout.pixel(dims, idx) == place
         seen.add(idx)
     assert len(seen) == math.prod(logical)        # every element is somewhere, once
-    assert padding == width * height * layout.lanes - math.prod(logical)
+    assert padding == math.prod(image.shape) * image.lanes - math.prod(logical)
     for idx in np.ndindex(*logical):
         assert layout.index(dims, *layout.pixel(dims, idx)) == idx
 
@@ -76,9 +78,9 @@ def test_index_agrees_with_the_reference_placement(data, name):
     image = to_img(REF, values, layout, MemoryDesc(dims, "s32"), "s32")
     if layout.lanes == 1:
         image = image[..., None]
-    for x, y, lane in _all_lanes(layout, dims):
-        idx = layout.index(dims, x, y, lane)
-        stored = int(image[y, x, lane])
+    for place in _all_lanes(layout, dims):
+        idx = layout.index(dims, *place)
+        stored = int(image[tuple(reversed(place[:-1])) + place[-1:]])
         if idx is None:
             assert stored == 0
         else:
@@ -111,11 +113,12 @@ def test_where_formulas_evaluate_to_the_answer(name):
     """Every table clause is substituted and evaluates to the value the index
     math found (a clause left as written would have no ' = ')."""
     layout = NAMED[name]
-    dims = (3, 5, 6, 3) if layout.ndims == 4 else (9,)
+    dims = (9,) if layout.ndims == 1 else (3, 4, 6, 3) if layout.lanes == 0 else (3, 5, 6, 3)
     idx = tuple(d - 1 for d in dims)
     lines = explain(layout, dims, index=idx, formula=ROW[name].formula)
     formula = next(line for line in lines if line.startswith("formula"))[10:]
-    values = dict(zip("xyk", layout.pixel(dims, idx)))
+    values = dict(zip(layout.place.coords + ("k",), layout.pixel(dims, idx)))
+    values["s"] = idx[1] // 4 if len(idx) > 1 else 0   # TFLite's slice of c
     values.update(zip(["n", "c", "h", "w"] if layout.kind == "activation" else
                       ["m", "i", "h", "w"] if layout.kind == "depthwise" else
                       ["w"] if layout.ndims == 1 else ["o", "i", "h", "w"], idx))

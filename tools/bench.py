@@ -6,7 +6,10 @@ preallocated destination: ``cpu.reorder_into``, and the public call with
 peers measured in the same run: naive numpy (one big
 ``ascontiguousarray`` of a pad + reshape + transpose view) and, where torch is
 installed, ``copy_`` into a channels_last tensor. The OpenCL part is added by
-tools/bench_opencl.py when an OpenCL device exists.
+tools/bench_opencl.py when an OpenCL device exists, followed by the public
+call on host arrays (``out=``) with the engine's in-place path
+(``host_in_place=True``: USE_HOST_PTR and a map) and without it (copies to
+and from device buffers), against the same copy limit (``host_in_place_rows``).
 
 Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes).
 """
@@ -20,7 +23,7 @@ import numpy as np
 import bench_model
 from bench_call import geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
-from runtime import ImageDesc, image_layout
+from runtime import ClayoutError, ImageDesc, image_layout
 from runtime.cpu import engine as cpu
 from runtime.cpu import geometry
 from runtime.engine import opencl_available
@@ -131,6 +134,70 @@ def geomean_pct(rows, col: str, base: str, size: str) -> float:
     return 100 * geomean(r[base] / r[col] for r in rows if r["size"] == size and col in r)
 
 
+def host_in_place_rows(sizes, repeat: int, report=print, engine=None) -> list[dict]:
+    """Each case at each size (the filter: tools/bench_opencl.py's filter of
+    that size, which fits a device image) as the public call on host arrays with ``out=``,
+    on two engines sharing one queue: ``host_in_place=True`` (the kernels work
+    on the caller's arrays through USE_HOST_PTR, a map reads the result) and
+    ``host_in_place=False`` (copies to and from device buffers), their rounds
+    taken in turn with the device's own copy of the destination's bytes
+    (clEnqueueCopyBuffer, or clEnqueueCopyBufferToImage for an image), timed
+    by wall clock until the queue is idle; medians of ``repeat`` rounds after
+    the warm-up that bakes a shape's program. % = limit / call time."""
+    import pyopencl as cl   # only with a device
+    from runtime.opencl import images
+    from runtime.opencl.engine import OpenCLEngine, default
+    from runtime.opencl.plan import specialize_after
+    queue = (engine or default()).queue
+    engines = {"in place": OpenCLEngine(queue=queue, host_in_place=True),
+               "copies": OpenCLEngine(queue=queue, host_in_place=False)}
+    report("| case | size | MB | limit ms | in place ms | % of limit | copies ms | % of limit "
+           "| copies / in place |")
+    report("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for size in sizes:
+        for name, src_tag, dst in CASES:
+            dims = SIZES[size]
+            if src_tag == "oihw":   # a filter of this size, as tools/bench_opencl.py times it
+                c, h = dims[1], dims[2]
+                dims = (c * 8 if c >= 64 else c, 256 if h <= 224 else 512, 3, 3)
+            src = MemoryDesc(dims, tag=src_tag)
+            dstd = dst_desc(dst, dims)
+            image = ImageDesc(image_layout(dst[6:]), dims) if dst.startswith("image:") else None
+            x = np.random.default_rng(0).standard_normal(src.span).astype(np.float32)
+            calls = {k: public_call(x, src, image or dstd, e) for k, e in engines.items()}
+            a = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, dstd.size)
+            if image is None:
+                into = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, dstd.size)
+                where = {}
+            else:
+                try:
+                    into = images.create(queue.context, image, engines["copies"].storage_limits)
+                except ClayoutError as exc:   # tiled, not one copy: no limit to compare with
+                    report(f"| {name} | {'x'.join(map(str, dims))} | skipped: {exc} |")
+                    continue
+                where = {"offset": 0, "origin": images.origin(image),
+                         "region": images.region(image)}
+
+            def limit(a=a, into=into, where=where):
+                cl.enqueue_copy(queue, into, a, **where)
+                queue.finish()
+            ms = timed_in_turn({"limit": limit, **calls}, repeat, warm=specialize_after() + 3)
+            assert np.array_equal(calls["in place"](), calls["copies"]()), \
+                f"in place and copies disagree on {name}"
+            row = {"size": size, "case": name, "bytes": dstd.size, **ms}
+            rows.append(row)
+            report(f"| {name} | {'x'.join(map(str, dims))} | {dstd.size / 1e6:.1f} | "
+                   f"{ms['limit']:.2f} | {ms['in place']:.2f} | "
+                   f"{100 * ms['limit'] / ms['in place']:.0f}% | {ms['copies']:.2f} | "
+                   f"{100 * ms['limit'] / ms['copies']:.0f}% | "
+                   f"{ms['copies'] / ms['in place']:.2f} |")
+        report(f"geomean {size}: host arrays with out= in place "
+               f"{geomean_pct(rows, 'in place', 'limit', size):.0f}% of the copy limit, "
+               f"with copies {geomean_pct(rows, 'copies', 'limit', size):.0f}%")
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="clayout bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="224,512,C17,C3",
@@ -167,6 +234,10 @@ def main(argv=None) -> int:
             print("\nOpenCL: % = the device's own copy of the same bytes (clEnqueueCopyBuffer, "
                   "or clEnqueueCopyBufferToImage for images) / conversion time")
             cl_bench.run([SIZES[s] for s in sizes if s != "C3"], print, repeats=max(5, 3 * repeat))
+            print("\nOpenCL host arrays with out=, in place (host_in_place=True: USE_HOST_PTR "
+                  "and a map) and with copies (host_in_place=False); % = the device's copy of "
+                  "the destination's bytes / call time")
+            host_in_place_rows(sizes, repeat)
     return 0
 
 

@@ -22,3 +22,10 @@ show winograd_2x5_mnn 2,3,5,5
 show winograd_4x3_tflite 5,1,3,3
 show image_2d_weights_winograd_6x3_s1_fbxyb 16,1,3,3
 show image_2d_weights_winograd_6x3_s1_xfbyb 16,2,3,3
+# TFLite GPU's storages (docs/layouts.md, docs/storage.md)
+show tflite_buffer 1,6,3,5
+show tflite_image_buffer 1,6,3,5
+show tflite_texture_2d 1,6,3,5
+show tflite_single_texture_2d 1,3,3,5
+show tflite_texture_array 1,6,3,5
+show tflite_texture_3d 1,6,3,5

@@ -259,7 +259,7 @@ def check_fits(image: ImageDesc, limits) -> None:
             for o in fitting(layout.kind, image.dims, limits, layout.transform)
             if o.name != layout.name]
     hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
-        "no named image layout fits; keep this tensor in a buffer"
+        "no named layout of its kind fits these limits"
     raise ClayoutError(f"layout {layout.name!r} for dims {image.dims} {why}; {hint}")
 
 

@@ -140,6 +140,13 @@ class Limits:
             return (self.image_buffer,)
         return (self.max_alloc // 16 if self.max_alloc else 2 ** 62,)
 
+    def text(self, store: Storage) -> str:
+        """The bound of ``store`` as messages write it: '8192x8192', or 'no
+        limit' for a buffer on an engine that gave no allocation limit."""
+        if store.name == "buffer" and not self.max_alloc:
+            return "no limit"
+        return "x".join(map(str, self.bounds(store)))
+
     def refusal(self, image) -> str | None:
         """Why the ImageDesc ``image`` does not fit these limits (naming the
         storage, its size and the limit), or None when it fits."""

@@ -30,7 +30,7 @@ import numpy as np
 from . import dtypes
 from .catalog import image_layout
 from ..errors import ClayoutError
-from .layout import ImageLayout
+from .layout import ImageDesc, ImageLayout
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ class TilePlan:
 
     @property
     def lanes(self) -> int:
-        return self.layout.lanes
+        """Values per pixel (a single texture's: its C)."""
+        return ImageDesc(self.layout, self.dims).lanes
 
     @property
     def split(self) -> bool:
@@ -75,8 +76,8 @@ class TilePlan:
         return len(self.tiles) > 1
 
     def shape(self, tile: Tile) -> tuple[int, ...]:
-        """The host array shape of ``tile``: (height, width, 4) or (height, width)."""
-        return (tile.height, tile.width) + ((4,) if self.layout.lanes == 4 else ())
+        """The host array shape of ``tile``: (height, width, lanes) or (height, width)."""
+        return (tile.height, tile.width) + ((self.lanes,) if self.layout.lanes != 1 else ())
 
     def cut(self, image: np.ndarray) -> tuple[np.ndarray, ...]:
         """The tiles of an unlimited image array, row-major."""
@@ -152,6 +153,9 @@ def tile_plan(layout, dims, max_image) -> TilePlan:
     return TilePlan(layout, dims, (width, height), limit, rows, cols, tiles)
 
 
+_LANE_AXIS = {4: ", 4", 1: "", 0: ", C"}   # a single texture's lanes are its C
+
+
 def plan_of(layout, dims, tiles) -> TilePlan:
     """The plan a tuple of tiles was cut by: tile 0 has the limit's full size
     along each axis that was split (and the whole image along one that was
@@ -165,9 +169,9 @@ def plan_of(layout, dims, tiles) -> TilePlan:
             raise ClayoutError(f"tile {i} is a {type(arr).__name__}; tiles are numpy arrays "
                                "(height, width[, 4]) as to_image(..., max_image=...) returns")
     first = tiles[0]
-    if first.ndim != (3 if layout.lanes == 4 else 2):
+    if first.ndim != (2 if layout.lanes == 1 else 3):
         raise ClayoutError(f"tile 0 has shape {first.shape}; layout {layout.name!r} tiles are "
-                           f"(height, width{', 4' if layout.lanes == 4 else ''}) arrays")
+                           f"(height, width{_LANE_AXIS[layout.lanes]}) arrays")
     plan = tile_plan(layout, dims, (max(1, first.shape[1]), max(1, first.shape[0])))
     plan.check(tiles)
     return plan

@@ -12,25 +12,22 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import api, model, placement
+from .. import api, model
 from .. import engine as engines
 from ..algebra import catalog, dtypes, hostarray, tiles
-from ..algebra.catalog import NAMED, image_layout
+from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
-from ..algebra.tags import parse_tag
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from ..model.manifest import summary, table, verified_line
 from ..model.onnx_graph import printable
 from . import figure
-from .checks import PROG, check_not_empty, check_output_kind
+from .checks import check_not_empty, check_output_kind
 from .demo import run as run_demo
+from .info import choose, image_text, layout_arg, two_d_limit
 from .progress import Progress
 from .where import explain
-
-LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
-
 
 # -- files: runtime.fileio -----------------------------------------------------------
 
@@ -65,30 +62,6 @@ def _dims_text(dims) -> str:
 
 
 # -- conversion commands ------------------------------------------------------------
-def layout_arg(args):
-    """--layout, where 'any' stands for the role's first candidate until
-    ``choose`` has the dims; --role goes with 'any' only."""
-    role = getattr(args, "role", None)
-    if args.layout != "any":
-        if role is not None:
-            raise ClayoutError(f"--role {role} goes with --layout any (let clayout choose); "
-                               f"got the layout {args.layout!r}")
-        return image_layout(args.layout)
-    if role is None:
-        raise ClayoutError(f"layout 'any' needs --role R to choose for: "
-                           f"{', '.join(placement.ROLES)}")
-    return NAMED[placement.candidates(role)[0]]
-
-
-def choose(args, dims, dtype, engine=None):
-    """The layout 'any' picks for ``dims``, its reason printed on stderr; and
-    the tile limit: --max-image, or the limits nothing fitted (tiles then)."""
-    choice = placement.layout_choice(args.role, dims, dtype, args.max_image, engine)
-    verdict = "chose" if choice.fits else "will split"
-    print(f"{PROG}: layout any {verdict} {choice.layout.name}: {choice.reason}", file=sys.stderr)
-    return choice.layout, args.max_image or (None if choice.fits else choice.limits)
-
-
 def tile_path(path: str, tile) -> str:
     """OUT.npy -> OUT.tile-R-C.npy: the file of the tile at row R, column C."""
     stem = path[:-4] if path.endswith(".npy") else path
@@ -113,7 +86,8 @@ def cmd_to_image(args) -> int:
     check_not_empty(desc.dims, layout, args.input)
     max_image = args.max_image
     if args.layout == "any":
-        layout, max_image = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
+        layout, max_image, _ = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
+    max_image = two_d_limit(layout, desc.dims, max_image)
     if max_image is not None:   # the tile files are outputs too: checked before the work
         for tile in tiles.tile_plan(layout, desc.dims, max_image).tiles:
             check_output(tile_path(args.output, tile), [args.input])
@@ -130,8 +104,8 @@ def cmd_to_image(args) -> int:
         return 0
     save_npy(args.output, image, [args.input])
     img = ImageDesc(layout, desc.dims, dtypes.of_array(image))
-    print(f"wrote {args.output}: {layout.name} image {img.width}x{img.height} "
-          f"{'RGBA' if layout.lanes == 4 else 'R'} {dtypes.of_array(image).name}, array "
+    print(f"wrote {args.output}: {layout.name} {image_text(img)} "
+          f"{dtypes.of_array(image).name}, array "
           f"{image.shape} (from {tag} {_dims_text(desc.dims)} {desc.dtype.name})")
     return 0
 
@@ -141,6 +115,7 @@ def cmd_from_image(args) -> int:
     check_output_kind(args)
     layout = image_layout(args.layout)
     check_not_empty(args.dims, layout, args.input)
+    args.max_image = two_d_limit(layout, args.dims, args.max_image)
     image = numeric_input(args.input, args.dtype) if args.max_image is None else \
         load_tiles(args, layout)
     out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
@@ -212,55 +187,6 @@ def cmd_model(args) -> int:
 
 
 # -- layouts ---------------------------------------------------------------------------
-def cmd_info(args) -> int:
-    layout = layout_arg(args)
-    if args.layout == "any":
-        layout, _ = choose(args, args.dims, "f32")
-    image = ImageDesc(layout, args.dims)
-    dims, width, height = image.dims, image.width, image.height
-    # planned before the first line is printed: a failure prints only its error
-    plan = tiles.tile_plan(layout, dims, args.max_image) if args.max_image is not None else None
-    names = layout.dims_text
-    lanes = "4 (RGBA, CL_RGBA)" if layout.lanes == 4 else "1 (CL_R)"
-    slots = width * height * layout.lanes
-    count = int(np.prod(image.placed))   # a Winograd image holds U's elements
-    print(f"layout    {layout.name} ({layout.kind}: {names})")
-    outer, inner = parse_tag(layout.tag).tokens()
-    lane = inner.pop() if layout.lanes == 4 else None
-    y_axes = ",".join(outer[:layout.rows]) or "(none: one row)"
-    x_axes = ",".join(outer[layout.rows:] + inner) or "(none: one column)"
-    print(f"tag       {layout.tag}, rows {layout.rows}: y = {y_axes}; x = {x_axes}"
-          + (f"; lane = {lane}" if lane else ""))
-    print(f"lanes     {lanes}")
-    print(f"dims      {','.join(map(str, dims))}")
-    print(f"image     {width} x {height} pixels (width x height)")
-    if layout.transform is not None:
-        print(f"values    U = G·g·Gᵀ of {layout.transform.name} (docs/winograd.md): placed dims "
-              f"{','.join(layout.placed_names)} = {','.join(map(str, image.placed))}")
-    formula = catalog.formula(layout)
-    print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
-    what = "placed" if layout.transform else "logical"
-    print(f"elements  {count} {what}, {slots} image lanes ({slots - count} padding)")
-    held = [n for n in dtypes.IMAGE_NAMES if layout.transform is None or dtypes.dtype(n).is_float]
-    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in held)
-    print(f"bytes     {sizes}")
-    for max_w, max_h in LIMITS:
-        if width <= max_w and height <= max_h:
-            verdict = "fits"
-        else:
-            others = [o.name for o in catalog.fitting(layout.kind, dims, (max_w, max_h),
-                                                      layout.transform)]
-            verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
-                                   "; no named layout of this kind fits")
-        print(f"limit     {max_w}x{max_h}: {verdict}")
-    if plan is not None:
-        limit = f"{plan.max_image[0]}x{plan.max_image[1]}"
-        print(f"tiles     {limit}: " + ("fits, one image" if not plan.split else
-              f"{len(plan.tiles)} tiles, {plan.rows} row(s) x {plan.cols} column(s): "
-              + ", ".join(f"({t.row},{t.col}) {t.region}" for t in plan.tiles)))
-    return 0
-
-
 def cmd_where(args) -> int:
     layout = image_layout(args.layout)
     formula = catalog.formula(layout)
@@ -274,12 +200,14 @@ def cmd_show(args) -> int:
     figure.require_matplotlib()   # before any work: without it, one line and nothing written
     check_output(args.output)
     check_output_kind(args)
-    image = ImageDesc(image_layout(args.layout), args.dims)
-    fig = figure.figure(image.layout, image.dims, formula=catalog.formula(image.layout))
+    layout = image_layout(args.layout)
+    image = ImageDesc(layout, args.dims)
+    fig = figure.figure(layout, image.dims, formula=catalog.formula(layout))
     atomic_write(args.output, lambda f: figure.save_png(fig, f))
     px_w, px_h = (round(v) for v in fig.get_size_inches() * fig.dpi)
-    print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {image.width}x{image.height} "
-          f"{image.layout.name} image (dims {','.join(map(str, image.dims))})")
+    what = "image" if image.storage.name == "image2d" else image.storage.name
+    print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {'x'.join(map(str, image.shape))} "
+          f"{image.layout.name} {what} (dims {','.join(map(str, image.dims))})")
     return 0
 
 

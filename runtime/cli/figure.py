@@ -45,8 +45,10 @@ def require_matplotlib():
 
 
 def element_map(layout: ImageLayout, dims) -> np.ndarray:
-    """For every image lane, (height, width, lanes): the flat logical index it
-    holds, or -1 for a padding lane. Computed by placing 1..n on the image."""
+    """For every image lane, the host array shape with the lanes last
+    ((height, width, lanes), (depth, height, width, lanes), (pixels,
+    lanes)): the flat logical index it holds, or -1 for a padding lane.
+    Computed by placing 1..n on the image."""
     dims = layout.logical_dims(dims)
     count = math.prod(dims)
     if count >= 2**31 - 1:
@@ -54,7 +56,40 @@ def element_map(layout: ImageLayout, dims) -> np.ndarray:
     ids = np.arange(1, count + 1, dtype=np.int32).reshape(dims)
     image = to_image(ids, layout, src="abcdefghijkl"[:len(dims)], dtype="s32", engine="cpu")
     image = image.astype(np.int64) - 1
-    return image if image.ndim == 3 else image[:, :, None]
+    return image[..., None] if layout.at(dims).lanes == 1 else image
+
+
+def drawn(image: ImageDesc, cells: np.ndarray):
+    """The storage laid out flat for drawing: (grid (rows, columns, lanes),
+    x tick labels, y tick labels, columns where a layer starts, a note).
+    Layers (z) of an array or a 3-D image sit side by side, left to right;
+    a buffer's pixel index x is wrapped into rows, each labelled by its
+    first x; lanes 0 with 3 channels gets a fourth sub-cell marked -2 (no lane)."""
+    store = image.storage
+    if cells.shape[-1] == 3:
+        cells = np.concatenate([cells, np.full(cells.shape[:-1] + (1,), -2)], axis=-1)
+    if store.ndim == 2:
+        h, w = cells.shape[:2]
+        return cells, list(range(w)), [str(y) for y in range(h)], [], ""
+    if store.ndim == 3:
+        d, h, w = cells.shape[:3]
+        grid = cells.transpose(1, 0, 2, 3).reshape(h, d * w, cells.shape[-1])
+        return (grid, [x % w if w else 0 for x in range(d * w)], [str(y) for y in range(h)],
+                [z * w for z in range(d)], f"layers z = 0..{d - 1} side by side, left to right")
+    pixels = cells.shape[0]
+    wrap = image.width
+    for a in reversed(image.col_axes):   # rows of the innermost axes' run, 4 pixels or more
+        size = math.prod(b.size for b in image.col_axes[image.col_axes.index(a):])
+        if size >= 4:
+            wrap = size
+            break
+    wrap = max(1, min(wrap, pixels or 1))
+    rows = -(-pixels // wrap)
+    grid = np.full((rows * wrap, cells.shape[-1]), -2)
+    grid[:pixels] = cells
+    return (grid.reshape(rows, wrap, -1), list(range(wrap)),
+            [f"x={r * wrap}" for r in range(rows)], [],
+            f"pixel index x wrapped every {wrap} pixels: x = row start + column")
 
 
 def _hsv_to_rgb(h: np.ndarray, s: float, v: np.ndarray) -> np.ndarray:
@@ -84,6 +119,7 @@ def colours(layout: ImageLayout, dims, flat: np.ndarray) -> np.ndarray:
     value = 0.35 + 0.65 * rest / (rest_count - 1) if rest_count > 1 else np.full(flat.shape, 0.7)
     rgb = _hsv_to_rgb(hue, 0.75, value)
     rgb[flat < 0] = PAD_RGB
+    rgb[flat == -2] = (1.0, 1.0, 1.0)   # no lane there (a buffer's last row, 3 channels)
     return rgb
 
 
@@ -99,19 +135,24 @@ def figure(layout, dims, formula: str | None = None):
     Figure, FigureCanvasAgg = require_matplotlib()
     from matplotlib.patches import Patch, Rectangle
     layout = image_layout(layout)
-    names = list(layout.placed_names)
+    names = list(ImageDesc(layout, dims).layout.placed_names)   # the 5-D form for 5-D dims
     # a Winograd layout: the lanes hold U's elements (o, i, u, v), so its placement is drawn
     image = ImageDesc(layout, dims).placement()
-    layout, dims, width, height = image.layout, image.dims, image.width, image.height
-    if width == 0 or height == 0:
+    layout, dims = image.layout, image.dims
+    if 0 in image.shape:
         raise ClayoutError(f"layout {layout.name!r} with dims {dims} is an empty "
-                           f"{width}x{height} image; nothing to draw")
-    if max(width, height) > MAX_IMAGE_SIDE:
-        raise ClayoutError(f"layout {layout.name!r} with dims {dims} is a {width}x{height} image; "
-                           f"show draws images up to {MAX_IMAGE_SIDE} pixels a side: pass smaller dims")
+                           f"{'x'.join(map(str, image.shape))} {image.storage.name}; "
+                           "nothing to draw")
     cdim = CHANNEL_DIM.get(layout.kind, 1 if len(dims) > 1 else 0)
-    cells = element_map(layout, dims)                         # (height, width, lanes)
-    lx, ly = (2, 2) if layout.lanes == 4 else (1, 1)
+    cells, xlabels, ylabels, layer_starts, note = drawn(image, element_map(layout, dims))
+    height, width = cells.shape[:2]
+    if max(width, height) > MAX_IMAGE_SIDE:
+        what = "image" if image.storage.name == "image2d" else image.storage.name
+        raise ClayoutError(f"layout {layout.name!r} with dims {dims} is a "
+                           f"{'x'.join(map(str, image.shape))} {what}; show draws "
+                           f"images up to {MAX_IMAGE_SIDE} pixels a side: pass smaller dims")
+    lanes = cells.shape[-1]
+    lx, ly = (2, 2) if lanes == 4 else (lanes, 1)
     # lane k of pixel (x, y) sits at sub-cell (k % 2, k // 2) of its cell
     grid = cells.reshape(height, width, ly, lx).transpose(0, 2, 1, 3).reshape(height * ly, width * lx)
     labelled = grid.size <= MAX_LABELLED_LANES
@@ -125,7 +166,7 @@ def figure(layout, dims, formula: str | None = None):
     rgb = colours(layout, dims, grid)
     ax.imshow(rgb, extent=(0, width, height, 0), aspect="auto",
               interpolation="nearest")
-    pads = np.argwhere(grid < 0)
+    pads = np.argwhere(grid == -1)
     if len(pads) <= 4096:   # hatch padding lanes so they read as "empty" in grey print too
         for gy, gx in pads:
             ax.add_patch(Rectangle((gx / lx, gy / ly), 1 / lx, 1 / ly, fill=False,
@@ -135,6 +176,8 @@ def figure(layout, dims, formula: str | None = None):
         for gy in range(grid.shape[0]):
             for gx in range(grid.shape[1]):
                 flat = int(grid[gy, gx])
+                if flat == -2:
+                    continue
                 text = "pad" if flat < 0 else lane_label(names, dims, flat)
                 dark = flat >= 0 and rgb[gy, gx] @ (0.3, 0.59, 0.11) < 0.45
                 ax.text((gx + 0.5) / lx, (gy + 0.5) / ly, text, ha="center", va="center",
@@ -147,23 +190,37 @@ def figure(layout, dims, formula: str | None = None):
         if lx == 2 and labelled:
             for x in range(width):
                 ax.axvline(x + 0.5, color="white", linewidth=0.5)
+        if ly == 2 and labelled:
             for y in range(height):
                 ax.axhline(y + 0.5, color="white", linewidth=0.5)
+    for z, x0 in enumerate(layer_starts):   # a 3-D storage: each layer framed and named
+        ax.axvline(x0, color="crimson", linewidth=3)
+        ax.text(x0 + 0.05, -0.08, f"z={z}", ha="left", va="bottom", fontsize=9, color="crimson",
+                transform=ax.get_xaxis_transform())
     step_x = max(1, math.ceil(width / 24))
     step_y = max(1, math.ceil(height / 24))
-    ax.set_xticks(np.arange(0, width, step_x) + 0.5, [str(x) for x in range(0, width, step_x)])
-    ax.set_yticks(np.arange(0, height, step_y) + 0.5, [str(y) for y in range(0, height, step_y)])
+    ax.set_xticks(np.arange(0, width, step_x) + 0.5, [str(xlabels[x]) for x in range(0, width, step_x)])
+    ax.set_yticks(np.arange(0, height, step_y) + 0.5, [ylabels[y] for y in range(0, height, step_y)])
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
     ax.tick_params(top=True, labeltop=True, right=True, labelright=True, labelsize=8)
-    ax.set_xlabel("x (image column, pixels)")
-    ax.set_ylabel("y (image row, pixels)")
+    on_buffer = image.storage.ndim == 1
+    ax.set_xlabel("x within the row (pixels)" if on_buffer else "x (image column, pixels)")
+    ax.set_ylabel("first x of the row" if on_buffer else "y (image row, pixels)")
 
     dims_text = ", ".join(f"{n.upper()}={d}" for n, d in zip(names, dims))
-    lanes_text = "RGBA: each pixel's lanes R G / B A" if layout.lanes == 4 else "one channel (CL_R)"
-    title = (f"{layout.name}   tag {layout.tag}, rows {layout.rows}   {dims_text}\n"
-             f"image {width} x {height} pixels, {lanes_text}\n"
-             f"pixel (x, y), lane k -> {formula or 'custom layout: from the tag'}")
+    lanes_text = {4: "RGBA: each pixel's lanes R G / B A", 1: "one channel (CL_R)",
+                  2: "RG: each texel's lanes R G", 3: "RGB: each texel's lanes R G / B"}.get(
+        image.lanes if layout.lanes == 0 else layout.lanes, "")
+    if layout.lanes == 0:
+        lanes_text += ", the innermost dim whole in one texel"
+    size = " x ".join(map(str, image.shape))
+    placing = f"rows {layout.rows}" + (f", layers {layout.layers}" if layout.layers else "")
+    title = (f"{layout.name}   tag {layout.tag}, {placing}   {dims_text}\n"
+             f"{image.storage.name} {size} pixels, {lanes_text}"
+             + (f"\n{note}" if note else "") + "\n"
+             f"pixel ({', '.join(image.storage.coords)}), lane k -> "
+             f"{formula or 'custom layout: from the tag'}")
     fig.suptitle(title, fontsize=9)
 
     others = ", ".join(n for i, n in enumerate(names) if i != cdim)

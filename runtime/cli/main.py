@@ -26,11 +26,12 @@ import sys
 from .. import engine as engines
 from .. import fileio, model, placement
 from ..algebra import dtypes
-from .checks import check_dtype_options
-from .commands import (PROG, cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image, cmd_info,
-                       cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
 from ..errors import ClayoutError
 from ..version import __version__
+from .checks import PROG, check_dtype_options
+from .commands import (cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image,
+                       cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
+from .info import cmd_info
 
 
 # -- argument types -------------------------------------------------------------
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("input", metavar="IN.npy")
     p.add_argument("-o", "--output", required=True, metavar="OUT.npy")
     p.add_argument("--layout", required=True, metavar="NAME",
-                   help="a named layout (see `clayout info`) or a custom 'TAG:ROWS[:LANES]'")
+                   help="a named layout (see `clayout info`) or a custom "
+                   "'TAG:ROWS[:LANES][@STORAGE[:LAYERS]]'")
     p.add_argument("--src", metavar="TAG", help="tag of the input (default nchw/oihw/mihw/x)")
     p.add_argument("--dims", type=parse_dims, metavar="D", help="logical dims (needed when blocked)")
     p.add_argument("--dtype", metavar="T", help="image dtype: f32, f16, s32, s8, u8")
@@ -152,15 +154,18 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--role", choices=tuple(placement.ROLES),
                            help="with the layout 'any': choose for this role (reason on stderr)")
             p.add_argument("--max-image", type=parse_size, metavar="W,H",
-                           help="limit for 'any' (default: the engine's device, else none); "
-                           "also prints the tiles of an image over it")
+                           help="a 2-D image limit for 'any' (default: the engine's device, "
+                           "else none; arrays and 3-D images get OpenCL's minimums within "
+                           "it); also prints the tiles of a 2-D image over it")
 
     p = command("where", cmd_where, "which logical index a pixel lane holds (--pixel), or "
                 "where an index lives (--index), with the formulas")
     p.add_argument("layout", metavar="NAME")
     p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--pixel", type=parse_dims, metavar="X,Y[,LANE]")
+    group.add_argument("--pixel", type=parse_dims, metavar="X,Y[,LANE]",
+                       help="the pixel's coordinates, then the lane: X,Y on a 2-D image, "
+                       "X,Y,Z on an array or a 3-D image, X on a buffer")
     group.add_argument("--index", type=parse_dims, metavar="I,J,K,L")
 
     p = command("kernel", cmd_kernel, "print the OpenCL C kernel of one conversion: --src and "

@@ -103,25 +103,52 @@ def _ints(values, what: str, count: int) -> tuple[int, ...]:
     return values
 
 
+def _formula_part(formula: str, five: bool) -> str:
+    """The clauses of a table formula for these dims: the 4-D ones without
+    the '(5-D: ...)' note, or for 5-D dims that note's clauses."""
+    match = re.search(r"\s*\(5-D: (.*)\)$", formula)
+    if match is None:
+        return "" if five else formula
+    return match.group(1) if five else formula[:match.start()]
+
+
+def _pixel_expr(coords, shape) -> str:
+    """'y*35 + x', '(z*3 + y)*5 + x', 'x': the pixel number, outer coordinate first."""
+    expr = coords[-1]
+    for name, size in zip(reversed(coords[:-1]), reversed(shape[:-1])):
+        expr = f"({expr})" if "+" in expr else expr
+        expr = f"{expr}*{size} + {name}"
+    return expr
+
+
 def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
-    """Lines for ``clayout where``: give ``pixel`` (x, y[, lane]) to find the
-    logical index there, or ``index`` to find its (x, y, lane). ``formula``
-    is the layout's table formula, substituted when given."""
+    """Lines for ``clayout where``: give ``pixel`` (its coordinates, x, y on a
+    2-D image, x, y, z on an array or a 3-D image, x on a buffer, then
+    optionally the lane) to find the logical index there, or ``index`` to
+    find its pixel and lane. ``formula`` is the layout's table formula,
+    substituted when given (for 5-D dims, its '(5-D: ...)' clauses)."""
     layout = image_layout(layout)
     user_dims = tuple(int(d) for d in dims)
     image = ImageDesc(layout, user_dims)
-    dims, width, height = image.placed, image.width, image.height
+    layout = image.layout          # the volume form for 5-D dims
+    dims, shape, lanes = image.placed, image.shape, image.lanes
+    store = image.storage
+    coords = store.coords
     names = dim_names(layout)
-    lines = [f"layout    {layout.name}, dims {','.join(map(str, user_dims))}: image "
-             f"{width}x{height}, {layout.lanes} lane{'s' if layout.lanes > 1 else ''}"]
+    what = "image" if store.name == "image2d" else store.name
+    channels = "" if layout.lanes != 0 else f" ({image.channels}, the innermost dim whole)"
+    lines = [f"layout    {layout.name}, dims {','.join(map(str, user_dims))}: {what} "
+             f"{'x'.join(map(str, shape))}, {lanes} lane{'s' if lanes > 1 else ''}{channels}"]
     if (pixel is None) == (index is None):
-        raise ClayoutError("give either a pixel (x, y[, lane]) or a logical index")
+        raise ClayoutError(f"give either a pixel ({', '.join(coords)}[, lane]) or a logical index")
     if pixel is not None:
         pixel = tuple(int(v) for v in pixel)
-        if len(pixel) not in (2, 3):
-            raise ClayoutError(f"a pixel is X,Y or X,Y,LANE; got {len(pixel)} numbers")
-        x, y, lane = pixel + (0,) * (3 - len(pixel))
-        found = image.index(x, y, lane)
+        if len(pixel) not in (len(coords), len(coords) + 1):
+            upper = ",".join(c.upper() for c in coords)
+            raise ClayoutError(f"a pixel is {upper} or {upper},LANE (layout {layout.name!r}, "
+                               f"storage {store.name}); got {len(pixel)} numbers")
+        place = pixel + (0,) * (len(coords) + 1 - len(pixel))
+        found = image.index(*place)
     else:
         found = tuple(int(v) for v in index)
         if len(found) == len(user_dims) < len(dims):     # (N, C) of a 2-D activation
@@ -130,10 +157,14 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
         if any(not 0 <= i < d for i, d in zip(found, dims)):
             raise ClayoutError(f"index {found} is outside dims {dims} ({','.join(names)}); "
                                "each entry must be 0 <= i < its dim")
-        x, y, lane = image.pixel(found)
-    offset = (y * width + x) * layout.lanes + lane
+        place = image.pixel(found)
+    at, lane = dict(zip(coords, place)), place[-1]
+    pix = 0
+    for name, size in reversed(list(zip(coords, shape))):
+        pix = pix * size + at[name]
+    offset = pix * lanes + lane
     digits, image_idx = _digits(image, offset)
-    lines.append(f"pixel     x={x} y={y} lane={lane}")
+    lines.append("pixel     " + " ".join(f"{c}={v}" for c, v in at.items()) + f" lane={lane}")
     if found is None:
         tails = [f"{n}={i} is in the tail of {size}={d} (padded to "
                  f"{image.desc.padded_dims[pos]})"
@@ -143,19 +174,27 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
     else:
         lines.append("index     " + " ".join(f"{n}={i}" for n, i in zip(names, found))
                      + f"  ({','.join(map(str, found))})")
-    if formula:
-        env = {"x": x, "y": y, "k": lane}
+    part = _formula_part(formula, layout.kind == "volume") if formula else ""
+    if part:
+        env = dict(at, k=lane)
         env.update({n: d for n, d in zip(layout.dim_names, image.dims)})   # logical O, I, ...
         env.update({n.upper(): d for n, d in zip(names, dims)})
         if found is not None:
             env.update(zip(names, found))
         else:  # the padded index the digits make, e.g. c=7 past C=5
             env.update((n, i) for (n, _), i in zip(_image_names(layout), image_idx))
-        lines.append("formula   " + ", ".join(_substitute(formula, env)))
-    if layout.lanes > 1:
-        how = f"(y*{width} + x)*{layout.lanes} + lane = ({y}*{width} + {x})*{layout.lanes} + {lane}"
+        if layout.kind in ("activation", "volume") and "c" in env:   # TFLite's slices
+            env.setdefault("S", -(-env["C"] // 4))
+            env.setdefault("s", env["c"] // 4)
+        label = "formula   " + ("(5-D) " if layout.kind == "volume" else "")
+        lines.append(label + ", ".join(_substitute(part, env)))
+    where = _pixel_expr(coords, shape)
+    numbers = _pixel_expr([str(at[c]) for c in coords], shape)
+    if lanes > 1:
+        wrap = (lambda e: f"({e})") if "+" in where else (lambda e: e)
+        how = f"{wrap(where)}*{lanes} + lane = {wrap(numbers)}*{lanes} + {lane}"
     else:
-        how = f"y*{width} + x = {y}*{width} + {x}"
+        how = f"{where} = {numbers}"
     lines.append(f"tag       {layout.tag}: offset {how} = {offset} = "
                  + ", ".join(f"{label} {digit}" for label, digit in digits))
     return lines

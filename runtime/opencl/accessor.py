@@ -21,6 +21,16 @@ MemoryDesc (a buffer: plain, blocked, strided, halo-padded). Its
 * ``NAME_PARAMS`` (the kernel parameters), ``NAME_ARGS`` (their names),
   ``NAME_RANK``, ``NAME_LANE_AXIS`` and ``int NAME_dim(NAME_ARGS, k)``.
 
+Every storage (runtime.algebra.storage) is reached its own way: an
+``image2d_t`` at (int2)(x, y), an ``image2d_array_t`` / ``image3d_t`` at
+(int4)(x, y, z, 0) (a write to an image3d_t enables cl_khr_3d_image_writes),
+an image buffer through the ``image1d_buffer_t`` over its buffer (no
+sampler; ``args`` turns the Memory's ``cl.Buffer`` into that view,
+runtime/opencl/images.py ``buffer_view``), and the ``buffer`` storage
+through a ``__global`` pointer to its pixels (4 elements each; it takes
+one element too, as a buffer does). A single texture of 3 channels has no
+image format (runtime/opencl/images.py) and no accessor.
+
 ``T`` is float for f32/f16/bf16 data (exactly the stored value), int for
 s8/s32, uint for u8; a store rounds a float by the dtype rules
 (runtime.algebra.dtypes). ``generic=False`` bakes every number in (one
@@ -37,7 +47,9 @@ import functools
 from dataclasses import dataclass
 
 
-from ..algebra.c_index import Numbers, arg_value, offset_expr, unchanged_dims
+import pyopencl as cl
+
+from ..algebra.c_index import Numbers, arg_value, offset_expr, paren, unchanged_dims
 from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc, ImageLayout
@@ -74,7 +86,12 @@ class Accessor:
 
     def args(self, storage) -> tuple:
         """The kernel arguments of this tensor, storage first:
-        ``kernel(queue, gsize, None, *acc.args(image), ...)``."""
+        ``kernel(queue, gsize, None, *acc.args(image), ...)``; an image
+        buffer's ``cl.Buffer`` is bound as its ``image1d_buffer_t`` view."""
+        side = self.side
+        if side.is_image and side.storage.name == "image_buffer" and \
+                isinstance(storage, cl.Buffer):
+            storage = images.buffer_view(storage, side)
         return (storage,) + self.values
 
 
@@ -89,6 +106,8 @@ def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "
     side = _side(layout, dims, dtype)
     if side.is_image and side.transform is not None:
         side = side.placement()   # the values stored: indexed by the transform's output dims
+    if side.is_image and side.storage.name != "buffer" and side.lanes not in images.ORDERS:
+        raise ClayoutError(f"no accessor of {side.describe()}: {images.NO_RGB}")
     return _build(side, name, access, bool(generic))
 
 
@@ -123,12 +142,21 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     qs = [f"const {idx} q{k} = ({idx})i{k};" for k in range(rank)]
     names = [f"q{k}" for k in range(rank)]
     fns, notes = [], []
-    readable = access == "read" or not side.is_image
-    if side.is_image:
+    image = side.is_image and side.storage.name != "buffer"   # an image object
+    pixels = side.is_image and not image                      # pixels in a __global buffer
+    readable = access == "read" or not image
+    pixel = None
+    if image:
         io = dtypes_c.IMAGE_IO[dt.name]
-        x, y, k = side.c_pixel(names, num)
-        pixel = f"{io.read}({name}, {name}_sampler, {images.coord(x, y)})"
+        *coords, k = side.c_pixel(names, num)
+        pixel = images.read(side, io.read, name, f"{name}_sampler", coords)
         one = f"{io.lane_helper}(p, {k})"   # read_image* gives the value type itself
+    elif pixels:
+        *coords, k = side.c_pixel(names, num)
+        base = f"{paren(coords[0])} * {side.lanes}"
+        one = dtypes_c.buffer_load(dt, name, f"{base} + {k}")
+        lanes4 = (dtypes_c.buffer_load(dt, name, f"{base} + {j}") for j in range(4))
+        pixel = f"({vector})({', '.join(lanes4)})"
     else:
         off = offset_expr(side, names, num)
         one = dtypes_c.buffer_load(dt, name, off)
@@ -136,13 +164,13 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     if readable:
         fns.append(Function(f"static inline {scalar} {name}_load({sig})",
                             (f"if (!({inside})) return {zero};", *qs,
-                             *((f"const {io.pixel_type} p = {pixel};",) if side.is_image else ()),
+                             *((f"const {io.pixel_type} p = {pixel};",) if image else ()),
                              f"return {one};")))
     if readable and lane is not None:
         fns.append(Function(f"static inline {vector} {name}_load4({sig})",
                             _load4(side, name, lane, dims, qs, vector, zero,
-                                   pixel if side.is_image else None, num)))
-    store_one = access == "write" and (not side.is_image or side.lanes == 1)
+                                   pixel, num)))
+    store_one = access == "write" and (not image or side.lanes == 1)
     if access == "write":
         if store_one:
             fns.append(Function(f"static inline void {name}_store({sig}, {scalar} v)",
@@ -161,7 +189,7 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     fns.insert(0, Function(f"static inline int {name}_dim({name}_PARAMS, int k)",
                            (f"const int d[{rank}] = {{{', '.join(f'(int){d}' for d in dims)}}};",
                             "return d[k];")))
-    param = images.param(name, access) if side.is_image else \
+    param = images.param(side, name, access) if side.is_image else \
         f"__global {'const ' if access == 'read' else ''}{dt.cl_scalar} *{name}"
     extra = [f"const {idx if ctype == 'idx_t' else ctype} {n}" for n, ctype, _ in num.args]
     params = ", ".join([param] + extra)
@@ -172,7 +200,8 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     source = sources.template("accessor.cl.mako").render(
         name=name, summary=summary, guard=f"CLAYOUT_ACCESSOR_{name}", helpers=sources.helpers(),
         params=params, args=args, rank=rank, lane_axis=lane, notes=notes,
-        sampler=side.is_image and access == "read", functions=fns)
+        pragmas=images.pragmas(side, access) if image else (),
+        sampler=image and access == "read" and images.sampled(side), functions=fns)
     return Accessor(name, side, access, generic, source, params, lane, rank, values, store_one)
 
 
@@ -231,11 +260,15 @@ def _load4(side, name, lane, dims, qs, vector, zero, pixel, num):
 
 def _store_one(side, name, names, num) -> str:
     dt = side.dtype
+    if side.is_image and side.storage.name == "buffer":   # one lane of a pixel
+        *coords, k = side.c_pixel(names, num)
+        return (f"{name}[{paren(coords[0])} * {side.lanes} + {k}] = "
+                f"{dtypes_c.value_to_storage(dt, 'v')};")
     if side.is_image:   # one channel
         io = dtypes_c.IMAGE_IO[dt.name]
-        x, y, _ = side.c_pixel(names, num)
+        coords = side.c_pixel(names, num)[:-1]
         value = dtypes_c.value_to_image_write(dt, "v")
-        return (f"{io.write}({name}, {images.coord(x, y)}, "
+        return (f"{io.write}({name}, {images.coord(side, coords)}, "
                 f"({io.write_type}4)({value}, 0, 0, 0));")
     return f"{name}[{offset_expr(side, names, num)}] = {dtypes_c.value_to_storage(dt, 'v')};"
 
@@ -247,12 +280,17 @@ def _store4(side, name, lane, dims, qs, names, num, zero):
                      f"{name}_store({c}, v.s{j});"
                      for j, c in enumerate(_calls(name, rank, lane)))
     dt = side.dtype
+    coords = side.c_pixel(names, num)[:-1]
+    values = [f"i{lane} + {j} < {dims[lane]} ? v.s{j} : {zero}" for j in range(4)]
+    head = (_lane_guard(side, dims, lane, "return;"), f"if (i{lane} & 3) return;", *qs)
+    if side.storage.name == "buffer":   # the whole pixel, padding lanes 0
+        base = f"{paren(coords[0])} * {side.lanes}"
+        return head + tuple(f"{name}[{base} + {j}] = {dtypes_c.value_to_storage(dt, f'({v})')};"
+                            for j, v in enumerate(values))
     io = dtypes_c.IMAGE_IO[dt.name]
-    x, y, _ = side.c_pixel(names, num)
-    lanes = [dtypes_c.value_to_image_write(dt, f"i{lane} + {j} < {dims[lane]} ? v.s{j} : {zero}")
-             for j in range(4)]
-    return (_lane_guard(side, dims, lane, "return;"), f"if (i{lane} & 3) return;", *qs,
-            f"{io.write}({name}, {images.coord(x, y)}, ({io.write_type}4)({', '.join(lanes)}));")
+    lanes = [dtypes_c.value_to_image_write(dt, v) for v in values]
+    return head + (f"{io.write}({name}, {images.coord(side, coords)}, "
+                   f"({io.write_type}4)({', '.join(lanes)}));",)
 
 
 __all__ = ["Accessor", "accessor"]

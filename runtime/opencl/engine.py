@@ -144,8 +144,17 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
           clEnqueueCopyBufferToImage, which runs at memcpy speed, measured
           1.2-2.3x faster than write_imagef there);
         - one-channel half images (PoCL 3.1 writes and reads CL_R +
-          CL_HALF_FLOAT wrongly; a plain copy moves the exact bits everywhere)."""
-        if image.dtype.name == "f16" and image.lanes == 1:
+          CL_HALF_FLOAT wrongly; a plain copy moves the exact bits everywhere);
+        - an image no image object can hold here (a single texture of 3
+          lanes; a format the device lacks: runtime/opencl/images.py
+          ``unsupported``): a host array of it is its dense buffer, so its
+          conversions need none (a Memory of it is refused);
+        - the buffer storages (``buffer``, ``image_buffer``): their memory
+          is a buffer of the dense desc, which kernels read and write
+          directly (``on_buffer``: no copy at all)."""
+        if image.storage.on_buffer or (image.dtype.name == "f16" and image.lanes == 1):
+            return True
+        if images.unsupported(self.context, image):
             return True
         return self.image_access == "staged" or (self.image_access == "auto" and self.is_cpu)
 
@@ -188,7 +197,8 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         ``zero_first`` also zeroes the rest of a buffer's span (a fresh
         output); ``aliased``: the same buffer and desc on both sides (rewrites
         the padding, keeps the data); ``dense``: an image side is a cl.Buffer
-        holding the image's dense desc, not an image object. ``wait_for``:
+        holding the image's dense desc, not an image object (always so for
+        the buffer storages, ``buffer`` and ``image_buffer``). ``wait_for``:
         events its commands wait for."""
         if src.is_zero or dst.is_zero:
             return None
@@ -196,9 +206,9 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         wait = self._zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
         wait += list(wait_for)
         kernel = plan(src, dst, staged=staged or dense, aliased=aliased)
-        if not staged or dense:
-            return self._launch(kernel, src_mem, dst_mem, wait)
         image = src if src.is_image else dst
+        if not staged or dense or image.storage.on_buffer:   # a buffer storage is its buffer
+            return self._launch(kernel, src_mem, dst_mem, wait)
         with self.staging(image.memory.size) as stage:
             if dst.is_image:
                 event = self._launch(kernel, src_mem, stage, wait)
@@ -270,13 +280,13 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         arr = np.ascontiguousarray(data)
         staged = self._staged_pair(src, dst)
         if src.is_image and not staged:
-            src_mem = images.create(self.context, src, self.image_limits, mf.READ_ONLY,
+            src_mem = images.create(self.context, src, self.storage_limits, mf.READ_ONLY,
                                     hostbuf=arr.reshape(src.array_shape))
         else:
             src_mem = self._host_buffer(arr, mf.READ_ONLY)
         if dst.is_image and not staged:
             out = np.empty(shape, dtype=dst.dtype.np) if out is None else out
-            image = images.create(self.context, dst, self.image_limits, mf.WRITE_ONLY)
+            image = images.create(self.context, dst, self.storage_limits, mf.WRITE_ONLY)
             event = self._launch(plan(src, dst), src_mem, image)
             cl.enqueue_copy(self.queue, out, image, origin=images.origin(dst),
                             region=images.region(dst), wait_for=[event])

@@ -5,8 +5,10 @@ A buffer destination splits its innermost axis into vectors of V elements
 (``vstoreV``) on dimension 0; dimension 1 is the destination axis that walks
 the source's contiguous axis (so a work group reads and writes whole cache
 lines: a tiled transpose without local memory); dimension 2 is everything
-else. An image destination launches (width, height): work item (x, y)
-writes pixel (x, y), so no coordinate can leave the image. A baked kernel
+else. An image destination launches (width, height, depth): work item
+(x, y, z) writes pixel (x, y) of layer or slice z (depth 1 on a 2-D image;
+the layer axes on dimension 2), all its lanes at once (4, or a single
+texture's C), so no coordinate can leave the image. A baked kernel
 launches these three dimensions; a generic one launches their product in one
 dimension with one work-group size and decodes (g0, g1, g2) from its id
 (``work_item_ids``).
@@ -65,9 +67,10 @@ def plan_launch(dst, image, tile_of, num: Numbers) -> Launch:
     if image is not None:
         rows = tuple(a for a in image.row_axes if a in axes)
         cols = tuple(a for a in image.col_axes if a in axes)
+        layers = tuple(a for a in image.layer_axes if a in axes)
         vec_axis = image.lane_axis
-        return Launch((cols, rows, ()), (image.width, image.height, 1), vec_axis,
-                      4 if vec_axis is not None else 1, None, True)
+        return Launch((cols, rows, layers), (image.width, image.height, image.depth), vec_axis,
+                      image.lanes if vec_axis is not None else 1, None, True)
     vec_axis = axes[-1] if axes else None
     vector = vector_width(vec_axis.size, vec_axis.stride, dst.dtype.itemsize) if vec_axis else 1
     rest = axes[:-1]

@@ -105,6 +105,8 @@ def plan(src, dst, staged: bool = False, aliased: bool = False) -> Kernel:
     the same work item, so an in-place same-desc pass is safe. Cached by
     exactly what changes the kernel; a conversion that moves nothing is a
     byte copy (``Kernel.copy``) and needs no program."""
+    # a buffer storage is its dense buffer: kernels always reach it as one
+    staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
     key = (_key(src), _key(dst), staged, aliased)
     bake = _bake(key, src.memory, dst.memory)
 

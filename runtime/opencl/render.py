@@ -16,7 +16,8 @@ steps, each returning a frozen record the next one reads:
 4. ``_loads``: the source loads, in runs one load serves (``vloadV``, one
    ``read_image`` for four lanes, or one element), each element converted
    by the dtype rules (runtime/opencl/dtypes_c.py);
-5. ``_store``: one ``vstoreV`` or ``write_image*``;
+5. ``_store``: one ``vstoreV`` or ``write_image*`` (at (g0, g1), or
+   (g0, g1, g2, 0) on an image array or 3-D image: runtime/opencl/images.py);
 
 and the one template ``convert.cl.mako`` puts them together. The index
 expressions come from the algebra's emitter (runtime.algebra.c_index).
@@ -137,9 +138,10 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
     source = sources.template("convert.cl.mako").render(
         summary=summary, helpers=sources.helpers(), name=KERNEL_NAME,
         src_image=src.image is not None, index_type=index_type,
-        src_param=(images.param("src", "read") if src.image is not None else
+        pragmas=images.pragmas(dst.image, "write") if dst.image is not None else (),
+        src_param=(images.param(src.image, "src", "read") if src.image is not None else
                    f"__global const {src_dt.cl_scalar} *{restrict}src"),
-        dst_param=(images.param("dst", "write") if dst.image is not None else
+        dst_param=(images.param(dst.image, "dst", "write") if dst.image is not None else
                    f"__global {dst_dt.cl_scalar} *{restrict}dst"),
         params=params, ids=index.ids, guard=index.guard,
         prologue=list(index.lines + validity.lines), vector=launch.vector,
@@ -259,13 +261,13 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
         guard = " && ".join(dict.fromkeys(ends)) or None
         if src.image is not None:        # an image source: read a pixel, pick lanes
             io = dtypes_c.IMAGE_IO[src_dt.name]
-            x, y, _ = src.pixel(src_names(first), num)
-            load = (f"const {io.pixel_type} r = {io.read}(src, clayout_sampler, "
-                    f"{images.coord(x, y)});")
+            coords = src.pixel(src_names(first), num)[:-1]
+            load = (f"const {io.pixel_type} r = "
+                    f"{images.read(src.image, io.read, 'src', 'clayout_sampler', coords)};")
             fast = []
             for j in js:
                 lane_expr = f"r.s{j - first}" if run == 4 else \
-                    f"{io.lane_helper}(r, {src.pixel(src_names(j), num)[2]})"
+                    f"{io.lane_helper}(r, {src.pixel(src_names(j), num)[-1]})"
                 value = conv(dtypes_c.image_read_to_storage(src_dt, lane_expr))
                 v = valid[j]
                 fast.append((j, value if v is None or j == first or guard is None else
@@ -295,7 +297,7 @@ def _store(dst: Target, launch: Launch, index: Index) -> str:
         io = dtypes_c.IMAGE_IO[dst_dt.name]
         lanes = [dtypes_c.storage_to_image_write(dst_dt, f"v{j}") for j in range(vector)]
         lanes += ["0"] * (4 - vector)
-        return (f"{io.write}(dst, {images.coord('g0', 'g1')}, "
+        return (f"{io.write}(dst, {images.coord(dst.image, ('g0', 'g1', 'g2'))}, "
                 f"({io.write_type}4)({', '.join(lanes)}));")
     off = " + ".join(index.offset_terms) or "0"
     values = ", ".join(f"v{j}" for j in range(vector))

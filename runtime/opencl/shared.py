@@ -1,6 +1,242 @@
-"""Zero-copy import: a user's cl.Buffer viewed as an image (stub; filled in by the storage work)."""
+"""Zero-copy import: the caller's ``cl.Buffer`` as the storage of an image
+side (``runtime.memory.Memory.from_buffer``), one of the methods
+``OpenCLEngine`` (runtime/opencl/engine.py) takes in.
+
+* A layout on a buffer storage (``buffer``, ``image_buffer``: the image's
+  dense desc in a ``cl.Buffer``) holds the caller's buffer itself.
+* A 2-D image layout, where the device has ``cl_khr_image2d_from_buffer``
+  (core in OpenCL 2.x): a ``cl.Image`` made over the buffer (the buffer in
+  the image descriptor of clCreateImage), after the row pitch against
+  CL_DEVICE_IMAGE_PITCH_ALIGNMENT, the buffer's address against
+  CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT and the buffer's size are checked.
+* Elsewhere (no such extension, as on PoCL; an array or 3-D image storage):
+  a new image, the buffer's bytes copied into it on the device, and the
+  reason, which the caller is told once per engine and reason.
+
+The checks (``image_pitch``) are a function of the device's numbers alone,
+so that they are tested without such a device.
+"""
 from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import threading
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+from ..algebra.catalog import check_fits
+from ..algebra.checks import round_up
+from ..errors import ClayoutError
+from . import images
+
+mf = cl.mem_flags
+EXTENSION = "cl_khr_image2d_from_buffer"
+# device info queries pyopencl has no names for (OpenCL 2.0 / the extension)
+PITCH_ALIGNMENT = 0x104A          # CL_DEVICE_IMAGE_PITCH_ALIGNMENT, pixels
+BASE_ADDRESS_ALIGNMENT = 0x104B   # CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT, pixels
+_TOLD_LOCK = threading.Lock()     # the reasons each engine has told, and its alignments
+
+
+@dataclass(frozen=True)
+class BufferView:
+    """What ``view_buffer`` made: ``storage`` (the caller's buffer, an image
+    over it, or a new image holding a copy), ``reason`` why it is a copy
+    (None: no copy), ``first``: the first time this engine copies for this
+    reason (the caller tells the user then), ``row_pitch`` in pixels (None
+    for a buffer storage)."""
+    storage: object
+    reason: str | None
+    first: bool
+    row_pitch: int | None
+
+
+def image_pitch(side, nbytes: int, row_pitch, pitch_align: int, base_align: int,
+                address: int | None, device: str, view: bool) -> int:
+    """The row pitch in pixels of the 2-D image ``side`` read from a buffer
+    of ``nbytes`` bytes at ``address`` (None: the driver's own allocation,
+    aligned by it), or a ClayoutError naming what is wrong. ``view``: the
+    image will view the buffer (the device's ``pitch_align`` and
+    ``base_align``, in pixels, 0 for none, then apply); else its bytes are
+    copied and only the pitch and the size matter. ``row_pitch`` None: the
+    width, rounded up to the pitch alignment."""
+    pixel = side.lanes * side.dtype.itemsize
+    align = max(1, pitch_align) if view else 1
+    if row_pitch is None:
+        pitch = round_up(side.width, align)
+    else:
+        if isinstance(row_pitch, bool) or not isinstance(row_pitch, int) or row_pitch < side.width:
+            raise ClayoutError(f"row_pitch {row_pitch!r}: expected a whole number of pixels "
+                               f">= the image width {side.width} ({side.describe()})")
+        pitch = row_pitch
+        if pitch % align:
+            raise ClayoutError(
+                f"row_pitch {pitch} pixels is not a multiple of {device}'s "
+                f"CL_DEVICE_IMAGE_PITCH_ALIGNMENT {align} pixels; allowed: a multiple of "
+                f"{align} >= {side.width}, e.g. {round_up(side.width, align)} (the default)")
+    if view and base_align > 1 and address is not None and address % (base_align * pixel):
+        raise ClayoutError(
+            f"the cl.Buffer starts at address {address:#x}, not a multiple of {device}'s "
+            f"CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT {base_align} pixels "
+            f"({base_align * pixel} bytes of {side.channels} {side.dtype.name}); allocate "
+            "the host array (or the sub-buffer's origin) on that alignment")
+    rows = side.height * side.depth
+    need = pitch * rows * pixel
+    if nbytes < need:
+        raise ClayoutError(f"cl.Buffer of {nbytes} bytes is too small for {side.describe()} "
+                           f"at a row pitch of {pitch} pixels: it needs {need} bytes "
+                           f"({pitch} x {rows} pixels of {pixel} bytes)")
+    return pitch
+
+
+def buffer_address(buffer: cl.Buffer) -> int | None:
+    """What the base-address alignment applies to: the host memory of a
+    USE_HOST_PTR buffer, the origin of a sub-buffer; None for the driver's
+    own allocation (aligned by the driver)."""
+    if buffer.flags & mf.USE_HOST_PTR:
+        return int(buffer.get_host_array((1,), "u1").ctypes.data)
+    if buffer.associated_memobject is not None:
+        return int(buffer.offset)
+    return None
 
 
 class SharedStorage:
     """Methods of the opencl engine that view a caller's memory without a copy."""
+
+    def image_from_buffer(self) -> str | None:
+        """Why the device cannot view a buffer as a 2-D image (None: it can)."""
+        dev = self.device
+        if EXTENSION in dev.extensions.split() or dev.version.startswith("OpenCL 2."):
+            if self.image_alignments() is None:
+                return (f"{self.device_name}'s CL_DEVICE_IMAGE_PITCH_ALIGNMENT could not be "
+                        "read, so a 2-D image over the buffer could not be checked")
+            return None
+        return f"{self.device_name} has no {EXTENSION} (a 2-D image over a buffer)"
+
+    def image_alignments(self) -> tuple[int, int] | None:
+        """(pitch, base address) alignment of the device's images over buffers,
+        in pixels (0: none); None where the device cannot be asked."""
+        with _TOLD_LOCK:
+            if "_image_alignments" not in self.__dict__:
+                self.__dict__["_image_alignments"] = _alignments(self.device)
+            return self.__dict__["_image_alignments"]
+
+    def view_buffer(self, side, buffer, row_pitch=None) -> BufferView:
+        """The storage of ``side`` (an ImageDesc) on the caller's ``buffer``
+        (see the module docstring)."""
+        if not isinstance(buffer, cl.Buffer):
+            raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "
+                               f"{type(buffer).__name__}")
+        if buffer.context != self.context:
+            raise ClayoutError(f"the cl.Buffer belongs to another context than engine "
+                               f"{self!r}; pass engine=None or an engine on its context")
+        if side.is_zero:   # nothing to hold, as a Memory of no elements
+            return BufferView(None, None, False, None)
+        check_fits(side, self.storage_limits)
+        if side.storage.on_buffer:
+            return self._own_buffer(side, buffer, row_pitch)
+        why = self.image_from_buffer() if side.storage.name == "image2d" else \
+            (f"layout {side.layout.name!r} is on {side.storage.name} storage; only a 2-D "
+             "image can view a buffer")
+        if why is None:
+            pitch_align, base_align = self.image_alignments()
+            pitch = image_pitch(side, buffer.size, row_pitch, pitch_align, base_align,
+                                buffer_address(buffer), self.device_name, view=True)
+            return BufferView(self._image_over(side, buffer, pitch), None, False, pitch)
+        if side.storage.name != "image2d":
+            _no_pitch(side, row_pitch)
+        pitch = image_pitch(side, buffer.size, row_pitch, 0, 0, None, self.device_name,
+                            view=False)
+        reason = f"{why}: the buffer's bytes were copied into a new image"
+        return BufferView(self._image_copy(side, buffer, pitch), reason, self._first(reason),
+                          pitch)
+
+    def _own_buffer(self, side, buffer, row_pitch) -> BufferView:
+        _no_pitch(side, row_pitch)
+        nbytes = side.nbytes
+        if buffer.size < nbytes:
+            raise ClayoutError(f"cl.Buffer of {buffer.size} bytes is too small for "
+                               f"{side.describe()}: it needs {nbytes} bytes")
+        return BufferView(buffer, None, False, None)
+
+    def _image_over(self, side, buffer, pitch: int) -> cl.Image:
+        why = images.unsupported(self.context, side)
+        if why:
+            raise ClayoutError(why)
+        desc = cl.ImageDescriptor()
+        desc.image_type = cl.mem_object_type.IMAGE2D
+        desc.shape = (side.width, side.height)
+        desc.pitches = (pitch * side.lanes * side.dtype.itemsize,)
+        desc.buffer = buffer
+        # flags 0: the image takes the buffer's own access flags
+        return cl.Image(self.context, 0, images.image_format(side.dtype, side.lanes), desc=desc)
+
+    def _image_copy(self, side, buffer, pitch: int) -> cl.Image:
+        """A new image holding the buffer's pixels, copied on the device (a
+        pitched buffer is first made dense by a rectangle copy)."""
+        image = images.create(self.context, side, self.storage_limits)
+        source, wait = buffer, None
+        if pitch != side.width:
+            row = side.width * side.lanes * side.dtype.itemsize
+            source = self.new_buffer(row * side.height)
+            wait = [cl.enqueue_copy(self.queue, source, buffer, src_origin=(0, 0),
+                                    dst_origin=(0, 0), region=(row, side.height),
+                                    src_pitches=(pitch * side.lanes * side.dtype.itemsize,),
+                                    dst_pitches=(row,))]
+        event = cl.enqueue_copy(self.queue, image, source, offset=0,
+                                origin=images.origin(side), region=images.region(side),
+                                wait_for=wait)
+        if not self.in_order:   # the copy is part of making the Memory
+            event.wait()
+        return image
+
+    def _first(self, reason: str) -> bool:
+        """True the first time this engine copies for ``reason``."""
+        with _TOLD_LOCK:
+            told = self.__dict__.setdefault("_told", set())
+            first = reason not in told
+            told.add(reason)
+            return first
+
+
+def _no_pitch(side, row_pitch) -> None:
+    if row_pitch is not None:
+        raise ClayoutError(f"row_pitch applies to layouts on image2d storage; layout "
+                           f"{side.layout.name!r} is on {side.storage.name} storage")
+
+
+def _alignments(device: cl.Device) -> tuple[int, int] | None:
+    """CL_DEVICE_IMAGE_PITCH_ALIGNMENT and _BASE_ADDRESS_ALIGNMENT of
+    ``device``, read through the OpenCL library pyopencl uses (pyopencl has
+    no names for them); None where that fails."""
+    names = [getattr(cl.device_info, n, None) for n in ("IMAGE_PITCH_ALIGNMENT",
+                                                         "IMAGE_BASE_ADDRESS_ALIGNMENT")]
+    if None not in names:
+        return tuple(int(device.get_info(n)) for n in names)
+    lib = _library()
+    if lib is None:
+        return None
+    out = []
+    for param in (PITCH_ALIGNMENT, BASE_ADDRESS_ALIGNMENT):
+        value = ctypes.c_uint32(0)
+        rc = lib.clGetDeviceInfo(ctypes.c_void_p(device.int_ptr), ctypes.c_uint32(param),
+                                 ctypes.c_size_t(4), ctypes.byref(value), None)
+        if rc != 0:
+            return None
+        out.append(int(value.value))
+    return tuple(out)
+
+
+def _library():
+    """The OpenCL ICD loader: the one bundled with pyopencl, else the system's."""
+    here = os.path.join(os.path.dirname(cl.__file__), ".libs")
+    for path in sorted(glob.glob(os.path.join(here, "libOpenCL*"))) + \
+            [ctypes.util.find_library("OpenCL")]:
+        if path:
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                continue
+    return None

@@ -1,9 +1,18 @@
 """The storage half of the opencl engine: Memory objects on the device.
 
-A buffer side lives in a ``cl.Buffer``, an image side in a ``cl.Image``
-(runtime/opencl/images.py makes it). Storage is allocated zeroed, or is the
-caller's own: their ``cl.Buffer`` / ``cl.Image``, or a numpy array used in
-place through ``USE_HOST_PTR`` (a buffer) or copied into a new image.
+A buffer side lives in a ``cl.Buffer``; an image side in what its storage
+is (runtime/opencl/images.py makes it): a ``cl.Image`` (image2d,
+image2d_array, image3d), or, for the buffer storages (``buffer``,
+``image_buffer``), a ``cl.Buffer`` holding the image's dense desc, which
+conversions read and write as a buffer (no copy to or from an image). A
+kernel binds an image buffer as the ``image1d_buffer_t`` over that buffer
+(``image_view``); writes keep going through the buffer beneath. Every
+image is weighed against the device's ``storage_limits`` before it is
+allocated. Storage is allocated zeroed, or is the caller's own: their
+``cl.Buffer`` (a buffer side or a buffer storage, size checked) / ``cl.Image``
+(type, size and format checked), or a numpy array used in place through
+``USE_HOST_PTR`` (a buffer side or a buffer storage) or copied into a new
+image.
 Attaching storage to a desc with padding restores the padding invariants
 (block tails zero, halo the fill), as oneDNN's set_data_handle does.
 ``OpenCLEngine`` (runtime/opencl/engine.py) takes these methods in.
@@ -29,14 +38,14 @@ class DeviceStorage:
 
     def allocate(self, side):
         if side.is_image:
-            check_fits(side, self.image_limits)
+            check_fits(side, self.storage_limits)
         if side.is_zero:
             return None
-        if side.is_image:
-            storage = images.create(self.context, side, self.image_limits)
+        if side.is_image and not side.storage.on_buffer:
+            storage = images.create(self.context, side, self.storage_limits)
             self.write(storage, side, np.zeros(side.array_shape, side.dtype.np))
             return storage
-        nbytes = side.span * side.dtype.itemsize
+        nbytes = side.nbytes if side.is_image else side.span * side.dtype.itemsize
         storage = self.new_buffer(nbytes)
         fill = cl.enqueue_fill_buffer(self.queue, storage, np.uint8(0), 0, nbytes)
         # the zeroing is part of making this Memory: on an out-of-order queue
@@ -50,13 +59,20 @@ class DeviceStorage:
         against ``side`` (runtime.memory): a buffer's is used in place, an
         image's copied into a new image."""
         if side.is_image:
-            check_fits(side, self.image_limits)
-            if isinstance(data, cl.Image):
+            check_fits(side, self.storage_limits)
+            if isinstance(data, cl.MemoryObject):
                 wrong = images.matches(data, side)
                 if wrong:
                     raise ClayoutError(wrong)
                 return data
-            return images.create(self.context, side, self.image_limits,
+            if side.storage.on_buffer:   # the host array is the buffer: used in place
+                arr = np.asarray(data)
+                if not (arr.flags.c_contiguous and arr.flags.writeable):
+                    return images.create(self.context, side, self.storage_limits,
+                                         hostbuf=arr)
+                return cl.Buffer(self.context, mf.READ_WRITE | mf.USE_HOST_PTR,
+                                 hostbuf=arr.reshape(-1))
+            return images.create(self.context, side, self.storage_limits,
                                  hostbuf=np.ascontiguousarray(data))
         nbytes = side.span * side.dtype.itemsize
         if isinstance(data, cl.Buffer):
@@ -74,7 +90,7 @@ class DeviceStorage:
 
     def read(self, storage, side) -> np.ndarray:
         out = np.zeros(host_shape(side), dtype=side.dtype.np)
-        if side.is_image:
+        if side.is_image and not side.storage.on_buffer:
             cl.enqueue_copy(self.queue, out, storage, origin=images.origin(side),
                             region=images.region(side))
         else:
@@ -83,7 +99,7 @@ class DeviceStorage:
 
     def write(self, storage, side, array) -> None:
         arr = np.ascontiguousarray(array).reshape(host_shape(side))
-        if side.is_image:
+        if side.is_image and not side.storage.on_buffer:
             cl.enqueue_copy(self.queue, storage, arr, origin=images.origin(side),
                             region=images.region(side))
         else:
@@ -91,16 +107,17 @@ class DeviceStorage:
 
     @contextlib.contextmanager
     def map(self, storage, side, write: bool = True):
-        """A buffer is mapped in place (no copy on a CPU device); an image is
-        read out and, with ``write``, written back on exit."""
-        if side.is_image:
+        """A buffer (a buffer storage too) is mapped in place (no copy on a
+        CPU device); an image is read out and, with ``write``, written back
+        on exit."""
+        if side.is_image and not side.storage.on_buffer:
             arr = self.read(storage, side)
             yield arr
             if write:
                 self.write(storage, side, arr)
             return
         flags = cl.map_flags.READ | (cl.map_flags.WRITE if write else 0)
-        arr, _ = cl.enqueue_map_buffer(self.queue, storage, flags, 0, (side.span,),
+        arr, _ = cl.enqueue_map_buffer(self.queue, storage, flags, 0, host_shape(side),
                                        side.dtype.np)
         try:
             yield arr
@@ -109,3 +126,13 @@ class DeviceStorage:
 
     def same(self, a, b) -> bool:
         return a.int_ptr == b.int_ptr
+
+    def image_view(self, storage, side):
+        """The object a kernel binds for ``side``'s ``storage``: for an image
+        buffer the ``image1d_buffer_t`` over its buffer (made once per
+        buffer; one ClayoutError says why where the device has no image
+        buffers, too few pixels, or not its format), else the storage itself."""
+        if side.is_image and side.storage.name == "image_buffer" and \
+                isinstance(storage, cl.Buffer):
+            return images.buffer_view(storage, side)
+        return storage

@@ -11,11 +11,14 @@ import numpy as np
 import pyopencl as cl
 
 from ..algebra.desc import MemoryDesc
+from ..errors import ClayoutError
 
 
-def _rect(tile_plan, tile, itemsize: int) -> dict:
-    """enqueue_copy arguments of one tile's rectangle inside the image's dense buffer."""
-    pixel = tile_plan.lanes * itemsize
+def _rect(tile_plan, tile, image) -> dict:
+    """enqueue_copy arguments of one tile's rectangle inside the dense buffer
+    of the ImageDesc ``image`` (a pixel is its lanes: 4, 1, or a single
+    texture's C)."""
+    pixel = image.lanes * image.dtype.itemsize
     return dict(buffer_origin=(tile.x0 * pixel, tile.y0, 0), host_origin=(0, 0, 0),
                 region=(tile.width * pixel, tile.height, 1),
                 buffer_pitches=(tile_plan.image[0] * pixel, 0),
@@ -29,8 +32,10 @@ def to_tiles(engine, src, dst, flat: np.ndarray, tile_plan) -> tuple[np.ndarray,
     engine.enqueue(src, src_buf, dst, image_buf, dense=True)
     out = []
     for tile in tile_plan.tiles:
-        arr = np.empty(tile_plan.shape(tile), dtype=dst.dtype.np)
-        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(tile_plan, tile, dst.dtype.itemsize))
+        # the image array's rows and columns, then its lanes as they are (a
+        # single texture's C too): what the host engines' cut gives
+        arr = np.empty((tile.height, tile.width) + dst.array_shape[2:], dtype=dst.dtype.np)
+        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(tile_plan, tile, dst))
         out.append(arr)
     return tuple(out)
 
@@ -39,8 +44,12 @@ def from_tiles(engine, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
     """``dst`` (1-D) read from the tiles ``parts`` of the ImageDesc ``src``."""
     image_buf = engine.new_buffer(src.memory.size)
     for tile, arr in zip(tile_plan.tiles, parts):
+        if np.asarray(arr).nbytes != tile.height * tile.width * src.lanes * src.dtype.itemsize:
+            raise ClayoutError(f"tile {tile.index} has shape {np.asarray(arr).shape}; "
+                               f"{src.describe()} tiles are (height, width"
+                               f"{'' if src.layout.lanes == 1 else f', {src.lanes}'}) arrays")
         cl.enqueue_copy(engine.queue, image_buf, np.ascontiguousarray(arr),
-                        **_rect(tile_plan, tile, src.dtype.itemsize))
+                        **_rect(tile_plan, tile, src))
     out = np.empty(dst.span, dtype=dst.dtype.np)
     dst_buf = engine.new_buffer(out.nbytes)
     engine.enqueue(src, image_buf, dst, dst_buf, zero_first=True, dense=True)

@@ -1,0 +1,185 @@
+"""``clayout info``, and the choice of layout 'any' the conversion commands
+share: a layout's tag, storage, coordinates, host array, pixel formula,
+padding, bytes and device limits; for 'any', every candidate of the role
+with its storage and size against that storage's limit (runtime.placement).
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from .. import placement
+from ..algebra import catalog, dtypes, tiles
+from ..algebra.catalog import NAMED, image_layout
+from ..algebra.layout import ImageDesc
+from ..algebra.storage import Limits
+from ..algebra.tags import parse_tag
+from ..errors import ClayoutError
+from .checks import PROG
+
+LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
+
+
+def layout_arg(args):
+    """--layout, where 'any' stands for the role's first candidate until
+    ``choose`` has the dims; --role goes with 'any' only."""
+    role = getattr(args, "role", None)
+    if args.layout != "any":
+        if role is not None:
+            raise ClayoutError(f"--role {role} goes with --layout any (let clayout choose); "
+                               f"got the layout {args.layout!r}")
+        return image_layout(args.layout)
+    if role is None:
+        raise ClayoutError(f"layout 'any' needs --role R to choose for: "
+                           f"{', '.join(placement.ROLES)}")
+    return NAMED[placement.candidates(role)[0]]
+
+
+def choose(args, dims, dtype, engine=None):
+    """The layout 'any' picks for ``dims``, its reason printed on stderr; the
+    tile limit (--max-image for a 2-D image, or the 2-D limit nothing
+    fitted: tiles then); and the LayoutChoice."""
+    choice = placement.layout_choice(args.role, dims, dtype, args.max_image, engine)
+    verdict = "chose" if choice.fits else "will split"
+    print(f"{PROG}: layout any {verdict} {choice.layout.name}: {choice.reason}", file=sys.stderr)
+    tile_limit = args.max_image if choice.fits else choice.max_image
+    return choice.layout, tile_limit, choice
+
+
+def two_d_limit(layout, dims, max_image):
+    """--max-image for ``layout``: a 2-D image is split into tiles by it; an
+    array, 3-D image or buffer is not split but must fit the limits it
+    implies (runtime.algebra.storage.Limits.of), else one error naming the
+    layouts that would."""
+    if max_image is None or layout.at(dims).place.name == "image2d":
+        return max_image
+    catalog.check_fits(ImageDesc(layout, dims), max_image)
+    return None
+
+
+def image_text(img: ImageDesc) -> str:
+    """'image 35x5 RGBA', 'image3d 5x3x2 RGBA', 'buffer 30 RGBA': the storage,
+    its size and channels."""
+    what = "image" if img.storage.name == "image2d" else img.storage.name
+    return f"{what} {'x'.join(map(str, img.shape))} {img.channels}"
+
+
+def cmd_info(args) -> int:
+    layout = layout_arg(args)
+    choice = None
+    if args.layout == "any":
+        layout, _, choice = choose(args, args.dims, "f32")
+    image = ImageDesc(layout, args.dims)
+    layout, dims, store = image.layout, image.dims, image.storage   # the 5-D form for 5-D dims
+    # planned before the first line is printed: a failure prints only its error
+    plan = None
+    if args.max_image is not None and store.name == "image2d":
+        plan = tiles.tile_plan(layout, dims, args.max_image)
+    slots = math.prod(image.shape) * image.lanes
+    count = int(np.prod(image.placed))   # a Winograd image holds U's elements
+    print(f"layout    {layout.name} ({layout.kind}: {layout.dims_text})")
+    print(f"tag       {_tag_text(layout)}")
+    print(f"storage   {store.name} ({store.c_type}): pixel ({', '.join(store.coords)}); "
+          f"reads as zero (TFLite GPU's kernels): {store.border}")
+    print(f"lanes     {_lanes_text(image)}")
+    print(f"dims      {','.join(map(str, dims))}")
+    print(f"image     {_size_text(image)}")
+    print(f"array     {image.array_shape} (host array: "
+          f"{', '.join(reversed(store.coords))}{', lane' if image.layout.lanes != 1 else ''})")
+    if layout.transform is not None:
+        print(f"values    U = G·g·Gᵀ of {layout.transform.name} (docs/winograd.md): placed dims "
+              f"{','.join(layout.placed_names)} = {','.join(map(str, image.placed))}")
+    formula = catalog.formula(layout) or catalog.formula(image_layout(args.layout)
+                                                         if args.layout != "any" else layout)
+    print(f"pixel     {formula or 'custom layout: from the tag (no table formula)'}")
+    what = "placed" if layout.transform else "logical"
+    print(f"elements  {count} {what}, {slots} image lanes ({slots - count} padding)")
+    held = [n for n in dtypes.IMAGE_NAMES if layout.transform is None or dtypes.dtype(n).is_float]
+    sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in held)
+    print(f"bytes     {sizes}")
+    for limit in LIMITS:
+        bounds = Limits.of(limit)
+        if bounds.refusal(image) is None:
+            verdict = "fits"
+        else:
+            others = [o.name for o in catalog.fitting(layout.kind, dims, bounds,
+                                                      layout.transform)]
+            verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
+                                   "; no named layout of this kind fits")
+        within = "" if store.name == "image2d" else \
+            f" ({store.name} {bounds.text(store)})"
+        print(f"limit     {limit[0]}x{limit[1]}{within}: {verdict}")
+    if plan is not None:
+        limit = f"{plan.max_image[0]}x{plan.max_image[1]}"
+        print(f"tiles     {limit}: " + ("fits, one image" if not plan.split else
+              f"{len(plan.tiles)} tiles, {plan.rows} row(s) x {plan.cols} column(s): "
+              + ", ".join(f"({t.row},{t.col}) {t.region}" for t in plan.tiles)))
+    elif args.max_image is not None:
+        bounds = Limits.of(args.max_image)
+        why = bounds.refusal(image)
+        print(f"tiles     {args.max_image[0]}x{args.max_image[1]}: only 2-D images are split; "
+              f"this {store.name} " + (f"fits its limit {bounds.text(store)}"
+                                       if why is None else why))
+    if choice is not None:
+        for line in candidate_lines(choice):
+            print(line)
+    return 0
+
+
+def _tag_text(layout) -> str:
+    """'Acdb4a, rows 3: y = A,c,d; x = b; lane = 4a', with z (layers) on
+    arrays and 3-D images and one index x on buffers."""
+    outer, inner = parse_tag(layout.tag).tokens()
+    lane = inner.pop() if layout.lanes == 4 else outer.pop() if layout.lanes == 0 else None
+    axes = outer + inner
+    z_axes = axes[:layout.layers]
+    y_axes = axes[layout.layers:layout.layers + layout.rows]
+    x_axes = axes[layout.layers + layout.rows:]
+    if layout.place.on_buffer:
+        text = f"{layout.tag}: x = {','.join(x_axes)}"
+    else:
+        text = (f"{layout.tag}, rows {layout.rows}: "
+                + (f"z = {','.join(z_axes)}; " if layout.layers else "")
+                + f"y = {','.join(y_axes) or '(none: one row)'}; "
+                f"x = {','.join(x_axes) or '(none: one column)'}")
+    if lane and layout.lanes == 0:
+        return text + f"; texel = {lane} whole"
+    return text + (f"; lane = {lane}" if lane else "")
+
+
+def _lanes_text(image) -> str:
+    if image.layout.lanes == 4:
+        return "4 (RGBA, CL_RGBA)"
+    if image.layout.lanes == 1:
+        return "1 (CL_R)"
+    text = (f"{image.lanes} ({image.channels}, CL_{image.channels}): lanes 0, the innermost dim "
+            "whole in one texel")
+    if image.lanes == 3:
+        text += "; OpenCL defines no 3-channel float format: the device must offer one"
+    return text
+
+
+def _size_text(image) -> str:
+    """'35 x 5 pixels (width x height)', '5 x 3 x 2 pixels (width x height x
+    depth)', '30 pixels (one index x)'."""
+    store = image.storage
+    names = {"image2d": "width x height", "image2d_array": "width x height x layers",
+             "image3d": "width x height x depth"}.get(store.name, "one index x")
+    return f"{' x '.join(map(str, image.shape))} pixels ({names})"
+
+
+def candidate_lines(choice) -> list[str]:
+    """`info any`: one line per candidate, its storage, its size, the limit
+    of its storage and the verdict."""
+    rows = [(c.name, c.storage, "x".join(map(str, c.size)),
+             "no limit" if c.limit is None else "limit " + "x".join(map(str, c.limit)),
+             ("fits" + (" (chosen)" if c.name == choice.layout.name and choice.fits else ""))
+             if c.fits else ("over" + (" (split into tiles)" if c.name == choice.layout.name
+                                       else "")))
+            for c in choice.candidates]
+    rows += [(name, "-", "-", "-", "no form for these dims") for name, _ in choice.skipped]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return ["candidate " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[4]
+            for r in rows]
