@@ -45,7 +45,7 @@ from . import engine as engines
 from .algebra import catalog, dtypes
 from .algebra.catalog import NAMED, ROLES
 from .algebra.layout import ImageDesc, ImageLayout
-from .algebra.storage import STORAGES, Limits
+from .algebra.storage import STORAGES, Limits, size_text
 from .algebra.tiles import image_limit
 from .errors import ClayoutError
 
@@ -69,8 +69,7 @@ class Candidate:
     def describe(self) -> str:
         """'weight_width 250x4096'; another storage than a 2-D image is named:
         'tflite_texture_3d 512x512x16 image3d'."""
-        size = "x".join(map(str, self.size))
-        return f"{self.name} {size}" + ("" if self.storage == "image2d" else f" {self.storage}")
+        return f"{self.name} {size_text(self.size, self.storage)}"
 
     @property
     def over(self) -> str:
@@ -159,7 +158,7 @@ class LayoutChoice:
             return (f"no {self.role} layout fits{limit} for dims {dims}: {over}"
                     + f"; {self.layout.name} is the one to split into tiles"
                     + self._skipped_text())
-        size = "x".join(map(str, c.size)) + ("" if c.storage == "image2d" else f" {c.storage}")
+        size = size_text(c.size, c.storage)
         if c.limit is None:
             limit = "no limit"
         elif c.storage == "image2d" and self.storages == ("image2d",):
@@ -191,8 +190,7 @@ def resolve_limits(limits=None, engine=None) -> Limits | None:
     (``storage_limits``, else its 2-D ``image_limits``), else None (no limit)."""
     if limits is None:
         eng = engines.get(engine)
-        found = getattr(eng, "storage_limits", None)
-        return found if found is not None else Limits.of(eng.image_limits)
+        return eng.storage_limits or Limits.of(eng.image_limits)
     if isinstance(limits, Limits):
         return limits
     return Limits.of(image_limit(limits, "image limits"))

@@ -4,6 +4,7 @@ image), ``run`` and ``run_sub`` (the clayout command in-process and as a
 subprocess), and the OpenCL fixtures: the engine, and the rule that an OpenCL
 test never skips in CI (CI=true has PoCL: no device there is a failure)."""
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,35 @@ def require(what: str, ok: bool, why: str = "") -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(f"{message} (CI=true: OpenCL tests must run)")
     pytest.skip(message)
+
+
+OCLGRIND_ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
+
+
+def run_under_oclgrind(script: str, tmp_path: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``python script child`` on oclgrind's platform alone (an ICD file in
+    a temporary OCL_ICD_VENDORS folder), with data-race checks, and assert
+    that it exits 0 with '0 mismatches' printed and that oclgrind reported
+    nothing; the finished process, for further checks.
+    (OCLGRIND_UNINITIALIZED is not used: oclgrind 21.10's plugin aborts on
+    LLVM 15's `freeze` instruction and flags image reads as uninitialized.)"""
+    require("oclgrind", OCLGRIND_ICD.exists() and shutil.which("oclgrind") is not None,
+            "apt-get install oclgrind")
+    (tmp_path / "oclgrind.icd").write_text(f"{OCLGRIND_ICD}\n")
+    log = tmp_path / "oclgrind.log"
+    env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path), OCLGRIND_DATA_RACES="1",
+               OCLGRIND_LOG=str(log), PYTHONPATH=str(ROOT))
+    env.pop("PYOPENCL_CTX", None)
+    env.pop("PYOPENCL_TEST", None)
+    proc = subprocess.run([sys.executable, script, "child"], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+    report = log.read_text() if log.exists() else ""
+    assert proc.returncode == 0, proc.stdout + proc.stderr + report
+    assert "0 mismatches" in proc.stdout, proc.stdout
+    assert not report.strip(), "oclgrind reported:\n" + report[:4000]
+    for word in ("Invalid read", "Invalid write", "data race", "FATAL", "Uninitialized"):
+        assert word not in proc.stderr, proc.stderr[:4000]
+    return proc
 
 
 @pytest.fixture(scope="session")

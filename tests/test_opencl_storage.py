@@ -12,9 +12,6 @@ host arrays still convert; oclgrind sees the 3-D, array and buffer kernels
 clean (``python tests/test_opencl_storage.py child`` runs that part).
 """
 import math
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runtime
-from conftest import bits, require
+from conftest import bits, run_under_oclgrind
 from runtime import ClayoutError, ImageDesc, Memory, MemoryDesc, image_layout
 from runtime import engine as engines
 from runtime.algebra.storage import Limits
@@ -39,8 +36,6 @@ SIZES = (0, 1, 2, 3, 5, 17)
 REF, CPU = engines.get("reference"), engines.get("cpu")
 FEW = settings(max_examples=14, deadline=None, derandomize=True,
                suppress_health_check=list(HealthCheck))
-ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def values(dt: str, n: int, seed: int) -> np.ndarray:
@@ -342,22 +337,7 @@ def child() -> int:
 
 
 def test_storage_kernels_under_oclgrind(tmp_path):
-    require("oclgrind", ICD.exists() and shutil.which("oclgrind") is not None,
-            "apt-get install oclgrind")
-    (tmp_path / "oclgrind.icd").write_text(f"{ICD}\n")
-    log = tmp_path / "oclgrind.log"
-    env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path), OCLGRIND_DATA_RACES="1",
-               OCLGRIND_LOG=str(log), PYTHONPATH=str(ROOT))
-    env.pop("PYOPENCL_CTX", None)
-    env.pop("PYOPENCL_TEST", None)
-    proc = subprocess.run([sys.executable, __file__, "child"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=600)
-    report = log.read_text() if log.exists() else ""
-    assert proc.returncode == 0, proc.stdout + proc.stderr + report
-    assert "0 mismatches" in proc.stdout, proc.stdout
-    assert not report.strip(), "oclgrind reported:\n" + report[:4000]
-    for word in ("Invalid read", "Invalid write", "data race", "FATAL", "Uninitialized"):
-        assert word not in proc.stderr, proc.stderr[:4000]
+    run_under_oclgrind(__file__, tmp_path, tmp_path)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["child"]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ClayoutError
 from .layout import ImageDesc, ImageLayout
-from .storage import Limits
+from .storage import Limits, size_text
 from .tags import parse_tag
 from .transform import Transform
 
@@ -265,5 +265,4 @@ def check_fits(image: ImageDesc, limits) -> None:
 
 def _size(image: ImageDesc) -> str:
     """'35x5' for a 2-D image, '14x3x2 image3d' for another storage."""
-    size = "x".join(map(str, image.shape))
-    return size if image.storage.name == "image2d" else f"{size} {image.storage.name}"
+    return size_text(image.shape, image.storage.name)

@@ -93,6 +93,13 @@ STORAGES = {s.name: s for s in (
 )}
 
 
+def size_text(shape, store: str) -> str:
+    """An image's size as messages write it: '35x5' on a 2-D image, the
+    storage named otherwise: '14x3x2 image3d'."""
+    size = "x".join(map(str, shape))
+    return size if store == "image2d" else f"{size} {store}"
+
+
 def storage(name: str) -> Storage:
     if name not in STORAGES:
         raise ClayoutError(f"unknown storage {name!r}; storages: {', '.join(STORAGES)}")

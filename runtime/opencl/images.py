@@ -38,6 +38,7 @@ import pyopencl as cl
 from ..algebra import dtypes
 from ..algebra.catalog import check_fits
 from ..errors import ClayoutError
+from .device import storage_limits
 
 CHANNEL_TYPES = {"f32": "FLOAT", "f16": "HALF_FLOAT", "s32": "SIGNED_INT32",
                  "s8": "SIGNED_INT8", "u8": "UNSIGNED_INT8"}
@@ -142,8 +143,8 @@ def matches(obj, image) -> str | None:
             return (f"{what} is a {store.name}: it takes a cl.Buffer (of at least "
                     f"{image.nbytes} bytes), got {type(obj).__name__}")
         if obj.size < image.nbytes:
-            return (f"cl.Buffer of {obj.size} bytes is too small for {what} "
-                    f"({image.describe()}): it needs {image.nbytes} bytes")
+            return (f"cl.Buffer of {obj.size} bytes is too small for {image.describe()}: "
+                    f"it needs {image.nbytes} bytes")
         return None
     kind = getattr(cl.mem_object_type, OBJECT_TYPES[store.name])
     expected = f"a {'x'.join(map(str, image.shape))} {store.name} {ORDERS.get(image.lanes)} " \
@@ -221,18 +222,15 @@ def buffer_view(buffer: cl.Buffer, image) -> cl.Image:
     if views is not None and key in views:
         return views[key]
     dev = buffer.context.devices[0]
-    try:
-        most = int(dev.image_max_buffer_size)
-    except (cl.Error, AttributeError):
-        most = 0
+    limits = storage_limits(dev)
     what = f"an image1d_buffer_t view of {image.describe()}"
-    if not dev.image_support or most == 0:
+    if not dev.image_support or limits.image_buffer == 0:
         raise ClayoutError(f"{what}: {dev.name.strip()} has no image buffers "
                            "(OpenCL 1.2 image1d_buffer_t); read it as a buffer (layout "
                            "tflite_buffer)")
-    if image.width > most:
-        raise ClayoutError(f"{what}: {image.width} pixels, over the device's "
-                           f"image_max_buffer_size {most}")
+    why = limits.refusal(image)
+    if why:
+        raise ClayoutError(f"{what}: {why}")
     if buffer.size < image.nbytes:
         raise ClayoutError(f"{what}: the cl.Buffer has {buffer.size} bytes, it needs "
                            f"{image.nbytes}")

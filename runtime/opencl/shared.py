@@ -155,10 +155,9 @@ class SharedStorage:
 
     def _own_buffer(self, side, buffer, row_pitch) -> BufferView:
         _no_pitch(side, row_pitch)
-        nbytes = side.nbytes
-        if buffer.size < nbytes:
-            raise ClayoutError(f"cl.Buffer of {buffer.size} bytes is too small for "
-                               f"{side.describe()}: it needs {nbytes} bytes")
+        wrong = images.matches(buffer, side)
+        if wrong:
+            raise ClayoutError(wrong)
         return BufferView(buffer, None, False, None)
 
     def _image_over(self, side, buffer, pitch: int) -> cl.Image:

@@ -41,7 +41,7 @@ class DeviceStorage:
             check_fits(side, self.storage_limits)
         if side.is_zero:
             return None
-        if side.is_image and not side.storage.on_buffer:
+        if _image_object(side):
             storage = images.create(self.context, side, self.storage_limits)
             self.write(storage, side, np.zeros(side.array_shape, side.dtype.np))
             return storage
@@ -90,7 +90,7 @@ class DeviceStorage:
 
     def read(self, storage, side) -> np.ndarray:
         out = np.zeros(host_shape(side), dtype=side.dtype.np)
-        if side.is_image and not side.storage.on_buffer:
+        if _image_object(side):
             cl.enqueue_copy(self.queue, out, storage, origin=images.origin(side),
                             region=images.region(side))
         else:
@@ -99,7 +99,7 @@ class DeviceStorage:
 
     def write(self, storage, side, array) -> None:
         arr = np.ascontiguousarray(array).reshape(host_shape(side))
-        if side.is_image and not side.storage.on_buffer:
+        if _image_object(side):
             cl.enqueue_copy(self.queue, storage, arr, origin=images.origin(side),
                             region=images.region(side))
         else:
@@ -110,7 +110,7 @@ class DeviceStorage:
         """A buffer (a buffer storage too) is mapped in place (no copy on a
         CPU device); an image is read out and, with ``write``, written back
         on exit."""
-        if side.is_image and not side.storage.on_buffer:
+        if _image_object(side):
             arr = self.read(storage, side)
             yield arr
             if write:
@@ -136,3 +136,8 @@ class DeviceStorage:
                 isinstance(storage, cl.Buffer):
             return images.buffer_view(storage, side)
         return storage
+
+
+def _image_object(side) -> bool:
+    """True when ``side`` lives in a ``cl.Image`` (not a buffer, nor a buffer storage)."""
+    return side.is_image and not side.storage.on_buffer
