@@ -18,6 +18,8 @@ from ..errors import ClayoutError
 def as_ints(values, what: str) -> tuple[int, ...]:
     """``values`` as a tuple of ints, or a ClayoutError naming ``what`` (a
     string is refused: '1322' is not the dims 1,3,2,2; 2.5 is not a size)."""
+    if type(values) is tuple and all(type(v) is int for v in values):
+        return values   # already so (the common case, called on every conversion)
     try:
         if isinstance(values, (str, bytes)):
             raise TypeError(what)

@@ -324,6 +324,8 @@ class MemoryDesc:
                    for s, o, d, p in zip(self.strides, other.strides, self.dims, self.padded_dims))
 
     def __eq__(self, other) -> bool:
+        if other is self:
+            return True
         if not isinstance(other, MemoryDesc):
             return NotImplemented
         return (self.dims == other.dims and self.dtype == other.dtype
@@ -334,6 +336,14 @@ class MemoryDesc:
                 and self._same_strides(other))
 
     def __hash__(self) -> int:
+        return self._hash
+
+    def __getstate__(self) -> dict:
+        # the cached hash is of this process's string hashes: never carried along
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    @functools.cached_property
+    def _hash(self) -> int:
         return hash((self.dims, self.dtype.name, self.padded_dims, self.offset0,
                      self.inner_blks, self.inner_idxs, self.halo_lower, self.halo_upper))
 

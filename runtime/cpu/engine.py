@@ -44,7 +44,7 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
         copy.run_rows(src_buf, dst_buf, p.rows, dst.offset0, dst.span, dst.dtype)
     else:
         if padding == "memset":   # one memset instead of many thin tail boxes
-            dst_buf[dst.offset0:dst.span] = 0
+            copy.zero(dst_buf[dst.offset0:dst.span])
         for c in p.copies:
             copy.run(c, src_buf, dst_buf, dst.dtype)
     # halo boxes after the data (the two never overlap); zero boxes when nothing zeroed them
@@ -62,7 +62,7 @@ def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.
     if out is not None:
         flat = out.reshape(-1)
         if zero:
-            flat[...] = 0
+            copy.zero(flat)
     else:
         # a new array starts from zeros (np.zeros maps zero pages lazily) where
         # the copy also leaves block tails only zero-filled
