@@ -174,7 +174,7 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
             return cl.enqueue_marker(self.queue, wait_for=events)
         knl = programs.kernel(self.context, kernel.source)
         with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
-            knl.set_args(src, dst, *kernel.args)
+            programs.set_args(knl, (src, dst, *kernel.args))
             return cl.enqueue_nd_range_kernel(self.queue, knl, kernel.launch, kernel.local,
                                               wait_for=wait_for or None)
 
@@ -186,7 +186,7 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         runtime/compute and the transform stage run, under the same launch lock."""
         knl = programs.kernel(self.context, source, name)
         with _LAUNCH_LOCK:
-            knl.set_args(*args)
+            programs.set_args(knl, args)
             return cl.enqueue_nd_range_kernel(self.queue, knl, tuple(global_size), local_size,
                                               wait_for=wait_for or None)
 
