@@ -24,3 +24,25 @@ def test_opencl_rows_tiny(cl_engine):
     assert len(rows) == 6 and lines[0].startswith("OpenCL device:")
     assert all(r["ms"] > 0 and r["limit_ms"] > 0 and r["host_out_ms"] > 0 and r["unbaked_ms"] > 0
                for r in rows)
+
+
+@pytest.mark.slow
+def test_model_start_up_says_where_the_time_goes(cl_engine):
+    """One new process per run kind on the packaged sample model: each
+    start-up's phases are measured, none negative, and together within the
+    process's wall time; the table names every phase."""
+    import bench_model
+    path = str(ROOT / "runtime" / "data" / "sample_cnn.onnx")
+    up = bench_model.start_up(path, "f32", 1, opencl=True)
+    assert set(up["phases"]) == {"cpu", "cold", "warm"} and up["builds"] >= 1
+    for runs in up["phases"].values():
+        (run,) = runs
+        assert set(run["phases"]) == set(bench_model.PHASES)
+        assert all(v >= 0 for v in run["phases"].values())
+        assert sum(run["phases"].values()) <= run["seconds"]
+    assert up["phases"]["cold"][0]["phases"]["builds"] > 0 == up["phases"]["cpu"][0]["phases"][
+        "builds"]
+    lines = []
+    bench_model.phase_table(up["phases"], lines.append)
+    assert [line.split(" |")[0] for line in lines[3:]] == \
+        [f"| {name}" for name in bench_model.PHASES] + ["| interpreter"]

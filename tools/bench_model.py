@@ -33,15 +33,37 @@ import numpy as np
 from runtime import engine, model
 
 _CHILD = """
+import time
+start = time.perf_counter()
 import json, sys
 from runtime import engine, model
-from runtime.opencl import programs
 path, dtype, name = sys.argv[1:4]
+t = {"imports": time.perf_counter() - start}
+mark = time.perf_counter()
 eng = engine.get(name)
-model.convert_model(model.onnx_graph.load(path), path, dtype, engine=eng)
+if name == "opencl":
+    from runtime.opencl import programs
+t["engine"] = time.perf_counter() - mark
+mark = time.perf_counter()
+graph = model.onnx_graph.load(path)
+t["model read"] = time.perf_counter() - mark
+mark = time.perf_counter()
+model.convert_model(graph, path, dtype, engine=eng)
+t["builds"] = programs.STATS["seconds"] if name == "opencl" else 0.0
+t["conversions"] = time.perf_counter() - mark - t["builds"]
 print(json.dumps({"builds": programs.STATS["builds"] if name == "opencl" else 0,
-                  "device": eng.device.name.strip() if name == "opencl" else "numpy"}))
+                  "device": eng.device.name.strip() if name == "opencl" else "numpy",
+                  "phases": t}))
 """
+
+# the phases a start-up's time is split into (the child's own clock; the rest of the
+# wall time is the Python interpreter starting and exiting)
+PHASES = {"imports": "Python modules imported (numpy, runtime, onnx reading)",
+          "engine": "the engine made: pyopencl imported, context and queue created",
+          "model read": "the ONNX file read and parsed",
+          "builds": "OpenCL programs built (clBuildProgram)",
+          "conversions": "every weight converted: host work, transfers, kernels (PoCL compiles "
+                         "a kernel for its work-group size at its first launch)"}
 
 
 def synthetic_model(path: str, count: int = 60) -> str:
@@ -85,8 +107,8 @@ def start_up(path: str, dtype: str, repeat: int, opencl: bool) -> dict:
     """Medians of ``repeat`` new processes each: cpu, and with ``opencl`` the
     cold (empty caches every time) and warm (caches of the cold runs) opencl."""
     env = dict(os.environ)
-    out = {"cpu": statistics.median(_start_up(path, dtype, "cpu", env)["seconds"]
-                                    for _ in range(repeat))}
+    cpus = [_start_up(path, dtype, "cpu", env) for _ in range(repeat)]
+    out = {"cpu": statistics.median(c["seconds"] for c in cpus), "phases": {"cpu": cpus}}
     if not opencl:
         return out
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,10 +118,26 @@ def start_up(path: str, dtype: str, repeat: int, opencl: bool) -> dict:
                          XDG_CACHE_HOME=os.path.join(tmp, f"cache{i}"))
             os.makedirs(cache["POCL_CACHE_DIR"])
             colds.append(_start_up(path, dtype, "opencl", cache))
-        warm = [_start_up(path, dtype, "opencl", cache)["seconds"] for _ in range(repeat)]
+        warms = [_start_up(path, dtype, "opencl", cache) for _ in range(repeat)]
     out.update(cold=statistics.median(c["seconds"] for c in colds), builds=colds[0]["builds"],
-               warm=statistics.median(warm), device=colds[0]["device"])
+               warm=statistics.median(w["seconds"] for w in warms), device=colds[0]["device"])
+    out["phases"].update(cold=colds, warm=warms)
     return out
+
+
+def phase_table(phases: dict, out=print) -> None:
+    """Where a start-up's time goes: the median seconds of each phase per run kind."""
+    kinds = list(phases)
+    out("where the time goes (medians, s):")
+    out("| phase | " + " | ".join(kinds) + " | what |")
+    out("|---|" + "---|" * len(kinds) + "---|")
+    for name, what in PHASES.items():
+        cells = [f"{statistics.median(r['phases'][name] for r in phases[k]):.3f}"
+                 for k in kinds]
+        out(f"| {name} | " + " | ".join(cells) + f" | {what} |")
+    cells = [f"{statistics.median(r['seconds'] - sum(r['phases'].values()) for r in phases[k]):.3f}"
+             for k in kinds]
+    out("| interpreter | " + " | ".join(cells) + " | Python starting and exiting |")
 
 
 def _timed(fn, repeat: int) -> float:
@@ -138,6 +176,7 @@ def run(path: str, dtype: str = "f32", repeat: int = 3, out=print) -> dict:
     else:
         out("| opencl | - | - | - | no OpenCL device with image support |")
     out(f"| cpu | 0 | {cpu_s:.3f} | {cpu_s:.3f} | 1.0 / 1.0 |")
+    phase_table(up["phases"], out)
     conv = f"{result['opencl']:.3f} s ({result['opencl'] / result['cpu']:.1f} x cpu)" \
         if opencl else "-"
     out(f"conversion alone, in one process (programs built): opencl {conv}, "

@@ -12,6 +12,7 @@ cold build of a known source in a new process is cheap too.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pyopencl as cl
@@ -21,14 +22,16 @@ from . import plan
 from .render import KERNEL_NAME
 
 PROGRAMS = LRU("OpenCL programs", "CLAYOUT_PROGRAM_CACHE", 256)
-STATS = {"builds": 0, "hits": 0}
+STATS = {"builds": 0, "hits": 0, "seconds": 0.0}   # programs built, cache hits, build time
 _STATS_LOCK = threading.Lock()
 
 
 def _build(context: cl.Context, source: str, name: str):
+    start = time.perf_counter()
     program = cl.Program(context, source).build()
     with _STATS_LOCK:
         STATS["builds"] += 1
+        STATS["seconds"] += time.perf_counter() - start
     # keep the context alive with its kernel: int_ptr must not be reused
     return context, getattr(program, name)
 
