@@ -10,7 +10,10 @@ per element or pixel, in the style of MACE's buffer_to_image kernels; written
 here) runs the same case, to show what baking the constants buys. ``ours``
 is the steady state (a shape under 16 MiB converted again and again gets its
 baked program after 8 calls); "first calls" is the same conversion on its
-family's generic program, what a shape converted once (a weight) runs. Each row
+family's generic program, what a shape converted once (a weight) runs (at 16
+MiB and more the first call is baked too). The copy limit, ours, first calls,
+the generic peer and the host call are timed in turn, round by round, so each
+comparison between them holds within one round. Each row
 also gives the first call's cost (render + build + launch, wall clock, with
 PoCL's disk cache as found), a cached call's cost (host API, wall clock),
 and the public call on host arrays writing into a reused ``out=`` array
@@ -103,11 +106,6 @@ def _together_ms(queue, launches: dict, repeats: int) -> dict:
                          warm=cl_plan.specialize_after() + 3)
 
 
-def _median_event_ms(queue, launch, repeats: int) -> float:
-    """``_together_ms`` of one launch."""
-    return _together_ms(queue, {0: launch}, repeats)[0]
-
-
 def _pow2_local(sizes, total=256):
     l0 = min(total, 1 << max(0, (sizes[0] - 1).bit_length()))
     return (l0, max(1, min(total // l0, sizes[1])), 1)[:len(sizes)]
@@ -173,24 +171,30 @@ class _Bench:
         (runtime.bench_call.public_call)."""
         return public_call(np.ones(src.span, np.float32), src, target, self.eng)
 
-    def steady(self, limit, ours, host_out) -> dict:
-        """Medians of the copy limit, the conversion's steady state and the
-        public call on host arrays, their rounds in turn."""
-        return _together_ms(self.q, {"limit": limit, "ours": ours, "host_out": host_out},
-                            self.repeats)
+    def steady(self, limit, ours, unbaked, peer, host_out) -> dict:
+        """Medians of the copy limit, the conversion's steady state, its
+        family's generic program, the MACE-style peer kernel and the public
+        call on host arrays, their rounds in turn (so that the comparisons
+        between them hold within each round)."""
+        return _together_ms(self.q, {"limit": limit, "ours": ours, "unbaked": unbaked,
+                                     "peer": peer, "host_out": host_out}, self.repeats)
 
-    def unbaked(self, call) -> float:
-        """ms on the family's generic program: a shape under 16 MiB runs it
-        for its first calls, then its baked one."""
-        saved = os.environ.get("CLAYOUT_SPECIALIZE_AFTER")
-        os.environ["CLAYOUT_SPECIALIZE_AFTER"] = "0"
-        try:
-            return _median_event_ms(self.q, call, self.repeats)
-        finally:
-            if saved is None:
-                del os.environ["CLAYOUT_SPECIALIZE_AFTER"]
-            else:
-                os.environ["CLAYOUT_SPECIALIZE_AFTER"] = saved
+    @staticmethod
+    def unbaked(call):
+        """``call`` on the family's generic program: a shape under 16 MiB runs
+        it for its first calls, then its baked one (CLAYOUT_SPECIALIZE_AFTER=0
+        for the call's length)."""
+        def run():
+            saved = os.environ.get("CLAYOUT_SPECIALIZE_AFTER")
+            os.environ["CLAYOUT_SPECIALIZE_AFTER"] = "0"
+            try:
+                call()
+            finally:
+                if saved is None:
+                    del os.environ["CLAYOUT_SPECIALIZE_AFTER"]
+                else:
+                    os.environ["CLAYOUT_SPECIALIZE_AFTER"] = saved
+        return run
 
     def reorder(self, src: MemoryDesc, dst: MemoryDesc):
         sbuf, dbuf = self._buffer(src.size), self._buffer(dst.size)
@@ -201,8 +205,8 @@ class _Bench:
         local = (min(256, 1 << (w - 1).bit_length()), 1, 1)
         args = [np.int32(v) for v in (c, h, w, *_blocked(src), *_blocked(dst))]
         knl = self.generic["generic_reorder"]
-        generic = _median_event_ms(self.q, lambda: knl(self.q, _rounded(sizes, local), local,
-                                                       sbuf, dbuf, *args), self.repeats)
+        generic = lambda: knl(self.q, _rounded(sizes, local), local,   # noqa: E731
+                              sbuf, dbuf, *args)
         host = np.ones(src.span, np.float32)
         first, cached = self.first_and_cached(lambda: self.eng.convert(src, dst, host))
         return ours, unbaked, generic, first, cached
@@ -220,8 +224,8 @@ class _Bench:
         else:
             knl = self.generic["generic_conv2d_filter"]
             args = [np.int32(v) for v in src.dims]
-        generic = _median_event_ms(self.q, lambda: knl(self.q, _rounded((w, h), local), local,
-                                                       sbuf, img, *args), self.repeats)
+        generic = lambda: knl(self.q, _rounded((w, h), local), local,   # noqa: E731
+                              sbuf, img, *args)
         host = np.ones(src.span, np.float32)
         first, cached = self.first_and_cached(lambda: self.eng.convert(src, image, host))
         return ours, unbaked, generic, first, cached
@@ -258,8 +262,9 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                 limit = b.copy_to_image_launch(target)
                 nbytes = target.nbytes
             shown = "x".join(map(str, src.dims))
-            ms = b.steady(limit, ours, b.host_out_call(src, target))
+            ms = b.steady(limit, ours, unbaked, generic, b.host_out_call(src, target))
             limit, ours, host_out = ms["limit"], ms["ours"], ms["host_out"]
+            unbaked, generic = ms["unbaked"], ms["peer"]
             row = dict(case=name, size=shown, bytes=nbytes, ms=ours, unbaked_ms=unbaked,
                        limit_ms=limit,
                        pct_of_limit=100 * limit / ours, generic_ms=generic,
