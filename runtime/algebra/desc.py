@@ -324,11 +324,9 @@ class MemoryDesc:
                    for s, o, d, p in zip(self.strides, other.strides, self.dims, self.padded_dims))
 
     def __eq__(self, other) -> bool:
-        if other is self:
-            return True
         if not isinstance(other, MemoryDesc):
             return NotImplemented
-        return (self.dims == other.dims and self.dtype == other.dtype
+        return other is self or (self.dims == other.dims and self.dtype == other.dtype
                 and self.padded_dims == other.padded_dims and self.offset0 == other.offset0
                 and self.inner_blks == other.inner_blks and self.inner_idxs == other.inner_idxs
                 and self.halo_lower == other.halo_lower and self.halo_upper == other.halo_upper
@@ -336,14 +334,6 @@ class MemoryDesc:
                 and self._same_strides(other))
 
     def __hash__(self) -> int:
-        return self._hash
-
-    def __getstate__(self) -> dict:
-        # the cached hash is of this process's string hashes: never carried along
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
-
-    @functools.cached_property
-    def _hash(self) -> int:
         return hash((self.dims, self.dtype.name, self.padded_dims, self.offset0,
                      self.inner_blks, self.inner_idxs, self.halo_lower, self.halo_upper))
 
