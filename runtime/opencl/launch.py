@@ -139,7 +139,7 @@ def local_size(sizes, image: bool, gather: bool, far: bool = False) -> tuple[int
     a buffer in groups of 256 with 32 along dimension 1, the axis walking
     the source's contiguous one, and dimension 2 making up the rest; a
     buffer vector gathered from lanes >= 4 KiB apart (``far``) one vector
-    per group, 64 along dimension 1."""
+    per group, 256 along dimension 1."""
     if image:
         l0 = min(256 if not gather else 16, _pow2_at_least(sizes[0]))
         return l0, min(max(1, 256 // l0), _pow2_at_least(sizes[1])), 1
@@ -147,8 +147,11 @@ def local_size(sizes, image: bool, gather: bool, far: bool = False) -> tuple[int
         # each work item reads its vector from `vector` far-apart source rows
         # (NCHW planes 1 MiB apart): one vector per group keeps the rows read at
         # once few enough for the cache ways (with huge pages they all share
-        # sets); 4 vectors per group measured 13-54 ms by placement, this 13-16
-        l1 = min(64, _pow2_at_least(sizes[1]))
+        # sets); 4 vectors per group measured 13-54 ms by placement. Along
+        # dimension 1, 256 items (whole source runs of 1 KiB per plane) beat 64:
+        # 1x64x512x512 NCHW->NHWC 14.0-14.6 -> 10.9-11.7 ms, ->nChw16c 11.0-11.8 ->
+        # 8.3-9.2, staged ->in_out_channel 8.0-8.2 -> 5.9-6.1; at 224 2.8-3.1 -> 2.3-2.5
+        l1 = min(256, _pow2_at_least(sizes[1]))
         l0 = 1
     else:
         l1 = min(32, _pow2_at_least(sizes[1]))
