@@ -64,6 +64,23 @@ def test_tiled_paths_match_reference(src_tag, dst_tag, dtype):
     assert np.array_equal(got.view(dst.dtype.bits), want.view(dst.dtype.bits))
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16", "s8"])
+def test_two_axis_transpose_goes_by_merged_tiles(dtype):
+    """N = 1 NHWC -> NCHW is a transpose of two axes once H and W merge
+    (C x HW): tiles of the merged views, not ufunc blocks; with N = 2 the
+    batch keeps three axes and blocks. Both give the reference's bits."""
+    for dims, method, ndim in (((1,) + DIMS[1:], "tiles", 2), (DIMS, "blocked", 3)):
+        src, dst = MemoryDesc(dims, dtype, tag="nhwc"), MemoryDesc(dims, dtype, tag="nchw")
+        (c,) = plan(src, dst).copies
+        assert c.method == method and len(c.dst.shape) >= ndim
+        if method == "tiles":
+            assert c.dst.shape == (dims[1], dims[2] * dims[3])   # H and W merged
+        x = np.random.default_rng(2).integers(-100, 100, src.span).astype(src.dtype.np)
+        want = REF.convert(src, dst, x)
+        assert np.array_equal(CPU.convert(src, dst, x).view(dst.dtype.bits),
+                              want.view(dst.dtype.bits))
+
+
 def test_transpose_matches_numpy_oracle():
     x = np.arange(np.prod(DIMS), dtype=np.float32).reshape(DIMS)
     got = CPU.convert(MemoryDesc(DIMS, tag="nchw"), MemoryDesc(DIMS, tag="nhwc"), x.reshape(-1))
