@@ -300,7 +300,7 @@ def small_tiles(small: int = 1 << 10, tile: int = 1 << 9, stage_bytes: int | Non
     their cache is emptied on the way in and out."""
     names = ("SMALL_ELEMS", "TILE_ELEMS", "FAR_TILE_ELEMS", "FAR_READ_RUN", "STAGE_BYTES")
     old = {n: getattr(geometry, n) for n in names}
-    new = dict(SMALL_ELEMS=small, TILE_ELEMS=tile, FAR_TILE_ELEMS=tile * 8,
+    new = dict(SMALL_ELEMS=small, TILE_ELEMS=tile, FAR_TILE_ELEMS=tile * 4,
                FAR_READ_RUN=tile // 8, STAGE_BYTES=stage_bytes or old["STAGE_BYTES"])
     cpu_plan.PLANS.clear()
     for n, v in new.items():

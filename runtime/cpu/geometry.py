@@ -22,9 +22,11 @@ SHORT_RUN = 64                # a destination inner run this short (channels, 16
                               # gathered from far planes by the far-plane path
 LANE_RUN = 8                  # runs this short are copied one index at a time (the RGBA lane)
 
-# the far-plane path's big tiles: TILE_ELEMS * 8 elements, source runs of TILE_ELEMS / 8
-# (NCHW->NHWC 7.4 -> 6.3 ms)
-FAR_TILE_ELEMS = TILE_ELEMS * 8
+# the far-plane path's big tiles: TILE_ELEMS * 4 elements (1 MiB of f32, one core's L2),
+# source runs of TILE_ELEMS / 8 (NCHW->NHWC 7.4 -> 6.3 ms at 8x; 4x, in turn, 3 runs:
+# 1x64x224x224 ->NHWC 2.8-3.3 -> 2.4-3.0 ms, ->nChw16c 2.2-2.5 -> 1.8-2.1,
+# ->in_out_channel 2.8-3.3 -> 2.5-2.9; C17 10-15% faster; 512 within 3% either way)
+FAR_TILE_ELEMS = TILE_ELEMS * 4
 FAR_READ_RUN = TILE_ELEMS // 8
 
 # rows path: bytes per block of rows (OIHW->conv2d_filter 18.5 ms at 256 KiB, 15.5 at
