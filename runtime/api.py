@@ -59,16 +59,19 @@ def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> 
     in place: a writable, C-contiguous numpy array of exactly that shape and
     dtype, not overlapping ``source`` (the engines read the input while they
     write the output). ``what`` names the call in the message."""
-    want = (f"a writable, C-contiguous {dtype.name} ({dtype.np}) numpy array of shape "
-            f"{tuple(shape)}")
+    def want() -> str:   # the message, made only for a refusal (a call's cost counts)
+        return (f"a writable, C-contiguous {dtype.name} ({dtype.np}) numpy array of shape "
+                f"{tuple(shape)}")
     if not isinstance(out, np.ndarray):
-        raise ClayoutError(f"{what}: out= must be {want}; got {type(out).__name__}")
-    wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
-    wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
-    wrong += [] if out.flags.c_contiguous else ["a layout that is not C-contiguous"]
-    wrong += [] if out.flags.writeable else ["read-only"]
-    if wrong:
-        raise ClayoutError(f"{what}: out= must be {want}; got one with {', '.join(wrong)}")
+        raise ClayoutError(f"{what}: out= must be {want()}; got {type(out).__name__}")
+    flags = out.flags
+    if out.shape != tuple(shape) or out.dtype != dtype.np or not flags.c_contiguous \
+            or not flags.writeable:
+        wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
+        wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
+        wrong += [] if flags.c_contiguous else ["a layout that is not C-contiguous"]
+        wrong += [] if flags.writeable else ["read-only"]
+        raise ClayoutError(f"{what}: out= must be {want()}; got one with {', '.join(wrong)}")
     if np.may_share_memory(out, source):
         raise ClayoutError(f"{what}: out= overlaps the input; a conversion does not run in "
                            "place (pass a separate array)")
