@@ -48,7 +48,8 @@ for n in range(10_000):
 print(json.dumps(samples))
 """
 SMALL = {"CLAYOUT_PLAN_CACHE": "40", "CLAYOUT_PLACEMENT_CACHE": "40",
-         "CLAYOUT_CPU_PLAN_CACHE": "40", "CLAYOUT_PROGRAM_CACHE": "2"}
+         "CLAYOUT_CPU_PLAN_CACHE": "40", "CLAYOUT_PROGRAM_CACHE": "2",
+         "CLAYOUT_SIDES_CACHE": "40"}
 
 
 @pytest.mark.slow
@@ -57,7 +58,10 @@ SMALL = {"CLAYOUT_PLAN_CACHE": "40", "CLAYOUT_PLACEMENT_CACHE": "40",
 def test_memory_stays_flat_over_10000_conversions_of_500_shapes(name, small, request):
     """After the first 2,000 conversions (every plan made once; with small
     caches, plans evicted and made again all along) resident memory grows by
-    less than 4 MiB over the next 8,000."""
+    less than 4 MiB over the next 8,000. The baseline is the higher of the
+    samples after 1,000 and 2,000 conversions: the allocator sometimes hands
+    pages back just then (a dip of 2 MiB was seen), and a dip is not growth;
+    a leak still grows over the 8,000 after it."""
     if name == "opencl":
         request.getfixturevalue("cl_engine")
     env = dict(os.environ, **(SMALL if small else {}))
@@ -65,7 +69,7 @@ def test_memory_stays_flat_over_10000_conversions_of_500_shapes(name, small, req
                           text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     samples = json.loads(done.stdout.strip().splitlines()[-1])
-    growth = max(samples[2:]) - samples[1]
+    growth = max(samples[2:]) - max(samples[:2])
     assert growth < 4 << 20, [s >> 20 for s in samples]
 
 

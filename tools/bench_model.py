@@ -40,17 +40,39 @@ from runtime import engine, model
 path, dtype, name = sys.argv[1:4]
 t = {"imports": time.perf_counter() - start}
 mark = time.perf_counter()
-eng = engine.get(name)
-if name == "opencl":
+device = {"kernels": [], "transfers": []}
+if name == "opencl":   # the default engine's device, its queue profiling every command
+    import pyopencl as cl
     from runtime.opencl import programs
+    from runtime.opencl.device import pick_context
+    from runtime.opencl.engine import OpenCLEngine
+    eng = OpenCLEngine(queue=cl.CommandQueue(
+        pick_context(), properties=cl.command_queue_properties.PROFILING_ENABLE))
+
+    def recorded(fn, kind):
+        def call(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            device[kind].append(result[1] if isinstance(result, tuple) else result)
+            return result
+        return call
+    cl.enqueue_nd_range_kernel = recorded(cl.enqueue_nd_range_kernel, "kernels")
+    for f in ("enqueue_copy", "enqueue_map_buffer", "enqueue_fill_buffer"):
+        setattr(cl, f, recorded(getattr(cl, f), "transfers"))
+else:
+    eng = engine.get(name)
 t["engine"] = time.perf_counter() - mark
 mark = time.perf_counter()
 graph = model.onnx_graph.load(path)
 t["model read"] = time.perf_counter() - mark
 mark = time.perf_counter()
 model.convert_model(graph, path, dtype, engine=eng)
+spent = time.perf_counter() - mark
+if name == "opencl":
+    eng.queue.finish()
+for kind, events in device.items():
+    t[kind] = sum(e.profile.end - e.profile.start for e in events) * 1e-9
 t["builds"] = programs.STATS["seconds"] if name == "opencl" else 0.0
-t["conversions"] = time.perf_counter() - mark - t["builds"]
+t["host work"] = spent - t["builds"] - t["kernels"] - t["transfers"]
 print(json.dumps({"builds": programs.STATS["builds"] if name == "opencl" else 0,
                   "device": eng.device.name.strip() if name == "opencl" else "numpy",
                   "phases": t}))
@@ -62,8 +84,11 @@ PHASES = {"imports": "Python modules imported (numpy, runtime, onnx reading)",
           "engine": "the engine made: pyopencl imported, context and queue created",
           "model read": "the ONNX file read and parsed",
           "builds": "OpenCL programs built (clBuildProgram)",
-          "conversions": "every weight converted: host work, transfers, kernels (PoCL compiles "
-                         "a kernel for its work-group size at its first launch)"}
+          "kernels": "conversion kernels on the device (profiling events; PoCL compiles a "
+                     "kernel for its work-group size at its first launch, outside them)",
+          "transfers": "copies, maps and fills on the device (profiling events)",
+          "host work": "the rest of the conversions: planning, rendering, checks, launches, "
+                       "waiting, numpy work (the cpu engine's conversions are all here)"}
 
 
 def synthetic_model(path: str, count: int = 60) -> str:
