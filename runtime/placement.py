@@ -54,8 +54,9 @@ class Candidate:
     """One candidate layout measured for the tensor: its storage, its size
     (one number per coordinate of the storage: (width, height), (width,
     height, depth) or (pixels,)), padding lanes, bytes in the image dtype,
-    the storage's limit it was measured against (None: no limit), whether it
-    fits, and why not (``Limits.refusal``'s text; None when it fits)."""
+    the storage's limit it was measured against (None: no limit) and the
+    device's max allocation in bytes (None: none), whether it fits, and why
+    not (``Limits.refusal``'s text; None when it fits)."""
     name: str
     tier: int
     size: tuple[int, ...]
@@ -65,6 +66,7 @@ class Candidate:
     storage: str = "image2d"
     limit: tuple[int, ...] | None = None
     why: str | None = None
+    max_alloc: int | None = None
 
     def describe(self) -> str:
         """'weight_width 250x4096'; another storage than a 2-D image is named:
@@ -72,11 +74,18 @@ class Candidate:
         return f"{self.name} {size_text(self.size, self.storage)}"
 
     @property
+    def over_alloc(self) -> bool:
+        """Rejected though its size is within its storage's bounds: then its
+        bytes are over the device's max allocation (the only other reason)."""
+        return not self.fits and self.limit is not None and \
+            all(n <= b for n, b in zip(self.size, self.limit))
+
+    @property
     def over(self) -> str:
         """What a rejected candidate is over: 'the image2d limit 2048x2048',
-        or the device's max allocation."""
-        if self.why and "max allocation" in self.why:
-            return "the max allocation " + self.why.rsplit("max allocation ", 1)[1]
+        or 'the max allocation 1048576 bytes'."""
+        if self.over_alloc:
+            return f"the max allocation {self.max_alloc} bytes"
         return f"the {self.storage} limit {'x'.join(map(str, self.limit or ()))}"
 
 
@@ -128,21 +137,20 @@ class LayoutChoice:
     def _two_d(self) -> bool:
         """Every candidate is a 2-D image and none is over the max allocation:
         one limit says it all."""
-        return self.storages == ("image2d",) and not any(
-            c.why and "allocation" in c.why for c in self.rejected)
+        return self.storages == ("image2d",) and not any(c.over_alloc for c in self.rejected)
 
-    def _groups(self) -> list[tuple[str, list[str]]]:
-        """The rejected candidates grouped by what they are over, in order."""
+    def _grouped_text(self) -> str:
+        """'over the image2d limit 2048x2048: a 8192x512, b 512x8192; over the
+        max allocation ...': the rejected candidates grouped by what they are over."""
         groups: dict[str, list[str]] = {}
         for r in self.rejected:
             groups.setdefault(r.over, []).append(r.describe())
-        return list(groups.items())
+        return "; ".join(f"over {over}: {', '.join(names)}" for over, names in groups.items())
 
     def _rejected_text(self) -> str:
         if self._two_d:
             return "rejected (over the limit): " + ", ".join(r.describe() for r in self.rejected)
-        return "rejected: " + "; ".join(f"over {over}: {', '.join(names)}"
-                                        for over, names in self._groups())
+        return "rejected: " + self._grouped_text()
 
     @property
     def reason(self) -> str:
@@ -153,7 +161,7 @@ class LayoutChoice:
         c = self.chosen
         if not self.fits:
             over = "; ".join(r.describe() for r in self.rejected) if self._two_d else \
-                "; ".join(f"over {o}: {', '.join(names)}" for o, names in self._groups())
+                self._grouped_text()
             limit = f" {self.limit_text}" if self._two_d else ""
             return (f"no {self.role} layout fits{limit} for dims {dims}: {over}"
                     + f"; {self.layout.name} is the one to split into tiles"
@@ -227,7 +235,8 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
             measured.append(Candidate(
                 name, tier, image.shape, lanes - math.prod(image.placed), image.nbytes,
                 why is None, image.storage.name,
-                None if limits is None else limits.bounds(image.storage), why))
+                None if limits is None else limits.bounds(image.storage), why,
+                None if limits is None else limits.max_alloc))
     fitting = [c for c in measured if c.fits]
     if fitting:
         best_tier = fitting[0].tier

@@ -30,6 +30,21 @@ def test_over_every_2d_image_goes_on_an_array_with_its_reason():
         "needs a 8192x512 image, over the device limit 2048x2048"
 
 
+def test_candidates_over_the_max_allocation_are_said_so_apart():
+    """A candidate whose size fits its storage but whose bytes do not fit one
+    allocation is over the max allocation, grouped apart from those over a size."""
+    limits = Limits((2048, 2048), (2048, 2048, 2048), 2048, 65536, 1 << 20)
+    choice = layout_choice("activation", BIG, limits=limits)
+    assert not choice.fits
+    assert [c.over_alloc for c in choice.rejected] == [False] * 4 + [True] * 2
+    assert choice.reason == (
+        "no activation layout fits for dims 1,64,512,512: over the image2d limit 2048x2048: "
+        "in_out_channel 8192x512, texture_2d 512x8192, in_out_height 32768x128, in_out_width "
+        "8192x512; over the max allocation 1048576 bytes: tflite_texture_array 512x512x16 "
+        "image2d_array, tflite_texture_3d 512x512x16 image3d; in_out_channel is the one to "
+        "split into tiles")
+
+
 def test_a_device_with_few_layers_takes_the_3d_image():
     limits = Limits((2048, 2048), (2048, 2048, 2048), 8, 65536)   # arrays of at most 8 layers
     choice = layout_choice("activation", BIG, limits=limits)

@@ -35,7 +35,7 @@ from .c_index import Numbers, pixel_expr
 from .checks import as_ints
 from .desc import Axis, MemoryDesc
 from .kinds import KINDS
-from .storage import STORAGES, Storage, check_layout
+from .storage import STORAGES, Storage, check_layout, image_text
 from .tags import LETTERS, parse_tag
 from .transform import Transform
 
@@ -286,9 +286,8 @@ class ImageDesc:
 
     def describe(self) -> str:
         """'in_out_channel 1x17x5x7 f32 (image 35x5 RGBA)', for messages."""
-        what = "image" if self.storage.name == "image2d" else self.storage.name
         return (f"{self.layout.name} {'x'.join(map(str, self.dims))} {self.dtype.name} "
-                f"({what} {'x'.join(map(str, self.shape))} {self.channels})")
+                f"({image_text(self)})")
 
     @property
     def channels(self) -> str:

@@ -72,6 +72,11 @@ class Storage:
         return ", ".join(names[c] for c in reversed(self.coords))
 
     @property
+    def noun(self) -> str:
+        """What messages call it: 'image' for a 2-D image, else its name."""
+        return "image" if self.name == "image2d" else self.name
+
+    @property
     def layered(self) -> bool:
         """True for the storages with a z coordinate (array layer or depth)."""
         return len(self.coords) == 3
@@ -98,6 +103,12 @@ def size_text(shape, store: str) -> str:
     storage named otherwise: '14x3x2 image3d'."""
     size = "x".join(map(str, shape))
     return size if store == "image2d" else f"{size} {store}"
+
+
+def image_text(image) -> str:
+    """'image 35x5 RGBA', 'image3d 5x3x2 RGBA', 'buffer 30 RGBA': an
+    ImageDesc's storage, size and channels, as messages write them."""
+    return f"{image.storage.noun} {'x'.join(map(str, image.shape))} {image.channels}"
 
 
 def storage(name: str) -> Storage:
@@ -160,11 +171,10 @@ class Limits:
         store = image.storage
         bounds = self.bounds(store)
         size = "x".join(map(str, image.shape))
-        what = "image" if store.name == "image2d" else store.name
         if any(n > b for n, b in zip(image.shape, bounds)):
-            return f"needs a {size} {what}, over the device limit {'x'.join(map(str, bounds))}"
+            return f"needs a {size} {store.noun}, over the device limit {self.text(store)}"
         if self.max_alloc is not None and image.nbytes > self.max_alloc:
-            return (f"needs a {size} {what} of {image.nbytes} bytes, over the device's max "
+            return (f"needs a {size} {store.noun} of {image.nbytes} bytes, over the device's max "
                     f"allocation {self.max_alloc} bytes")
         return None
 

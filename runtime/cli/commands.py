@@ -18,6 +18,7 @@ from ..algebra import catalog, dtypes, hostarray, tiles
 from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
+from ..algebra.storage import image_text
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from ..model.manifest import summary, table, verified_line
@@ -25,7 +26,7 @@ from ..model.onnx_graph import printable
 from . import figure
 from .checks import check_not_empty, check_output_kind
 from .demo import run as run_demo
-from .info import choose, image_text, layout_arg, two_d_limit
+from .info import choose, layout_arg, two_d_limit
 from .progress import Progress
 from .where import explain
 
@@ -205,9 +206,8 @@ def cmd_show(args) -> int:
     fig = figure.figure(layout, image.dims, formula=catalog.formula(layout))
     atomic_write(args.output, lambda f: figure.save_png(fig, f))
     px_w, px_h = (round(v) for v in fig.get_size_inches() * fig.dpi)
-    what = "image" if image.storage.name == "image2d" else image.storage.name
     print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {'x'.join(map(str, image.shape))} "
-          f"{image.layout.name} {what} (dims {','.join(map(str, image.dims))})")
+          f"{image.layout.name} {image.storage.noun} (dims {','.join(map(str, image.dims))})")
     return 0
 
 

@@ -147,9 +147,8 @@ def figure(layout, dims, formula: str | None = None):
     cells, xlabels, ylabels, layer_starts, note = drawn(image, element_map(layout, dims))
     height, width = cells.shape[:2]
     if max(width, height) > MAX_IMAGE_SIDE:
-        what = "image" if image.storage.name == "image2d" else image.storage.name
         raise ClayoutError(f"layout {layout.name!r} with dims {dims} is a "
-                           f"{'x'.join(map(str, image.shape))} {what}; show draws "
+                           f"{'x'.join(map(str, image.shape))} {image.storage.noun}; show draws "
                            f"images up to {MAX_IMAGE_SIDE} pixels a side: pass smaller dims")
     lanes = cells.shape[-1]
     lx, ly = (2, 2) if lanes == 4 else (lanes, 1)

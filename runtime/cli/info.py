@@ -59,13 +59,6 @@ def two_d_limit(layout, dims, max_image):
     return None
 
 
-def image_text(img: ImageDesc) -> str:
-    """'image 35x5 RGBA', 'image3d 5x3x2 RGBA', 'buffer 30 RGBA': the storage,
-    its size and channels."""
-    what = "image" if img.storage.name == "image2d" else img.storage.name
-    return f"{what} {'x'.join(map(str, img.shape))} {img.channels}"
-
-
 def cmd_info(args) -> int:
     layout = layout_arg(args)
     choice = None

@@ -135,9 +135,8 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
     store = image.storage
     coords = store.coords
     names = dim_names(layout)
-    what = "image" if store.name == "image2d" else store.name
     channels = "" if layout.lanes != 0 else f" ({image.channels}, the innermost dim whole)"
-    lines = [f"layout    {layout.name}, dims {','.join(map(str, user_dims))}: {what} "
+    lines = [f"layout    {layout.name}, dims {','.join(map(str, user_dims))}: {store.noun} "
              f"{'x'.join(map(str, shape))}, {lanes} lane{'s' if lanes > 1 else ''}{channels}"]
     if (pixel is None) == (index is None):
         raise ClayoutError(f"give either a pixel ({', '.join(coords)}[, lane]) or a logical index")

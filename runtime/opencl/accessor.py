@@ -46,9 +46,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-
-import pyopencl as cl
-
 from ..algebra.c_index import Numbers, arg_value, offset_expr, paren, unchanged_dims
 from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
@@ -88,11 +85,8 @@ class Accessor:
         """The kernel arguments of this tensor, storage first:
         ``kernel(queue, gsize, None, *acc.args(image), ...)``; an image
         buffer's ``cl.Buffer`` is bound as its ``image1d_buffer_t`` view."""
-        side = self.side
-        if side.is_image and side.storage.name == "image_buffer" and \
-                isinstance(storage, cl.Buffer):
-            storage = images.buffer_view(storage, side)
-        return (storage,) + self.values
+        return (images.bound(storage, self.side) if self.side.is_image else storage,) \
+            + self.values
 
 
 def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "read",

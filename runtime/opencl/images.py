@@ -81,7 +81,7 @@ def unsupported(context: cl.Context, image) -> str | None:
     kind = image.storage.name
     if kind == "buffer":
         return None
-    what = f"{image.describe()}"
+    what = image.describe()
     if image.lanes not in ORDERS:
         return f"{what} has {image.lanes} lanes per pixel: {NO_RGB}"
     fmt = image_format(image.dtype, image.lanes)
@@ -210,6 +210,15 @@ def pragmas(image, access: str) -> tuple[str, ...]:
     return ()
 
 
+def bound(storage, image):
+    """What a kernel binds for the ImageDesc ``image`` held in ``storage``:
+    an image buffer's ``cl.Buffer`` as its ``image1d_buffer_t`` view
+    (``buffer_view``), anything else as it is."""
+    if image.storage.name == "image_buffer" and isinstance(storage, cl.Buffer):
+        return buffer_view(storage, image)
+    return storage
+
+
 def buffer_view(buffer: cl.Buffer, image) -> cl.Image:
     """The ``image1d_buffer_t`` over ``buffer`` (the memory of the
     image_buffer ImageDesc ``image``) that a kernel binds; made once per
@@ -231,9 +240,9 @@ def buffer_view(buffer: cl.Buffer, image) -> cl.Image:
     why = limits.refusal(image)
     if why:
         raise ClayoutError(f"{what}: {why}")
-    if buffer.size < image.nbytes:
-        raise ClayoutError(f"{what}: the cl.Buffer has {buffer.size} bytes, it needs "
-                           f"{image.nbytes}")
+    why = matches(buffer, image)
+    if why:
+        raise ClayoutError(f"{what}: {why}")
     why = unsupported(buffer.context, image)
     if why:
         raise ClayoutError(why)

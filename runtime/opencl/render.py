@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 from ..algebra.c_index import Numbers, arg_value, offset_expr, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc

@@ -132,10 +132,7 @@ class DeviceStorage:
         buffer the ``image1d_buffer_t`` over its buffer (made once per
         buffer; one ClayoutError says why where the device has no image
         buffers, too few pixels, or not its format), else the storage itself."""
-        if side.is_image and side.storage.name == "image_buffer" and \
-                isinstance(storage, cl.Buffer):
-            return images.buffer_view(storage, side)
-        return storage
+        return images.bound(storage, side) if side.is_image else storage
 
 
 def _image_object(side) -> bool:
