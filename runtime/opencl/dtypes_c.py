@@ -132,3 +132,39 @@ def value_to_image_write(dt, v: str) -> str:
     if dt.name == "f16":
         return f"clayout_f16_to_f32(clayout_f32_to_f16({v}))"
     return f"({IMAGE_IO[dt.name].write_type})({v})"
+
+
+# -- vector loads and stores ----------------------------------------------------------------
+# The widest vector passed to or returned by a builtin (vloadN/vstoreN): 32 bytes. A
+# 64-byte float16 or int16 there changes the call ABI on x86 without AVX-512, and
+# PoCL's compiler says so ("AVX vector argument ... changes the ABI") on every build;
+# a wider move is made of 32-byte halves (the same instructions once inlined).
+MAX_CALL_BYTES = 32
+
+
+def _split(dt, n: int) -> bool:
+    """Whether ``n`` elements of ``dt`` move as two vloadN/vstoreN calls of n/2."""
+    return n * dtypes.dtype(dt).itemsize > MAX_CALL_BYTES
+
+
+def vload(dt, n: int, ptr: str) -> tuple[str, list[str]]:
+    """The statement loading the ``n`` elements of ``dt`` storage at ``ptr``
+    (into ``r``, or ``r0`` and ``r1`` of n/2 each), and each element's expression."""
+    t = dtypes.dtype(dt).cl_scalar
+    if not _split(dt, n):
+        return f"const {t}{n} r = vload{n}(0, {ptr});", [f"r.s{j:x}" for j in range(n)]
+    w = n // 2
+    return (f"const {t}{w} r0 = vload{w}(0, {ptr}), r1 = vload{w}(1, {ptr});",
+            [f"r{j // w}.s{j % w:x}" for j in range(n)])
+
+
+def vstore(dt, values, ptr: str) -> str:
+    """A statement storing ``values`` (C expressions, one per element) as one
+    vector of ``dt`` storage at ``ptr`` (a __global pointer)."""
+    t, n = dtypes.dtype(dt).cl_scalar, len(values)
+    if not _split(dt, n):
+        return f"vstore{n}(({t}{n})({', '.join(values)}), 0, {ptr});"
+    w = n // 2
+    return (f"{{ __global {t} *const clayout_at = {ptr}; "
+            f"vstore{w}(({t}{w})({', '.join(values[:w])}), 0, clayout_at); "
+            f"vstore{w}(({t}{w})({', '.join(values[w:])}), 1, clayout_at); }}")

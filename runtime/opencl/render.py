@@ -275,8 +275,8 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
         else:
             off = src.offset(src_names(first), num)
             if run > 1:
-                load = f"const {src_dt.cl_scalar}{run} r = vload{run}(0, src + ({off}));"
-                fast = [(j, conv(f"r.s{j - first:x}")) for j in js]
+                load, lanes = dtypes_c.vload(src_dt, run, f"src + ({off})")
+                fast = [(j, conv(lanes[j - first])) for j in js]
                 slow = []
                 for j in js:
                     value = conv(f"src[{src.offset(src_names(j), num)}]")
@@ -299,10 +299,9 @@ def _store(dst: Target, launch: Launch, index: Index) -> str:
         return (f"{io.write}(dst, {images.coord(dst.image, ('g0', 'g1', 'g2'))}, "
                 f"({io.write_type}4)({', '.join(lanes)}));")
     off = " + ".join(index.offset_terms) or "0"
-    values = ", ".join(f"v{j}" for j in range(vector))
-    t = dst_dt.cl_scalar
-    return (f"vstore{vector}(({t}{vector})({values}), 0, dst + ({off}));" if vector > 1
-            else f"dst[{off}] = v0;")
+    if vector == 1:
+        return f"dst[{off}] = v0;"
+    return dtypes_c.vstore(dst_dt, [f"v{j}" for j in range(vector)], f"dst + ({off})")
 
 
 # -- what a kernel depends on ------------------------------------------------------------------
