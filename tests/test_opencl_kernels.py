@@ -144,9 +144,10 @@ import numpy as np
 import pyopencl as cl
 warnings.simplefilter("error", cl.CompilerWarning)
 from runtime import MemoryDesc, reorder, to_image
+from runtime.algebra import dtypes
 dims = (1, 32, 3, 5)
 for dt in ("f32", "s32", "f16", "u8"):
-    x = np.arange(480).astype(np.dtype({"f32": "f4", "s32": "i4", "f16": "f2", "u8": "u1"}[dt]))
+    x = np.arange(480).astype(dtypes.dtype(dt).np)
     for a, b in (("nhwc", "nChw16c"), ("nchw", "nhwc"), ("nChw16c", "nchw")):
         reorder(x, MemoryDesc(dims, dt, tag=a), MemoryDesc(dims, dt, tag=b), engine="opencl")
     if dt != "u8":
