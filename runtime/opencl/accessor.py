@@ -10,14 +10,29 @@ MemoryDesc (a buffer: plain, blocked, strided, halo-padded). Its
 * ``T NAME_load(NAME_ARGS, i0, ..., i{r-1})``: the element at that logical
   index, 0 for any index outside the logical dims;
 * ``T4 NAME_load4(NAME_ARGS, i...)``: the four elements along the lane axis
-  from that index (a multiple of 4 on that axis): one read_image* for an
-  image, one vload4 where a buffer is contiguous; past the dims 0;
-* with ``access="write"``: ``NAME_store4(NAME_ARGS, i..., T4 v)`` (an image
-  pixel whole: lanes past the dims written as 0; a buffer's elements inside
-  the dims) and ``NAME_store(NAME_ARGS, i..., T v)`` where the storage
-  takes one element (buffers, one-channel images; an RGBA image cannot be
-  written lane by lane: calling it is a compile error that says so). Stores
-  outside the dims do nothing;
+  (``NAME_LANE_AXIS``, whichever it is) from that index: one read_image*
+  for an image, one vload4 where a buffer is contiguous, when the index is
+  a multiple of 4 on that axis (four loads elsewhere); past the dims 0;
+* ``T4 NAME_load4_aK(NAME_ARGS, i...)`` for every axis K: the four
+  elements along logical axis K, whatever the layout: ``NAME_load4`` where
+  K is the lane axis, four loads elsewhere. A kernel written for one axis
+  calls these; only a kernel that follows ``NAME_LANE_AXIS`` calls
+  ``NAME_load4``;
+* with ``access="write"``: ``NAME_store4(NAME_ARGS, i..., T4 v)`` along the
+  lane axis (an image pixel whole: lanes past the dims written as 0; a
+  buffer's elements inside the dims). Off a multiple of 4 a buffer (and the
+  ``buffer`` storage) takes the four elements one by one; an image pixel
+  cannot be written from another lane, so nothing is written there: a
+  program built with ``-DCLAYOUT_CHECKS`` prints each such call.
+  ``NAME_store(NAME_ARGS, i..., T v)`` where the storage takes one element
+  (buffers, one-channel images; an RGBA image cannot be written lane by
+  lane: calling it is a compile error that says so).
+  ``NAME_store4_aK(NAME_ARGS, i..., T4 v)`` along axis K where the storage
+  can write it (``NAME_store4`` along the lane axis, four ``NAME_store``
+  elsewhere) and ``NAME_STORE4_AK`` is then defined, for a kernel's
+  ``#ifndef`` / ``#error``; along another axis of an image of 2 or 4
+  lanes it is a compile error that says so. Stores outside the dims do
+  nothing;
 * ``NAME_PARAMS`` (the kernel parameters), ``NAME_ARGS`` (their names),
   ``NAME_RANK``, ``NAME_LANE_AXIS`` and ``int NAME_dim(NAME_ARGS, k)``.
 
@@ -37,9 +52,12 @@ s8/s32, uint for u8; a store rounds a float by the dtype rules
 program per shape); ``generic=True`` takes them as arguments (``.values``,
 passed by ``.args(storage)``), one program per layout family.
 
+``.args(storage)`` takes a ``runtime.Memory`` of the accessor's side or its
+device object and refuses anything else (runtime/opencl/accessor_args.py).
+
 >>> acc = accessor("in_out_channel", (1, 6, 2, 3), name="x")
->>> acc.params, acc.lane_axis, acc.args("IMAGE")
-('__read_only image2d_t x', 1, ('IMAGE',))
+>>> acc.params, acc.lane_axis
+('__read_only image2d_t x', 1)
 """
 from __future__ import annotations
 
@@ -51,7 +69,7 @@ from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc, ImageLayout
 from ..errors import ClayoutError
-from . import dtypes_c, images, sources
+from . import accessor_args, dtypes_c, images, sources
 
 # what a load gives, by dtype: (scalar type, vector type, zero)
 VALUE_TYPES = {"f32": ("float", "float4", "0.0f"), "f16": ("float", "float4", "0.0f"),
@@ -83,10 +101,11 @@ class Accessor:
 
     def args(self, storage) -> tuple:
         """The kernel arguments of this tensor, storage first:
-        ``kernel(queue, gsize, None, *acc.args(image), ...)``; an image
-        buffer's ``cl.Buffer`` is bound as its ``image1d_buffer_t`` view."""
-        return (images.bound(storage, self.side) if self.side.is_image else storage,) \
-            + self.values
+        ``kernel(queue, gsize, None, *acc.args(mem), ...)``. ``storage`` is a
+        runtime.Memory of this side or its device object, checked
+        (runtime/opencl/accessor_args.py); an image buffer's ``cl.Buffer``
+        is bound as its ``image1d_buffer_t`` view."""
+        return (accessor_args.device_object(self.name, self.side, storage),) + self.values
 
 
 def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "read",
@@ -100,7 +119,7 @@ def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "
     side = _side(layout, dims, dtype)
     if side.is_image and side.transform is not None:
         side = side.placement()   # the values stored: indexed by the transform's output dims
-    if side.is_image and side.storage.name != "buffer" and side.lanes not in images.ORDERS:
+    if side.is_image and side.storage.image_object and side.lanes not in images.ORDERS:
         raise ClayoutError(f"no accessor of {side.describe()}: {images.NO_RGB}")
     return _build(side, name, access, bool(generic))
 
@@ -136,7 +155,7 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     qs = [f"const {idx} q{k} = ({idx})i{k};" for k in range(rank)]
     names = [f"q{k}" for k in range(rank)]
     fns, notes = [], []
-    image = side.is_image and side.storage.name != "buffer"   # an image object
+    image = side.is_image and side.storage.image_object
     pixels = side.is_image and not image                      # pixels in a __global buffer
     readable = access == "read" or not image
     pixel = None
@@ -155,6 +174,7 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
         off = offset_expr(side, names, num)
         one = dtypes_c.buffer_load(dt, name, off)
     sig = f"{name}_PARAMS, {ints}"
+    here = _calls(name, rank, 0)[0]   # a call's arguments at the index itself
     if readable:
         fns.append(Function(f"static inline {scalar} {name}_load({sig})",
                             (f"if (!({inside})) return {zero};", *qs,
@@ -164,6 +184,10 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
         fns.append(Function(f"static inline {vector} {name}_load4({sig})",
                             _load4(side, name, lane, dims, qs, vector, zero,
                                    pixel, num)))
+    if readable:   # along a named axis: a kernel written for one axis reads any layout right
+        fns += [Function(f"static inline {vector} {name}_load4_a{k}({sig})",
+                         (f"return {name}_load4({here});" if k == lane else
+                          _four_loads(name, rank, k, vector),)) for k in range(rank)]
     store_one = access == "write" and (not image or side.lanes == 1)
     if access == "write":
         if store_one:
@@ -180,6 +204,16 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
             raise ClayoutError(f"an accessor cannot write {side.describe()}: its RGBA lanes hold "
                                "elements of grouped dims (no single lane axis) and one lane "
                                "cannot be written alone; write it with to_image")
+        for k in range(rank):   # along a named axis, where the storage can write it
+            if k == lane or store_one:
+                fns.append(Function(f"static inline void {name}_store4_a{k}({sig}, {vector} v)",
+                                    (f"{name}_store4({here}, v);",) if k == lane else
+                                    _four_stores(name, rank, k)))
+                notes.append(f"#define {name}_STORE4_A{k} 1")
+            else:   # four pixels, each written whole from one lane: not possible
+                notes.append(f"#define {name}_store4_a{k}(...) {name}_store4_a{k}_is_not_"
+                             f"available_on_an_{side.channels}_image_whose_lanes_run_along_"
+                             f"axis_{lane}_write_whole_pixels_with_{name}_store4")
     fns.insert(0, Function(f"static inline int {name}_dim({name}_PARAMS, int k)",
                            (f"const int d[{rank}] = {{{', '.join(f'(int){d}' for d in dims)}}};",
                             "return d[k];")))
@@ -222,10 +256,21 @@ def _contiguous4(side, lane: int) -> bool:
         and side.tag is not None
 
 
-def _calls(name: str, rank: int, lane: int) -> list[str]:
-    """The arguments of a call at the index and at its next three along the lane."""
-    return [", ".join([f"{name}_ARGS"] + [f"i{k}" + (f" + {j}" if k == lane and j else "")
+def _calls(name: str, rank: int, axis: int) -> list[str]:
+    """The arguments of a call at the index and at its next three along ``axis``."""
+    return [", ".join([f"{name}_ARGS"] + [f"i{k}" + (f" + {j}" if k == axis and j else "")
                                           for k in range(rank)]) for j in range(4)]
+
+
+def _four_loads(name: str, rank: int, axis: int, vector: str) -> str:
+    """Four ``load``s along ``axis``, as one vector: right on any layout."""
+    loads = ", ".join(f"{name}_load({c})" for c in _calls(name, rank, axis))
+    return f"return ({vector})({loads});"
+
+
+def _four_stores(name: str, rank: int, axis: int) -> tuple[str, ...]:
+    """Four ``store``s of v along ``axis`` (each does nothing outside the dims)."""
+    return tuple(f"{name}_store({c}, v.s{j});" for j, c in enumerate(_calls(name, rank, axis)))
 
 
 def _lane_guard(side, dims, lane: int, action: str) -> str:
@@ -237,8 +282,7 @@ def _lane_guard(side, dims, lane: int, action: str) -> str:
 
 
 def _load4(side, name, lane, dims, qs, vector, zero, pixel, num):
-    single = (f"return ({vector})("
-              f"{', '.join(f'{name}_load({c})' for c in _calls(name, len(side.dims), lane))});")
+    single = _four_loads(name, len(side.dims), lane, vector)
     if pixel is None and not _contiguous4(side, lane):
         return (single,)
     guard = _lane_guard(side, dims, lane, f"return ({vector})({zero});")
@@ -254,7 +298,7 @@ def _load4(side, name, lane, dims, qs, vector, zero, pixel, num):
 
 def _store_one(side, name, names, num) -> str:
     dt = side.dtype
-    if side.is_image and side.storage.name == "buffer":   # one lane of a pixel
+    if side.is_image and not side.storage.image_object:   # one lane of a pixel
         *coords, k = side.c_pixel(names, num)
         return (f"{name}[{paren(coords[0])} * {side.lanes} + {k}] = "
                 f"{dtypes_c.value_to_storage(dt, 'v')};")
@@ -269,15 +313,22 @@ def _store_one(side, name, names, num) -> str:
 
 def _store4(side, name, lane, dims, qs, names, num, zero):
     rank = len(side.dims)
+    one_by_one = _four_stores(name, rank, lane)
     if not side.is_image:   # a buffer: its elements inside the dims, one by one
-        return tuple(f"if ((uint)(i{lane} + {j}) < {dims[lane]}) "
-                     f"{name}_store({c}, v.s{j});"
-                     for j, c in enumerate(_calls(name, rank, lane)))
+        return one_by_one
     dt = side.dtype
     coords = side.c_pixel(names, num)[:-1]
     values = [f"i{lane} + {j} < {dims[lane]} ? v.s{j} : {zero}" for j in range(4)]
-    head = (_lane_guard(side, dims, lane, "return;"), f"if (i{lane} & 3) return;", *qs)
-    if side.storage.name == "buffer":   # the whole pixel, padding lanes 0
+    if not side.storage.image_object:   # off a pixel's first lane: element by element
+        off = tuple(f"    {line}" for line in one_by_one)
+    else:   # an image pixel is written whole, from its first lane: nothing to write
+        off = ("#ifdef CLAYOUT_CHECKS",
+               f'    printf("clayout: {name}_store4 at i{lane} = %d, not a multiple of 4: an '
+               f'{side.channels} image is written a whole pixel at a time; nothing '
+               f'written\\n", i{lane});', "#endif")
+    head = (f"if (i{lane} & 3) {{", *off, "    return;", "}",
+            _lane_guard(side, dims, lane, "return;"), *qs)
+    if not side.storage.image_object:   # the whole pixel, padding lanes 0
         base = f"{paren(coords[0])} * {side.lanes}"
         return head + tuple(f"{name}[{base} + {j}] = {dtypes_c.value_to_storage(dt, f'({v})')};"
                             for j, v in enumerate(values))
