@@ -2,15 +2,21 @@
 graph's constants, folding the chains exporters write (onnx_graph.py); give
 each a role and the steps to its logical tensor (roles.py), quantized ones
 their integer form and parameters (quantization.py, integer_weights.py);
-place each on its image and write one safetensors file with a manifest
-(convert.py, manifest.py). The conversion's functions are importable from
-here: ``runtime.model.convert_file(...)``.
+plan where each goes, one frozen Placement per tensor, before converting
+anything (placements.py); then place each on its image and write one
+safetensors file with the plan's manifest (convert.py, manifest.py). The
+conversion's functions are importable from here:
+``runtime.model.convert_file(...)``; ``plan_file`` alone is ``--dry-run``.
 """
 from .convert import (MAX_IMAGE, QUANTIZED_FORMS, check_dtype, convert_file, convert_model,
-                      plan, read_back, verify, weight_arrays, winograd_layouts)
+                      convert_plan, plan, plan_file, read_back, verify, weight_arrays,
+                      winograd_layouts, write_plan)
 from .onnx_graph import load
+from .placements import ModelPlan, Options, Placement, plan_model, plan_table
 from .roles import Weight, logical_weight, onnx_weight, stored_values
 
-__all__ = ["MAX_IMAGE", "QUANTIZED_FORMS", "check_dtype", "convert_file", "convert_model", "plan", "read_back",
-           "verify", "weight_arrays", "winograd_layouts", "load", "Weight", "logical_weight", "onnx_weight",
+__all__ = ["MAX_IMAGE", "QUANTIZED_FORMS", "check_dtype", "convert_file", "convert_model",
+           "convert_plan", "plan", "plan_file", "read_back", "verify", "weight_arrays",
+           "winograd_layouts", "write_plan", "load", "ModelPlan", "Options", "Placement",
+           "plan_model", "plan_table", "Weight", "logical_weight", "onnx_weight",
            "stored_values"]

@@ -4,10 +4,14 @@ Read, plan, apply: :func:`runtime.model.onnx_graph.read_constants` finds every c
 tensor (initializers, ``Constant`` nodes, folded chains, ``DequantizeLinear`` of
 constants, subgraphs, external data); :func:`plan` gives each one a role from the
 op that reads it (runtime.model.roles) and settles quantized weights
-(runtime.model.integer_weights); :func:`convert_model` places each weight on its image
-with :func:`runtime.to_image`; :func:`convert_file` writes one safetensors file
-(one tensor per image, named after the ONNX tensor) with the JSON manifest of
-:mod:`runtime.model.manifest` in its metadata under ``clayout``.
+(runtime.model.integer_weights); :func:`runtime.model.placements.plan_model` decides,
+from those and the options, one frozen ``Placement`` per tensor (layout, dims,
+dtype, image size, bytes, or why it is a buffer or skipped) and the manifest;
+:func:`convert_plan` only carries the plan out, placing each weight on its
+image with :func:`runtime.to_image` and checking it against the plan;
+:func:`write_plan` writes one safetensors file (one tensor per image, named
+after the ONNX tensor) with the JSON manifest of :mod:`runtime.model.manifest`
+in its metadata under ``clayout``. ``clayout model --dry-run`` stops after the plan.
 
 Roles (logical dims are clayout's canonical ones; "steps" turn the ONNX tensor into
 the logical one and are stored, so every image reads back to the ONNX weight):
@@ -82,219 +86,113 @@ Example::
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from . import manifest as mf, onnx_graph
 from .. import engine as engines
-from .. import placement
-from ..algebra import catalog, dtypes
+from ..algebra import dtypes
 from ..algebra.catalog import image_layout
-from ..algebra.layout import ImageLayout
-from ..algebra.tiles import tile_plan
 from ..api import from_image, to_image
 from ..errors import ClayoutError
 from ..fileio import atomic_write, check_output
 from .integer_weights import attach_parameters
-from .roles import (FLOAT_DTYPES, Weight, float_dtype, logical_weight, onnx_weight, roles,
-                          stored_values)
 from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
-from .winograd_weights import fits, winograd_layout, winograd_layouts, winograd_ok
-
-MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
-QUANTIZED_FORMS = ("fold", "keep")
+from .placements import (MAX_IMAGE, QUANTIZED_FORMS, ModelPlan, Options,  # noqa: F401
+                         check_dtype, plan_model)
+from .roles import Weight, logical_weight, onnx_weight, roles, stored_values
+from .winograd_weights import winograd_layouts, winograd_ok  # noqa: F401
 
 
 def plan(constants, quantized: str = "fold") -> list[Weight]:
     """Every constant (from :func:`runtime.model.onnx_graph.read_constants`) with its
     role, each quantized weight followed by its parameters (``quantized``:
     "fold" stores a DequantizeLinear weight's float value, "keep" its integers)."""
-    return attach_parameters(roles(constants), constants, quantized)
+    return attach_parameters(roles(constants), constants, quantized)[0]
+
+
+def plan_file(path: str, options: Options = Options()) -> tuple[ModelPlan, dict]:
+    """(plan, sources) of the model at ``path``: :func:`plan_model` of what
+    :func:`runtime.model.onnx_graph.load` reads; nothing is converted or written."""
+    return plan_model(onnx_graph.load(path), path, options)
 
 
 # -- conversion --------------------------------------------------------------------------------
+def convert_plan(plan: ModelPlan, sources: dict, progress=None) -> tuple[dict, dict]:
+    """Carry out ``plan``: (stored, originals). ``stored`` maps tensor names
+    to host arrays (images, tiles under ``NAME.tile-R-C``, buffers) in the
+    file's order; ``originals`` the arrays each stored tensor holds (its
+    ``sources`` entry). Each array is checked against its Placement, so the
+    plan (and ``--dry-run``) says what is written. ``progress(done, total,
+    nbytes)`` is called after each tensor."""
+    eng, host = engines.get(plan.options.engine), engines.get("cpu")
+    stored, originals, done_bytes = {}, {}, 0
+    tensors = plan.stored
+    for count, p in enumerate(tensors, 1):
+        source = sources[p.name]
+        if p.kind == "buffer":
+            arrays = (np.ascontiguousarray(stored_values(logical_weight(source, p.steps),
+                                                         p.dtype)),)
+        else:
+            # float64 is not a clayout dtype: to f32 first, as stored_values does
+            values = source.astype(np.float32) if source.dtype == np.float64 else source
+            logical = np.ascontiguousarray(logical_weight(values, p.steps))
+            try:
+                image = to_image(logical, image_layout(p.layout), dtype=p.dtype,
+                                 engine=host if p.on_host else eng,
+                                 max_image=plan.options.max_image if p.tiles else None)
+            except ClayoutError as exc:
+                raise ClayoutError(f"tensor {printable(p.name)!r}: {exc}") from None
+            arrays = tuple(image) if p.tiles else (image,)
+        _check_against_plan(p, arrays)
+        if p.tiles:
+            stored.update((mf.tile_key(p.name, t), a) for t, a in zip(p.tiles, arrays))
+        else:
+            stored[p.name] = arrays[0]
+        originals[p.name] = source
+        done_bytes += p.bytes
+        if progress:
+            progress(count, len(tensors), done_bytes)
+    return stored, originals
 
 
-def _choose_layout(w: Weight, max_image) -> tuple[ImageLayout | None, str, str]:
-    """(layout, the role it fell back from or "", why): what
-    ``placement.layout_choice`` chooses for the weight under ``max_image``;
-    layout None when no candidate fits."""
-    choice = placement.layout_choice(w.role, w.dims, limits=max_image)
-    own = catalog.own_layout(w.role)
-    if not choice.fits:
-        width, height = choice.chosen.size
-        return None, "", (f"{own} needs a {width}x{height} image, over --max-image "
-                          f"{max_image[0]},{max_image[1]}, and no {choice.role} layout fits ("
-                          + ", ".join(c.describe() for c in choice.rejected) + ")")
-    return choice.layout, "" if choice.layout.name == own else own, choice.reason
-
-
-def check_dtype(dtype) -> str | None:
-    """``--dtype`` of ``clayout model``: f32, f16, or None (the weights' own float type)."""
-    if dtype is None or dtype in ("f32", "f16"):
-        return dtype
-    raise ClayoutError(f"--dtype {dtype!r}: model images are f32 or f16 (default: the weights' "
-                       "own float type)")
-
-
-def _unplaced_error(unplaced) -> ClayoutError:
-    shown = "; ".join(f"{printable(w.name)!r} {w.onnx_shape} ({printable(w.consumer)}): {why}"
-                      for w, why in unplaced[:4])
-    more = (f"; and {len(unplaced) - 4} more: "
-            + ", ".join(repr(printable(w.name)) for w, _ in unplaced[4:])
-            if len(unplaced) > 4 else "")
-    hint = ("raise --max-image, drop --no-tiles to split them into tiles, or pass "
-            "--keep-buffers" if any(w.role is not None for w, _ in unplaced) else
-            "pass --keep-buffers")
-    return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {shown}{more}; "
-                        f"{hint} to store them as plain buffers")
-
-
-def _check_keys(path: str, weights, plans, constants) -> None:
-    """Every tensor key of the file is unique: weights, parameters, tiles."""
-    every_name = {c.name for c in constants}
-    for w in weights:
-        if w.name == "__metadata__":   # safetensors' header key: the file would not load
-            raise ClayoutError(f"{path}: a weight is named '__metadata__', the key safetensors "
-                               "reserves for its metadata; rename it in the model")
-        if w.param_of and w.name in every_name:
-            raise ClayoutError(f"{path}: {printable(w.name)!r}, where clayout stores a parameter "
-                               f"of the quantized weight {printable(w.param_of)!r}, is also the "
-                               "name of a tensor of the model; rename that tensor in the model")
-    every_name |= {w.name for w in weights}
-    for name, split in plans.items():   # tile keys share the file with the weights' names
-        for tile in split.tiles:
-            if mf.tile_key(name, tile) in every_name:
-                raise ClayoutError(
-                    f"{path}: tile {printable(mf.tile_key(name, tile))!r} of the weight "
-                    f"{printable(name)!r}, split for --max-image, is also the name of a tensor of "
-                    "the model; tensor names must be unique: rename that tensor in the model, "
-                    "or pass --no-tiles")
-
-
-def _over_device(limits, layout, dims, split) -> bool:
-    """Whether an image (or the tiles of ``split``) is over the device's limits."""
-    if limits is None:
-        return False
-    width, height = split.max_image if split is not None else layout.image_shape(dims)
-    return width > limits[0] or height > limits[1]
+def _check_against_plan(p, arrays) -> None:
+    """The arrays of a tensor are what its Placement says (dtype, count,
+    bytes): the plan computed them from the layout, and ``--dry-run`` prints
+    them, so a difference is a bug, never the user's input."""
+    kinds = {dtypes.of_array(a).name for a in arrays}
+    nbytes = sum(a.nbytes for a in arrays)
+    if kinds != {p.dtype} or nbytes != p.bytes or len(arrays) != max(len(p.tiles), 1):
+        raise AssertionError(f"tensor {printable(p.name)!r}: converted to {len(arrays)} "
+                             f"array(s) of {nbytes} bytes of {', '.join(sorted(kinds))}; its "
+                             f"plan says {max(len(p.tiles), 1)} of {p.bytes} bytes of {p.dtype}")
 
 
 def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None,
                   keep_buffers=False, progress=None, tiles=True, quantized="fold",
                   winograd=None):
-    """Place every weight of ``model`` (read from ``path``) on its image.
+    """Place every weight of ``model`` (read from ``path``) on its image:
+    :func:`runtime.model.placements.plan_model`, then :func:`convert_plan`.
 
-    Returns (stored, manifest, originals): ``stored`` maps tensor names to host
-    arrays (images, tiles under ``NAME.tile-R-C``, and buffers with
+    Returns (stored, manifest, originals): ``stored`` maps tensor names to
+    host arrays (images, tiles under ``NAME.tile-R-C``, and buffers with
     ``keep_buffers``), ``manifest`` is the JSON-ready description,
     ``originals`` the arrays each stored tensor holds (the ONNX weight, a
-    folded DequantizeLinear's float value, or a kept integer tensor). ``dtype``
-    None: the weights' own float type (runtime.model.roles.float_dtype).
+    folded DequantizeLinear's float value, or a kept integer tensor). The
+    options are those of :class:`runtime.model.placements.Options`: ``dtype``
+    None is the weights' own float type (runtime.model.roles.float_dtype);
     ``tiles=False`` treats a weight no layout fits like one with no role
-    instead of splitting it. ``quantized``: "fold" or "keep" (runtime.model.integer_weights).
-    ``progress(done, total, nbytes)`` is called after each weight.
-    ``winograd``: an engine of runtime.winograd.ENGINES (or one Winograd
-    layout's name) whose Winograd layout takes each float Conv filter it can
-    (square kernel of a size the engine takes, strides 1, dilations 1, group
-    1) in place of the role's layout; such an entry has ``transform``."""
-    layouts = winograd_layouts(winograd, dtype)
-    check_dtype(dtype)
-    if quantized not in QUANTIZED_FORMS:
-        raise ClayoutError(f"--quantized {quantized!r}; allowed: {', '.join(QUANTIZED_FORMS)}")
-    eng = engines.get(engine)
-    host, limits = engines.get("cpu"), eng.image_limits
-    constants = onnx_graph.read_constants(model, path)
-    arrays = {c.name: c.array for c in constants}
-    weights = plan(constants, quantized)
-    if not any(w.onnx_dtype in FLOAT_DTYPES or w.compute for w in weights):
-        raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants "
-                           "and no integer operator's weight: no weights to convert")
-    dt = dtypes.dtype(dtype or float_dtype(weights))
-    uses = {c.name: c.uses for c in constants}
-    placed, unplaced, plans = [], [], {}
-    for w in weights:
-        wino = winograd_layout(w, uses.get(w.name, ()), layouts)
-        if wino is not None:
-            within, size = fits(wino, w.dims, max_image)
-            if within:
-                why = (f"--winograd {winograd}: a {w.dims[2]}x{w.dims[3]} Conv filter with "
-                       f"strides 1, dilations 1 and group 1 goes in {wino.name} (U = G·g·Gᵀ "
-                       f"of {wino.transform.name})")
-                placed.append((w, wino, "", why))
-                continue
-        if w.role is not None:
-            layout, fallback, why = _choose_layout(w, max_image)
-            if wino is not None:   # the Winograd image is too large: the usual choice, said so
-                why = (f"--winograd {winograd}: {wino.name} needs a {size} image, over "
-                       f"--max-image {max_image[0]},{max_image[1]}; so as without --winograd: "
-                       + why)
-            if layout is None and tiles:   # the role's own layout, cut to fit
-                own = catalog.own_layout(w.role)
-                layout, plans[w.name] = image_layout(own), tile_plan(own, w.dims, max_image)
-            if layout is None:
-                unplaced.append((w, why))
-            else:
-                placed.append((w, layout, fallback, why))
-        elif w.compute and w.consumer:
-            unplaced.append((w, w.reason))
-    if unplaced and not keep_buffers:
-        raise _unplaced_error(unplaced)
-    _check_keys(path, [w for w, *_ in placed + unplaced], plans, constants)
-    stored, entries, originals, on_host, done_bytes = {}, [], {}, [], 0
-    total = len(placed) + len(unplaced)
-    for w, layout, fallback, why in placed:
-        source = w.source if w.source is not None else arrays[w.name]
-        if source.dtype == np.float64:   # not a clayout dtype: to f32 first, as stored_values
-            source = source.astype(np.float32)
-        logical = np.ascontiguousarray(logical_weight(source, w.steps))
-        split = plans.get(w.name)
-        here = eng
-        if _over_device(limits, layout, w.dims, split):
-            here = host
-            on_host.append(w.name)
-        try:
-            image = to_image(logical, layout, dtype=w.store_dtype or dt.name, engine=here,
-                             max_image=max_image if split is not None else None)
-        except ClayoutError as exc:
-            raise ClayoutError(f"tensor {printable(w.name)!r}: {exc}") from None
-        originals[w.name] = w.source if w.source is not None else arrays[w.name]
-        if split is not None:
-            stored.update((mf.tile_key(w.name, t), a) for t, a in zip(split.tiles, image))
-            entries.append(mf.tiled_entry(w, layout, image, split, why))
-            done_bytes += sum(a.nbytes for a in image)
-        else:
-            stored[w.name] = image
-            entries.append(mf.image_entry(w, layout, image, fallback, why))
-            if layout.transform is not None:
-                entries[-1]["transform"] = layout.transform.name
-            done_bytes += image.nbytes
-        if progress:
-            progress(len(entries), total, done_bytes)
-    for w, why in unplaced:
-        source = w.source if w.source is not None else arrays[w.name]
-        kind = w.store_dtype or (dt.name if w.onnx_dtype in FLOAT_DTYPES else "")
-        if not kind:
-            raise ClayoutError(f"tensor {printable(w.name)!r} ({w.onnx_dtype}) cannot be stored, "
-                               f"not even as a buffer: {why}")
-        if w.role is None:     # no role: the ONNX tensor as stored
-            w.dims, w.steps = w.onnx_shape or (1,), (("reshape", w.onnx_shape or (1,)),)
-        buffer = np.ascontiguousarray(stored_values(logical_weight(source, w.steps), kind))
-        stored[w.name], originals[w.name] = buffer, source
-        entries.append(mf.buffer_entry(w, buffer, why))
-        done_bytes += buffer.nbytes
-        if progress:
-            progress(len(entries), total, done_bytes)
-    names = {w.name for w, *_ in placed} | {w.name for w, _ in unplaced}
-    skipped = [mf.skipped_entry(w) for w in weights if w.name not in names and not w.claimed]
-    manifest = {"format": mf.FORMAT, "source": os.path.basename(path), "dtype": dt.name,
-                "quantized": quantized, "max_image": list(max_image),
-                "engine": eng.name, "host_converted": on_host}
-    if winograd is not None:
-        manifest["winograd"] = winograd
-    manifest.update(tensors=entries, skipped=skipped)
-    return stored, manifest, originals
+    instead of splitting it; ``quantized``: "fold" or "keep"
+    (runtime.model.integer_weights); ``winograd``: an engine of
+    runtime.winograd.ENGINES (or one Winograd layout's name) whose Winograd
+    layout takes each float Conv filter it can (square kernel of a size the
+    engine takes, strides 1, dilations 1, group 1) in place of the role's
+    layout; such an entry has ``transform``. ``progress(done, total,
+    nbytes)`` is called after each weight."""
+    options = Options(dtype, max_image, engines.get(engine), keep_buffers, tiles, quantized,
+                      winograd)
+    the_plan, sources = plan_model(model, path, options)
+    stored, originals = convert_plan(the_plan, sources, progress)
+    return stored, the_plan.manifest(), originals
 
 
 def read_back(array, entry: dict, engine=None) -> np.ndarray:
@@ -333,24 +231,32 @@ def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[s
 def convert_file(path: str, output: str, dtype=None, max_image=MAX_IMAGE, engine=None,
                  keep_buffers=False, verify_all=False, progress=None, tiles=True,
                  quantized="fold", winograd=None):
-    """``clayout model``: convert ``path`` and write ``output`` atomically.
+    """``clayout model``: convert ``path`` and write ``output`` atomically
+    (:func:`plan_file`, then :func:`write_plan`; the options as in
+    :func:`convert_model`). Returns (manifest, number verified or None)."""
+    options = Options(dtype, max_image, engines.get(engine), keep_buffers, tiles, quantized,
+                      winograd)
+    check_output(output, [path])   # before the work: a special file, a missing folder, the input
+    the_plan, sources = plan_file(path, options)
+    return write_plan(the_plan, sources, output, verify_all, progress, inputs=[path])
+
+
+def write_plan(plan: ModelPlan, sources: dict, output: str, verify_all=False, progress=None,
+               inputs=()):
+    """Convert ``plan`` (:func:`convert_plan`) and write ``output``
+    atomically: the images and the plan's manifest.
 
     With ``verify_all`` every tensor of the written bytes is read back (images
     with ``from_image``) and compared with what it holds before the file is
     renamed into place (bit for bit; Winograd images within their bound).
     Returns (manifest, number verified or None)."""
-    winograd_layouts(winograd, dtype)
-    check_dtype(dtype)
-    check_output(output, [path])   # before the work: a special file, a missing folder, the input
-    model = onnx_graph.load(path)
-    stored, manifest, originals = convert_model(model, path, dtype, max_image, engine,
-                                                keep_buffers, progress, tiles, quantized,
-                                                winograd)
+    stored, originals = convert_plan(plan, sources, progress)
+    manifest = plan.manifest()
     data = mf.safetensors_bytes(stored, manifest)
     verified = None
     if verify_all:
         again, again_manifest = mf.read_bytes(data)
-        bad = verify(again, again_manifest, originals, engine=engine)
+        bad = verify(again, again_manifest, originals, engine=plan.options.engine)
         if bad:
             how = ("bit for bit (Winograd images: within their transform's inverse_bound)"
                    if any("transform" in e for e in manifest["tensors"]) else "bit for bit")
@@ -359,7 +265,7 @@ def convert_file(path: str, output: str, dtype=None, max_image=MAX_IMAGE, engine
                                + ", ".join(repr(printable(n)) for n in bad[:8])
                                + (" ..." if len(bad) > 8 else "") + f"; {output} not written")
         verified = len(manifest["tensors"])
-    atomic_write(output, lambda f: _write_chunks(f, data), [path])
+    atomic_write(output, lambda f: _write_chunks(f, data), inputs)
     return manifest, verified
 
 

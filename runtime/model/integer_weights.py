@@ -21,6 +21,9 @@ conversion fails naming it.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
+
 import numpy as np
 
 from ..errors import ClayoutError
@@ -35,61 +38,64 @@ def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
                axis: int | None) -> Weight:
     """The ``argument`` weight ``NAME.kind`` holding ``array`` (flattened)."""
     count = int(np.asarray(array).size)
-    p = Weight(f"{w.name}.{kind}", tuple(np.shape(array)), array.dtype.name,
-               consumer=w.consumer, origin=origin)
-    p.role, p.dims, p.steps = "argument", (count,), (("reshape", (count,)),)
     per = "per tensor" if axis is None else f"one per index of the weight's ONNX axis {axis}"
-    p.mapping = f"the {kind.replace('_', ' ')} of {w.name!r}, {per}"
-    p.store_dtype, p.source, p.onnx_name, p.param_of = PARAM_DTYPES[array.dtype.name], array, \
-        name, w.name
-    p.reason = "a quantized weight's parameter"
-    return p
+    return Weight(f"{w.name}.{kind}", tuple(np.shape(array)), array.dtype.name,
+                  consumer=w.consumer, origin=origin, role="argument", dims=(count,),
+                  steps=(("reshape", (count,)),),
+                  mapping=f"the {kind.replace('_', ' ')} of {w.name!r}, {per}",
+                  reason="a quantized weight's parameter",
+                  store_dtype=PARAM_DTYPES[array.dtype.name], onnx_name=name, param_of=w.name)
 
 
-def _refuse(w: Weight, why: str) -> list[Weight]:
+def _refuse(w: Weight, why: str) -> Weight:
     """No image for ``w``: as a compute weight it fails the conversion (or,
     with --keep-buffers, is stored as a buffer of its own values)."""
-    w.role, w.dims, w.steps, w.mapping, w.reason, w.compute = None, (), (), "", why, True
-    return []
+    return replace(w, role=None, dims=(), steps=(), mapping="", reason=why, compute=True)
 
 
-def _integer(w: Weight, q_dtype: str, what: str) -> bool:
-    """Set w's image dtype for integer values of ``q_dtype``; False when none holds them."""
-    w.store_dtype = IMAGE_INT.get(q_dtype, "")
-    if not w.store_dtype:
-        _refuse(w, f"{what}: {q_dtype} values; integer images hold int8 (s8), uint8 (u8) "
-                "and int32 (s32)")
-    return bool(w.store_dtype)
+def _integer(w: Weight, q_dtype: str, what: str) -> Weight:
+    """``w`` on the image dtype for integer values of ``q_dtype``; refused
+    (no ``store_dtype``) when none holds them."""
+    store = IMAGE_INT.get(q_dtype, "")
+    if not store:
+        return _refuse(w, f"{what}: {q_dtype} values; integer images hold int8 (s8), uint8 (u8) "
+                       "and int32 (s32)")
+    return replace(w, store_dtype=store)
 
 
 def _with_parameters(w: Weight, scale, zero, axis, source: str, scale_source: str,
-                     q_name: str = "") -> list[Weight]:
-    """w's ``quantization`` record and its parameter weights. ``scale`` and
-    ``zero`` are (name, array, origin) or None."""
+                     sources: dict, q_name: str = "") -> tuple[Weight, list[Weight]]:
+    """w with its ``quantization`` record, and its parameter weights (their
+    values into ``sources``). ``scale`` and ``zero`` are (name, array,
+    origin) or None."""
     for found in (scale, zero):
         if found is not None and np.asarray(found[1]).dtype.name not in PARAM_DTYPES:
             return _refuse(w, f"its parameter {found[0]!r} is {np.asarray(found[1]).dtype.name}; "
-                           f"parameters are {', '.join(PARAM_DTYPES)}")
-    params = [_parameter(w, kind, *found, axis if np.asarray(found[1]).size > 1 else None)
-              for kind, found in (("scale", scale), ("zero_point", zero)) if found is not None]
-    w.quantization = {"q": q_name or None, "scale": f"{w.name}.scale" if scale else None,
-                      "zero_point": f"{w.name}.zero_point" if zero else None, "axis": axis,
-                      "logical_axis": logical_axis(w, axis) if w.steps else axis,
-                      "source": source, "scale_source": scale_source}
-    return params
+                           f"parameters are {', '.join(PARAM_DTYPES)}"), []
+    params = []
+    for kind, found in (("scale", scale), ("zero_point", zero)):
+        if found is not None:
+            params.append(_parameter(w, kind, *found,
+                                     axis if np.asarray(found[1]).size > 1 else None))
+            sources[params[-1].name] = found[1]
+    record = {"q": q_name or None, "scale": f"{w.name}.scale" if scale else None,
+              "zero_point": f"{w.name}.zero_point" if zero else None, "axis": axis,
+              "logical_axis": logical_axis(w, axis) if w.steps else axis,
+              "source": source, "scale_source": scale_source}
+    return replace(w, quantization=MappingProxyType(record)), params
 
 
-def _keep_dequantized(w: Weight, quant, claimed: set) -> list[Weight]:
+def _keep_dequantized(w: Weight, quant, claimed: set, sources: dict):
     """``--quantized keep`` of a folded DequantizeLinear: q and its parameters."""
-    if not _integer(w, quant.q.dtype.name, f"--quantized keep of {quant.node}"):
-        w.reason += "; pass --quantized fold to store its float value"
-        return []
-    w.source = quant.q
+    w = _integer(w, quant.q.dtype.name, f"--quantized keep of {quant.node}")
+    if not w.store_dtype:
+        return replace(w, reason=w.reason + "; pass --quantized fold to store its float value"), []
+    sources[w.name] = quant.q
     claimed.update(n for n in (quant.q_name, quant.scale_name, quant.zero_point_name) if n)
     zero = None if quant.zero_point is None else \
         (quant.zero_point_name, quant.zero_point, f"zero point of {quant.node}")
     return _with_parameters(w, (quant.scale_name, quant.scale, f"scale of {quant.node}"), zero,
-                            quant.axis, quant.node, quant.node, quant.q_name)
+                            quant.axis, quant.node, quant.node, sources, quant.q_name)
 
 
 def _input_constant(use, index: int, kind: str):
@@ -104,11 +110,12 @@ def _input_constant(use, index: int, kind: str):
     return found.name, found.array, found.origin
 
 
-def _integer_operator(w: Weight, c, use, claimed: set) -> list[Weight]:
+def _integer_operator(w: Weight, c, use, claimed: set, sources: dict):
     """An integer operator's weight: integer image, its zero point and scale."""
     spec = INTEGER_OPS[use.op]
-    if not _integer(w, c.onnx_dtype, f"{use.op} weight"):
-        return []
+    w = _integer(w, c.onnx_dtype, f"{use.op} weight")
+    if not w.store_dtype:
+        return w, []
     try:
         zero = _input_constant(use, spec.zero_point, "zero point")
         if spec.scale is not None:
@@ -121,40 +128,45 @@ def _integer_operator(w: Weight, c, use, claimed: set) -> list[Weight]:
         axis = check_parameters(c.shape, flat[0] if flat[0] is not None else np.ones(1),
                                 flat[1], param_axis(use.op, len(c.shape)), f"{use.op} weight")
     except ClayoutError as exc:
-        return _refuse(w, str(exc))
+        return _refuse(w, str(exc)), []
     claimed.update(p[0] for p in (scale, zero) if p is not None)
-    return _with_parameters(w, scale, zero, axis, f"{use}", how if scale else f"not found: {how}")
+    return _with_parameters(w, scale, zero, axis, f"{use}",
+                            how if scale else f"not found: {how}", sources)
 
 
-def attach_parameters(weights: list[Weight], constants, form: str) -> list[Weight]:
-    """``weights`` (one per constant, from runtime.model.roles.roles) with the
-    quantized ones settled, each followed by its parameter weights.
-    ``form``: "fold" or "keep" (``--quantized``)."""
+def attach_parameters(weights: list[Weight], constants, form: str) -> tuple[list[Weight], dict]:
+    """(weights, sources): ``weights`` (one per constant, from
+    runtime.model.roles.roles) with the quantized ones settled, each followed
+    by its parameter weights; ``sources`` maps the name of each weight stored
+    with other values than the constant of its name (a kept integer tensor
+    q, a parameter) to those values. ``form``: "fold" or "keep" (``--quantized``)."""
     if form not in ("fold", "keep"):
         raise ClayoutError(f"--quantized {form!r}; allowed: fold, keep")
     claimed: set[str] = set()
-    out = []
+    out, sources = [], {}
     for w, c in zip(weights, constants):
-        out.append(w)
-        if w.role is None and not w.compute:
-            continue
+        params = []
         integer_use = next((u for u in c.uses if u.op in INTEGER_OPS
                             and u.index == INTEGER_OPS[u.op].weight), None)
-        if integer_use is not None:
-            out += _integer_operator(w, c, integer_use, claimed)
+        if w.role is None and not w.compute:
+            pass
+        elif integer_use is not None:
+            w, params = _integer_operator(w, c, integer_use, claimed, sources)
         elif any(u.op in INTEGER_OPS and u.index == INTEGER_OPS[u.op].bias for u in c.uses):
-            _integer(w, c.onnx_dtype, "QLinearConv bias")   # int32; scale x_scale * w_scale
+            w = _integer(w, c.onnx_dtype, "QLinearConv bias")   # int32; scale x_scale * w_scale
         elif c.quant is not None and form == "keep":
-            out += _keep_dequantized(w, c.quant, claimed)
+            w, params = _keep_dequantized(w, c.quant, claimed, sources)
         elif c.quant is not None:
             q = c.quant
-            w.dequantized = {"q": q.q_name, "scale": q.scale_name,
-                             "zero_point": q.zero_point_name or None, "axis": q.axis,
-                             "node": q.node}
+            w = replace(w, dequantized=MappingProxyType({
+                "q": q.q_name, "scale": q.scale_name, "zero_point": q.zero_point_name or None,
+                "axis": q.axis, "node": q.node}))
         elif form == "keep" and " -> DequantizeLinear " in c.origin:
-            _refuse(w, "--quantized keep: the steps folded after its DequantizeLinear move its "
-                    "per-axis parameters off one axis; pass --quantized fold")
-    for w in weights:
-        if w.name in claimed and w.role is None and not w.compute:
-            w.claimed = True
-    return out
+            w = _refuse(w, "--quantized keep: the steps folded after its DequantizeLinear move "
+                        "its per-axis parameters off one axis; pass --quantized fold")
+        out.append(w)
+        out += params
+    # a constant stored as a weight's parameter is not listed again as skipped
+    out = [replace(w, claimed=True) if w.name in claimed and w.role is None and not w.compute
+           else w for w in out]
+    return out, sources

@@ -45,10 +45,10 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 
 import numpy as np
 
-from ..algebra import dtypes
 from ..algebra.tiles import plan_of
 from ..errors import ClayoutError
 from .onnx_graph import printable
@@ -68,29 +68,43 @@ def bits(a: np.ndarray) -> np.ndarray:
     return a.view(np.dtype(f"u{a.dtype.itemsize}"))
 
 
-def _common(w) -> dict:
-    entry = {"onnx_shape": list(w.onnx_shape), "onnx_dtype": w.onnx_dtype,
-             "consumer": w.consumer, "origin": w.origin, "mapping": w.mapping,
-             "steps": [[kind, list(arg)] for kind, arg in w.steps],
-             "transposed": any(kind == "transpose" for kind, _ in w.steps)}
+def _common(p) -> dict:
+    """What every stored tensor's entry says of the ONNX tensor (``p``: a
+    runtime.model.placements.Placement)."""
+    entry = {"onnx_shape": list(p.onnx_shape), "onnx_dtype": p.onnx_dtype,
+             "consumer": p.consumer, "origin": p.origin, "mapping": p.mapping,
+             "steps": [[kind, list(arg)] for kind, arg in p.steps],
+             "transposed": any(kind == "transpose" for kind, _ in p.steps)}
     for key in ("param_of", "onnx_name", "quantization", "dequantized"):
-        if getattr(w, key, None):
-            entry[key] = getattr(w, key)
+        value = getattr(p, key)
+        if value:
+            entry[key] = dict(value) if isinstance(value, Mapping) else value
     return entry
 
 
-def image_entry(w, layout, image: np.ndarray, fallback_from: str = "", choice: str = "") -> dict:
-    """The entry of a weight on one image; ``choice`` says why that layout
-    (runtime.placement's reason), ``fallback_from`` the role's own layout
-    when another was chosen."""
-    width, height = layout.image_shape(w.dims)
-    entry = {"name": w.name, "role": w.role, "layout": layout.name, "dims": list(w.dims),
-             "width": width, "height": height, "dtype": dtypes.of_array(image).name,
-             "bytes": int(image.nbytes), **_common(w)}
-    if fallback_from:
-        entry["fallback_from"] = fallback_from
-    if choice:
-        entry["choice"] = choice
+def tensor_entry(p) -> dict:
+    """The entry of a stored tensor (an image, its tiles, or a buffer)."""
+    return buffer_entry(p) if p.layout == "buffer" else image_entry(p)
+
+
+def image_entry(p) -> dict:
+    """The entry of a weight on one image, or on the tiles of one; ``choice``
+    says why that layout (runtime.placement's reason), ``fallback_from`` the
+    role's own layout when another was chosen; ``width``/``height`` are the
+    whole image's, ``bytes`` the tiles' together."""
+    width, height = p.size
+    entry = {"name": p.name, "role": p.role, "layout": p.layout, "dims": list(p.dims),
+             "width": width, "height": height, "dtype": p.dtype, "bytes": p.bytes,
+             **_common(p)}
+    if p.fallback_from:
+        entry["fallback_from"] = p.fallback_from
+    if p.reason:
+        entry["choice"] = p.reason
+    if p.tiles:
+        entry["tiles"] = [{"key": tile_key(p.name, t), "row": t.row, "col": t.col, "x0": t.x0,
+                           "y0": t.y0, "width": t.width, "height": t.height} for t in p.tiles]
+    if p.transform:
+        entry["transform"] = p.transform
     return entry
 
 
@@ -98,16 +112,6 @@ def tile_key(name: str, tile) -> str:
     """The tensor key of ``tile`` (row R, column C) of the weight ``name``:
     ``NAME.tile-R-C``, as ``clayout to-image --max-image`` names its files."""
     return f"{name}.tile-{tile.row}-{tile.col}"
-
-
-def tiled_entry(w, layout, tiles, plan, choice: str) -> dict:
-    """An image entry for the tiles of ``plan``; ``width``/``height`` are the
-    whole image's, ``bytes`` the tiles' together."""
-    entry = image_entry(w, layout, tiles[0], choice=choice)
-    entry["bytes"] = int(sum(t.nbytes for t in tiles))
-    entry["tiles"] = [{"key": tile_key(w.name, t), "row": t.row, "col": t.col, "x0": t.x0,
-                       "y0": t.y0, "width": t.width, "height": t.height} for t in plan.tiles]
-    return entry
 
 
 def stored_image(tensors: dict, entry: dict):
@@ -135,20 +139,18 @@ def stored_image(tensors: dict, entry: dict):
     return arrays
 
 
-def buffer_entry(w, buffer: np.ndarray, reason: str) -> dict:
-    return {"name": w.name, "role": w.role, "layout": "buffer", "tag": PLAIN[:len(w.dims)],
-            "dims": list(w.dims),
-            "dtype": dtypes.of_array(buffer).name, "bytes": int(buffer.nbytes),
-            "reason": reason,
-            **_common(w)}
+def buffer_entry(p) -> dict:
+    return {"name": p.name, "role": p.role, "layout": "buffer", "tag": PLAIN[:len(p.dims)],
+            "dims": list(p.dims), "dtype": p.dtype, "bytes": p.bytes, "reason": p.reason,
+            **_common(p)}
 
 
-def skipped_entry(w) -> dict:
-    entry = {"name": w.name, "onnx_shape": list(w.onnx_shape),
-             "onnx_dtype": w.onnx_dtype, "consumer": w.consumer, "origin": w.origin,
-             "reason": w.reason}
-    if w.folded_into:
-        entry["folded_into"] = w.folded_into
+def skipped_entry(p) -> dict:
+    entry = {"name": p.name, "onnx_shape": list(p.onnx_shape),
+             "onnx_dtype": p.onnx_dtype, "consumer": p.consumer, "origin": p.origin,
+             "reason": p.reason}
+    if p.folded_into:
+        entry["folded_into"] = list(p.folded_into)
     return entry
 
 
@@ -210,8 +212,14 @@ def by_op(manifest: dict) -> dict[str, list[int]]:
 
 
 def summary(manifest: dict, output: str) -> str:
-    """One line: what was written, counted, and per op kind what became of the
-    constants it reads (placed/buffers/skipped)."""
+    """One line: what was written, and its :func:`totals`."""
+    return f"wrote {printable(output)}: {totals(manifest)}"
+
+
+def totals(manifest: dict) -> str:
+    """What the manifest stores, counted, and per op kind what became of the
+    constants it reads (placed/buffers/skipped): the summary line's words
+    after 'wrote OUT:', which ``--dry-run`` prints too."""
     images = [e for e in manifest["tensors"] if e["layout"] != "buffer"]
     buffers = len(manifest["tensors"]) - len(images)
     total = sum(e["bytes"] for e in manifest["tensors"])
@@ -225,7 +233,7 @@ def summary(manifest: dict, output: str) -> str:
     split = f" ({', '.join(notes)})" if notes else ""
     ops = ", ".join(f"{op} {'/'.join(map(str, n))}"
                     for op, n in by_op(manifest).items())
-    return (f"wrote {printable(output)}: {len(images)} images{split}, {buffers} buffers "
+    return (f"{len(images)} images{split}, {buffers} buffers "
             f"({total} bytes of {kinds or manifest['dtype']}), {len(manifest['skipped'])} "
             f"skipped; by op (placed/buffers/skipped): {ops or 'none'}; "
             f"manifest in metadata key {MANIFEST_KEY!r}; engine {manifest['engine']}")

@@ -38,6 +38,7 @@ from . import quantization
 from ..errors import ClayoutError
 from ..fileio import file_kind
 from ..limits import check_host_bytes
+from .formats import refuse_foreign
 
 # onnx (the optional model extra) is imported inside functions: need_onnx() says
 # what to install; the others run only on a model it loaded.
@@ -144,10 +145,14 @@ def _external_bytes(tensor, nbytes: int, folder: str, where: str) -> bytes:
     if not os.path.isfile(path):
         raise ClayoutError(f"{where}: {shown} keeps its data in {location!r}, which is not a "
                            "regular file")
-    if length != nbytes or offset < 0 or offset + length > size:
-        raise ClayoutError(f"{where}: {shown} with dims {tuple(tensor.dims)} needs {nbytes} bytes "
-                           f"of external data; {location!r} offers {length} at offset {offset} "
-                           f"of a {size}-byte file")
+    needs = f"{where}: {shown} with dims {tuple(tensor.dims)} needs {nbytes} bytes of external data"
+    if length != nbytes or offset < 0:
+        raise ClayoutError(f"{needs}, but its external data entry says length {length} at offset "
+                           f"{offset} of {location!r}; a corrupt model?")
+    if offset + nbytes > size:   # what the file holds, not what the entry claims
+        raise ClayoutError(f"{needs} from offset {offset} of {location!r}, a {size}-byte file "
+                           f"that holds only {max(size - offset, 0)} bytes from that offset; a "
+                           "truncated data file?")
     with open(path, "rb") as f:
         f.seek(offset)
         return f.read(nbytes)
@@ -380,6 +385,7 @@ def load(path: str):
                            "regular file; give an ONNX model")
     if os.path.getsize(path) == 0:
         raise ClayoutError(f"{path}: empty file, not an ONNX model")
+    refuse_foreign(path)   # a .tflite, .pt, .npy, .safetensors: named, not a protobuf error
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as exc:  # protobuf DecodeError and friends

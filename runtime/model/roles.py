@@ -1,10 +1,11 @@
 """Which image each constant of an ONNX model goes on (``clayout model``'s plan).
 
 :func:`roles` gives every constant found by :func:`runtime.model.onnx_graph.read_constants`
-a :class:`Weight`: its role (filter, depthwise, fc_weight, argument: what the
+a frozen :class:`Weight`: its role (filter, depthwise, fc_weight, argument: what the
 weight does, and so its candidate layouts, runtime.algebra.catalog) from the op that reads it, the
 logical dims, and the ``steps`` (numpy reshape / transpose, in order) that turn
-the ONNX tensor into the logical one; :func:`logical_weight` applies them and
+the ONNX tensor into the logical one (:func:`role_of`: what one use makes of
+it, a :class:`Role`); :func:`logical_weight` applies them and
 :func:`onnx_weight` undoes them. The role table is in runtime.model's docstring
 and the README. Quantized weights (runtime.model.quantization) take the role of the float
 op they stand for, and bring their scale and zero point as ``argument`` weights
@@ -12,14 +13,14 @@ of their own, named ``NAME.scale`` and ``NAME.zero_point``.
 
 Example::
 
-    >>> w = Weight("w", (8, 3, 5), "float32")
-    >>> assign_role(w, "Conv", 1, None)        # a 1-D convolution: (O, I, K)
-    >>> w.role, w.dims, w.steps
+    >>> r = role_of((8, 3, 5), "Conv", 1, None)        # a 1-D convolution: (O, I, K)
+    >>> r.role, r.dims, r.steps
     ('filter', (8, 3, 1, 5), (('reshape', (8, 3, 1, 5)),))
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,9 +42,25 @@ FLOAT_COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM"
 COMPUTE_OPS = FLOAT_COMPUTE_OPS + tuple(INTEGER_OPS)
 
 
-@dataclass
+@dataclass(frozen=True)
+class Role:
+    """What one use of a constant makes of it: its role (None: none), the
+    logical dims, the steps from the ONNX tensor and those in words; or why
+    it has no role."""
+    role: str | None = None
+    dims: tuple[int, ...] = ()
+    steps: tuple = ()
+    mapping: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Weight:
-    """One constant tensor (or a quantized weight's parameter) and what clayout does with it."""
+    """One constant tensor (or a quantized weight's parameter) and what clayout
+    makes of it, before any placement (runtime.model.placements). Holds no
+    array: a value stored in place of the constant of this name (a kept
+    integer tensor, a parameter) comes apart, from
+    runtime.model.integer_weights.attach_parameters."""
     name: str
     onnx_shape: tuple[int, ...]
     onnx_dtype: str
@@ -55,64 +72,59 @@ class Weight:
     mapping: str = ""             # the steps in words
     reason: str = ""              # why it was skipped
     compute: bool = False         # a weight of a COMPUTE_OPS op: never dropped
-    folded_into: list | None = None   # the tensors a folded chain made from this one
+    folded_into: tuple[str, ...] = ()   # the tensors a folded chain made from this one
     use: object = None            # the runtime.model.onnx_graph.Use that gave the role
     store_dtype: str = ""         # "": the model's float dtype; s8/u8/s32, or a parameter's own
-    source: np.ndarray | None = None   # what is stored, when not the constant of this name
     onnx_name: str = ""           # a parameter: the ONNX constant it holds
     param_of: str = ""            # a parameter: the weight whose scale / zero point it is
-    quantization: dict | None = None   # an integer weight: its parameters (manifest field)
-    dequantized: dict | None = None    # a folded DequantizeLinear: what it was made of
+    quantization: Mapping | None = None   # an integer weight: its parameters (manifest field)
+    dequantized: Mapping | None = None    # a folded DequantizeLinear: what it was made of
     claimed: bool = False         # stored as a weight's parameter: not listed as skipped
 
 
 # -- roles ------------------------------------------------------------------------------------
-def _filter_role(w: Weight, op: str, group: int, s: tuple) -> None:
+def _filter_role(op: str, group: int, s: tuple) -> Role:
     """Conv and ConvTranspose weights of rank 4 (``s``: the shape)."""
     if op == "Conv" and group > 1 and s[1] == 1 and s[0] % group == 0:
         mult = s[0] // group
-        w.role, w.dims = "depthwise", (mult, group, s[2], s[3])
-        w.steps = (("reshape", (group, mult, s[2], s[3])), ("transpose", (1, 0, 2, 3)))
-        w.mapping = f"ONNX (C*M,1,kH,kW) with C={group}, M={mult}: [m,c] = onnx[c*M+m]"
-    elif op == "Conv":
-        w.role, w.dims = "filter", s
-        w.mapping = "ONNX (O,I,kH,kW) as stored" + (f" (group {group}: I per group)"
-                                                   if group > 1 else "")
-    elif group == 1:
-        w.role, w.dims, w.steps = "filter", (s[1], s[0], s[2], s[3]), \
-            (("transpose", (1, 0, 2, 3)),)
-        w.mapping = "ONNX (I,O,kH,kW) transposed to (O,I,kH,kW)"
-    elif s[0] == group:
-        w.role, w.dims, w.steps = "depthwise", (s[1], s[0], s[2], s[3]), \
-            (("transpose", (1, 0, 2, 3)),)
-        w.mapping = f"ONNX (C,M,kH,kW) with C={group}, M={s[1]} transposed: [m,c] = onnx[c,m]"
-    elif s[0] % group:
-        w.reason = f"ConvTranspose weight dim 0 ({s[0]}) is not a multiple of group {group}"
-    else:
-        per = s[0] // group
-        w.role, w.dims = "filter", (group * s[1], per, s[2], s[3])
-        w.steps = (("reshape", (group, per, s[1], s[2], s[3])), ("transpose", (0, 2, 1, 3, 4)),
-                   ("reshape", w.dims))
-        w.mapping = (f"ONNX (I,O/g,kH,kW) with g={group} to (O,I/g,kH,kW): "
-                     f"[gi*{s[1]}+o, i] = onnx[gi*{per}+i, o]")
+        return Role("depthwise", (mult, group, s[2], s[3]),
+                    (("reshape", (group, mult, s[2], s[3])), ("transpose", (1, 0, 2, 3))),
+                    f"ONNX (C*M,1,kH,kW) with C={group}, M={mult}: [m,c] = onnx[c*M+m]")
+    if op == "Conv":
+        return Role("filter", s, (), "ONNX (O,I,kH,kW) as stored"
+                    + (f" (group {group}: I per group)" if group > 1 else ""))
+    if group == 1:
+        return Role("filter", (s[1], s[0], s[2], s[3]), (("transpose", (1, 0, 2, 3)),),
+                    "ONNX (I,O,kH,kW) transposed to (O,I,kH,kW)")
+    if s[0] == group:
+        return Role("depthwise", (s[1], s[0], s[2], s[3]), (("transpose", (1, 0, 2, 3)),),
+                    f"ONNX (C,M,kH,kW) with C={group}, M={s[1]} transposed: [m,c] = onnx[c,m]")
+    if s[0] % group:
+        return Role(reason=f"ConvTranspose weight dim 0 ({s[0]}) is not a multiple of group "
+                    f"{group}")
+    per = s[0] // group
+    dims = (group * s[1], per, s[2], s[3])
+    return Role("filter", dims, (("reshape", (group, per, s[1], s[2], s[3])),
+                                 ("transpose", (0, 2, 1, 3, 4)), ("reshape", dims)),
+                f"ONNX (I,O/g,kH,kW) with g={group} to (O,I/g,kH,kW): "
+                f"[gi*{s[1]}+o, i] = onnx[gi*{per}+i, o]")
 
 
-def _conv_role(w: Weight, op: str, node) -> None:
+def _conv_role(shape: tuple, op: str, node) -> Role:
     """A Conv / ConvTranspose weight: 2-D as is, 1-D (rank 3) as (.., 1, K)."""
-    shape = w.onnx_shape
     group = int(attr(node, "group", 1)) if node is not None else 1
     if len(shape) == 4:
-        return _filter_role(w, op, group, shape)
+        return _filter_role(op, group, shape)
     if len(shape) != 3:
         what = " (a 3-D convolution)" if len(shape) == 5 else ""
-        w.reason = (f"{op} weight of rank {len(shape)}{what}: image layouts take 1-D and 2-D "
-                    "convolutions only")
-        return
+        return Role(reason=f"{op} weight of rank {len(shape)}{what}: image layouts take 1-D and "
+                    "2-D convolutions only")
     as_2d = (shape[0], shape[1], 1, shape[2])
-    _filter_role(w, op, group, as_2d)
-    if w.role is not None:
-        w.steps = (("reshape", as_2d),) + w.steps
-        w.mapping = f"1-D: ONNX {shape} as {as_2d}, then " + w.mapping
+    role = _filter_role(op, group, as_2d)
+    if role.role is None:
+        return role
+    return replace(role, steps=(("reshape", as_2d),) + role.steps,
+                   mapping=f"1-D: ONNX {shape} as {as_2d}, then " + role.mapping)
 
 
 def _param_reason(op: str, index: int) -> str:
@@ -126,55 +138,49 @@ def _param_reason(op: str, index: int) -> str:
     return ""
 
 
-def assign_role(w: Weight, op: str, index: int, node) -> None:
-    """Fill in w's role, dims and steps for being input ``index`` of ``node`` (an ``op``)."""
-    shape = w.onnx_shape
+def role_of(shape: tuple, op: str, index: int, node) -> Role:
+    """What being input ``index`` of ``node`` (an ``op``) makes of a constant
+    of ONNX ``shape``: its role, dims and steps, or why it has none."""
     spec = INTEGER_OPS.get(op)
     if spec is not None:                     # integer operators: the role of the op they stand for
         if index == spec.weight:
-            return assign_role(w, spec.like, 1, node)
+            return role_of(shape, spec.like, 1, node)
         if index == spec.bias:
-            return assign_role(w, "Conv", 2, node)
+            return role_of(shape, "Conv", 2, node)
     if _param_reason(op, index):
-        w.reason = _param_reason(op, index)
-        return
+        return Role(reason=_param_reason(op, index))
     if op in ("Conv", "ConvTranspose") and index == 1:
-        return _conv_role(w, op, node)
+        return _conv_role(shape, op, node)
     if op == "Gemm" and index == 1:
         if len(shape) != 2:
-            w.reason = f"Gemm B of rank {len(shape)}"
-            return
+            return Role(reason=f"Gemm B of rank {len(shape)}")
         trans = bool(attr(node, "transB", 0)) if node is not None else False
         out, inp = (shape[0], shape[1]) if trans else (shape[1], shape[0])
-        w.role, w.dims = "fc_weight", (out, inp, 1, 1)
-        w.steps = ((() if trans else (("transpose", (1, 0)),)) + (("reshape", w.dims),))
-        w.mapping = "Gemm B (O,I) with transB=1, as stored" if trans else \
-            "Gemm B (I,O) with transB=0, transposed to (O,I)"
-        return
+        dims = (out, inp, 1, 1)
+        return Role("fc_weight", dims,
+                    (() if trans else (("transpose", (1, 0)),)) + (("reshape", dims),),
+                    "Gemm B (O,I) with transB=1, as stored" if trans else
+                    "Gemm B (I,O) with transB=0, transposed to (O,I)")
     if op == "MatMul" and index == 1:
         if len(shape) == 2:
-            w.role, w.dims = "fc_weight", (shape[1], shape[0], 1, 1)
-            w.steps = (("transpose", (1, 0)), ("reshape", w.dims))
-            w.mapping = "MatMul B (I,O) transposed to (O,I)"
-        elif len(shape) == 3:
-            w.role, w.dims = "fc_weight", (shape[0] * shape[2], shape[1], 1, 1)
-            w.steps = (("transpose", (0, 2, 1)), ("reshape", w.dims))
-            w.mapping = "MatMul B (G,I,O) to (G*O,I): [g*O+o, i] = B[g, i, o]"
-        else:
-            w.reason = f"MatMul weight of rank {len(shape)}: 2-D and 3-D weights are mapped"
-        return
+            dims = (shape[1], shape[0], 1, 1)
+            return Role("fc_weight", dims, (("transpose", (1, 0)), ("reshape", dims)),
+                        "MatMul B (I,O) transposed to (O,I)")
+        if len(shape) == 3:
+            dims = (shape[0] * shape[2], shape[1], 1, 1)
+            return Role("fc_weight", dims, (("transpose", (0, 2, 1)), ("reshape", dims)),
+                        "MatMul B (G,I,O) to (G*O,I): [g*O+o, i] = B[g, i, o]")
+        return Role(reason=f"MatMul weight of rank {len(shape)}: 2-D and 3-D weights are mapped")
     if index not in ARGUMENT_INPUTS.get(op, ()):
-        w.reason = f"{op} input {index} has no image role"
-        return
+        return Role(reason=f"{op} input {index} has no image role")
     big = [d for d in shape if d != 1]
     if not big and op in ELEMENTWISE_OPS:   # broadcast to every element, not one per channel
-        w.reason = "scalar constant: pass it as a kernel argument"
-    elif len(big) > 1:
-        w.reason = f"{op} input {index} of shape {shape} is not a per-channel vector"
-    else:                                   # a bias of one output channel is still a vector
-        length = big[0] if big else 1
-        w.role, w.dims, w.steps = "argument", (length,), (("reshape", (length,)),)
-        w.mapping = "as stored" if len(shape) == 1 else f"ONNX {shape} flattened"
+        return Role(reason="scalar constant: pass it as a kernel argument")
+    if len(big) > 1:
+        return Role(reason=f"{op} input {index} of shape {shape} is not a per-channel vector")
+    length = big[0] if big else 1           # a bias of one output channel is still a vector
+    return Role("argument", (length,), (("reshape", (length,)),),
+                "as stored" if len(shape) == 1 else f"ONNX {shape} flattened")
 
 
 def is_weight_input(use, onnx_dtype: str) -> bool:
@@ -190,39 +196,40 @@ def roles(constants) -> list[Weight]:
     """Every constant (from :func:`runtime.model.onnx_graph.read_constants`) with its
     role, one Weight per constant in the same order (quantized weights get
     their parameters from runtime.model.integer_weights)."""
-    weights = []
-    for c in constants:
-        w = Weight(c.name, c.shape, c.onnx_dtype, origin=c.origin)
-        weights.append(w)
-        integer_weight = any(u.op in INTEGER_OPS and is_weight_input(u, c.onnx_dtype)
-                             for u in c.uses)
-        if c.array is None:
-            w.reason = f"{c.onnx_dtype} constant: clayout reads numeric tensors only"
-        elif not c.uses and c.folded_into:
-            w.consumer, w.folded_into = "(folded)", list(c.folded_into)
-            w.reason = "a step of a folded chain: the tensor named in folded_into holds its value"
-        elif not c.uses:
-            w.reason = "not used by any node"
-        elif c.onnx_dtype not in FLOAT_DTYPES and not integer_weight:
-            use = c.uses[0]
-            w.consumer = str(use)
-            w.reason = _param_reason(use.op, use.index) or (
-                f"{c.onnx_dtype} tensor (shape, index or quantized data): "
-                "only float weights go on images")
-        elif c.array.size == 0:
-            w.consumer, w.reason = str(c.uses[0]), "empty tensor (0 elements)"
-        else:
-            for use in c.uses:     # the first use that gives a role decides
-                trial = Weight(w.name, w.onnx_shape, w.onnx_dtype)
-                assign_role(trial, use.op, use.index, use.proto)
-                if trial.role is not None or use is c.uses[0]:
-                    w.consumer, w.role, w.dims, w.steps, w.mapping, w.reason = \
-                        str(use), trial.role, trial.dims, trial.steps, trial.mapping, trial.reason
-                    w.use = use
-                if trial.role is not None:
-                    break
-            w.compute = any(is_weight_input(u, c.onnx_dtype) for u in c.uses)
-    return weights
+    return [_weight(c) for c in constants]
+
+
+def _weight(c) -> Weight:
+    """The Weight of one constant: the role its first use that gives one
+    gives it, or why it has none."""
+    known = dict(name=c.name, onnx_shape=c.shape, onnx_dtype=c.onnx_dtype, origin=c.origin)
+    integer_weight = any(u.op in INTEGER_OPS and is_weight_input(u, c.onnx_dtype) for u in c.uses)
+    if c.array is None:
+        return Weight(**known, reason=f"{c.onnx_dtype} constant: clayout reads numeric tensors "
+                      "only")
+    if not c.uses and c.folded_into:
+        return Weight(**known, consumer="(folded)", folded_into=tuple(c.folded_into),
+                      reason="a step of a folded chain: the tensor named in folded_into holds "
+                      "its value")
+    if not c.uses:
+        return Weight(**known, reason="not used by any node")
+    if c.onnx_dtype not in FLOAT_DTYPES and not integer_weight:
+        use = c.uses[0]
+        return Weight(**known, consumer=str(use), reason=_param_reason(use.op, use.index) or (
+            f"{c.onnx_dtype} tensor (shape, index or quantized data): "
+            "only float weights go on images"))
+    if c.array.size == 0:
+        return Weight(**known, consumer=str(c.uses[0]), reason="empty tensor (0 elements)")
+    use, found = c.uses[0], None
+    for trial_use in c.uses:     # the first use that gives a role decides, else the first use
+        trial = role_of(c.shape, trial_use.op, trial_use.index, trial_use.proto)
+        if trial.role is not None or found is None:
+            use, found = trial_use, trial
+        if trial.role is not None:
+            break
+    return Weight(**known, consumer=str(use), role=found.role, dims=found.dims, steps=found.steps,
+                  mapping=found.mapping, reason=found.reason, use=use,
+                  compute=any(is_weight_input(u, c.onnx_dtype) for u in c.uses))
 
 
 def float_dtype(weights) -> str:

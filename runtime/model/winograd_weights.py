@@ -6,7 +6,10 @@ when its kernel is square, of a size the engine takes, and every node reading
 it is a Conv with strides 1, dilations 1 and group 1 (ONNX's defaults where
 absent). Its image holds U = G·g·Gᵀ, so ``--verify`` reads it back with
 ``from_image`` (G⁺·U·G⁺ᵀ) and compares within the transform's documented
-``inverse_bound``, not bit for bit.
+``inverse_bound``, not bit for bit. When no filter of the model qualifies,
+:func:`winograd_note` says what the layouts take and why each filter is not
+that (``clayout model`` prints it after the summary; the manifest is that of
+a run without ``--winograd``).
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from ..api import from_image
 from ..errors import ClayoutError
 from ..winograd import engine_layouts
 from . import manifest as mf
-from .onnx_graph import attr
+from .onnx_graph import attr, printable
 from .roles import Weight, logical_weight, stored_values
 
 
@@ -52,16 +55,52 @@ def winograd_layout(w: Weight, uses, layouts) -> ImageLayout | None:
     in, or None: a 2-D Conv filter of a square kernel size the engine takes,
     read only by Conv nodes with strides 1, dilations 1 and group 1 (a weight
     shared with another kind of convolution keeps its usual layout)."""
-    if not layouts or w.role != "filter" or w.store_dtype or len(w.onnx_shape) != 4 \
-            or w.use is None or w.use.op != "Conv" or w.use.index != 1:
+    if not layouts or winograd_refusal(w, uses, layouts) != "":
         return None
+    return layouts[w.dims[2]]
+
+
+def winograd_refusal(w: Weight, uses, layouts) -> str | None:
+    """Why the weight ``w`` does not go in a Winograd layout of ``layouts``:
+    "" when it does, None when it is no Conv node's filter at all."""
+    if w.use is None or w.use.op != "Conv" or w.use.index != 1:
+        return None
+    if w.store_dtype:
+        return "an integer weight"
+    if w.role != "filter":
+        return (f"depthwise (group {attr(w.use.proto, 'group', 1)})" if w.role == "depthwise"
+                else "a filter with no image role")
+    if len(w.onnx_shape) != 4:
+        return "a 1-D convolution's filter"
     k_h, k_w = w.dims[2], w.dims[3]
     if k_h != k_w or k_h not in layouts:
-        return None
-    if not all(u.op == "Conv" and u.index == 1 and u.proto is not None
-               and conv_allows(u.proto) for u in uses):
-        return None
-    return layouts[k_h]
+        return f"a {k_h}x{k_w} kernel"
+    for u in uses:
+        if u.op != "Conv" or u.index != 1 or u.proto is None:
+            return f"also read by {printable(str(u))}"
+        if not conv_allows(u.proto):
+            node = u.proto
+            found = [f"{key} {','.join(map(str, attr(node, key)))}" for key in
+                     ("strides", "dilations") if any(int(v) != 1 for v in attr(node, key) or ())]
+            group = int(attr(node, "group", 1))
+            return (", ".join(found + ([f"group {group}"] if group != 1 else []))
+                    + f" ({printable(str(u))})")
+    return ""
+
+
+def winograd_note(weights, uses, winograd: str, layouts) -> str:
+    """The note of ``--winograd`` when no Conv filter qualified: what the
+    engine's layouts take, and why each filter of the model is not that."""
+    refused = [(w, why) for w in weights
+               if (why := winograd_refusal(w, uses.get(w.name, ()), layouts))]
+    sizes = " or ".join(f"{k}x{k}" for k in sorted(layouts))
+    shown = "; ".join(f"{printable(w.name)!r}: {why}" for w, why in refused[:4]) + \
+        (f"; and {len(refused) - 4} more" if len(refused) > 4 else "")
+    here = f"here {shown}" if refused else "this model has no Conv filter"
+    return (f"--winograd {winograd}: no Conv filter qualified, so no Winograd image: its "
+            f"layouts take float Conv filters of a square {sizes} kernel, with strides 1, "
+            f"dilations 1 and group 1, read by Conv nodes only; {here}; every weight is placed "
+            "as without --winograd")
 
 
 def fits(layout: ImageLayout, dims, max_image) -> tuple[bool, str]:
