@@ -32,11 +32,20 @@ log = logging.getLogger("clayout")
 NAMES = ("auto", "cpu", "opencl", "reference")
 
 
+def is_device_object(data) -> bool:
+    """True for a caller's device object (a pyopencl Buffer or Image), told
+    by its module so that nothing outside runtime/opencl imports pyopencl."""
+    return type(data).__module__.split(".")[0] == "pyopencl"
+
+
 def engine_for(engine, data=None, queue=None) -> Engine:
     """The engine a Memory lives on: the device's when ``data`` is the
     caller's device object (a pyopencl Buffer or Image) or a ``queue`` is
-    given, else ``engine`` (a name or an engine object)."""
-    if queue is not None or type(data).__module__.split(".")[0] == "pyopencl":
+    given (``engine`` where it is on that context and queue, else the one
+    engine every Memory on that context, or (context, queue), shares:
+    runtime.opencl.engine.shared), else ``engine`` (a name or an engine
+    object)."""
+    if queue is not None or is_device_object(data):
         try:
             from .opencl.engine import engine_for as device_engine
         except ImportError as exc:
@@ -104,4 +113,5 @@ def choose_engine(name) -> tuple[Engine, str]:
     return eng, f"opencl (auto: found an OpenCL device with image support: {eng.device_name})"
 
 
-__all__ = ["NAMES", "get", "choose_engine", "engine_for", "opencl_available"]
+__all__ = ["NAMES", "get", "choose_engine", "engine_for", "is_device_object",
+           "opencl_available"]

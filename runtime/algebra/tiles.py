@@ -132,11 +132,12 @@ def tile_plan(layout, dims, max_image) -> TilePlan:
     layout = image_layout(layout)
     dims = layout.logical_dims(dims)
     limit = max_w, max_h = image_limit(max_image)
-    storage = layout.at(dims).storage
-    if storage != "image2d":
+    image = ImageDesc(layout, dims)   # its extent: (width, height, depth) on every storage
+    if not image.storage.tiles:
         raise ClayoutError(f"max_image tiles 2-D images; layout {layout.name!r} places dims "
-                           f"{dims} on storage {storage} (whose own limits are checked instead)")
-    width, height = layout.image_shape(dims)
+                           f"{dims} on storage {image.storage.name} (whose own limits are "
+                           "checked instead)")
+    width, height = image.width, image.height
     if (width <= max_w and height <= max_h) or width * height == 0:
         rows = cols = 1
         max_w, max_h = max(max_w, width), max(max_h, height)

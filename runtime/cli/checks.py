@@ -8,6 +8,7 @@ import os
 
 from .. import model
 from ..algebra import dtypes
+from ..algebra.layout import ImageDesc
 from ..errors import ClayoutError
 
 PROG = "clayout"
@@ -60,9 +61,17 @@ def check_output_kind(args) -> None:
 
 def check_not_empty(dims, layout, what: str) -> None:
     """A tensor with a zero dim is refused on an image: OpenCL cannot create
-    an image 0 pixels wide or high."""
+    an image 0 pixels wide, high or deep, nor a buffer of 0 bytes. The size
+    named is the ImageDesc's, one number per coordinate of its storage."""
     if 0 in tuple(dims):
-        width, height = layout.image_shape(layout.logical_dims(dims))
+        image = ImageDesc(layout, dims)
+        store = image.storage
+        size = "x".join(map(str, image.shape)) + (" pixels" if store.ndim == 1 else "")
+        names, noun = store.extent_names, "an image" if store.plain else f"an {store.name}"
+        why = (f"{noun} with a {', '.join(names[:-1])} or {names[-1]} of 0" if store.ndim > 1
+               else f"{noun} of 0 pixels" if store.image_object else "a buffer of 0 bytes")
+        if 0 not in image.shape:   # a single texture of C = 0: pixels with no channel
+            size, why = f"{size} of 0 lanes", f"an {store.name} with 0 channels"
         raise ClayoutError(f"{what}: dims {','.join(map(str, dims))} hold no elements, and the "
-                           f"{layout.name} image would be {width}x{height}: OpenCL cannot create "
-                           "an image with a width or height of 0; nothing written")
+                           f"{image.layout.name} {store.noun} would be {size}: OpenCL cannot "
+                           f"create {why}; nothing written")

@@ -52,6 +52,7 @@ from ..contract import Engine
 from ..errors import ClayoutError
 from . import device, images, programs, tiles
 from .device import storage_limits
+from .contexts import engine_of, register
 from .shared import SharedStorage
 from . import transform as transform_kernel
 from .plan import plan
@@ -344,7 +345,7 @@ def _pick_context() -> cl.Context:
     return device.pick_context()
 
 
-# -- the process-wide engine -----------------------------------------------------------------
+# -- the process-wide engine, and one engine per caller's context ------------------------------
 _DEFAULT: OpenCLEngine | None = None
 _AVAILABLE: bool | None = None
 _WHY_NOT = ""
@@ -372,23 +373,28 @@ def why_not() -> str:
 
 def default() -> OpenCLEngine:
     """The process-wide engine: PYOPENCL_CTX's device, else the first device
-    with image support (GPUs first)."""
+    with image support (GPUs first); ``shared`` of its context and queue."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
-            _DEFAULT = OpenCLEngine()
+            _DEFAULT = register(OpenCLEngine())
         return _DEFAULT
+
+
+def shared(context: cl.Context, queue: cl.CommandQueue | None = None) -> OpenCLEngine:
+    """The one engine of ``context`` (its own queue), or of (context, ``queue``)."""
+    return engine_of(context, queue, OpenCLEngine)
 
 
 def engine_for(engine, data, queue) -> OpenCLEngine:
     """The engine a Memory on the caller's device object or queue lives on:
-    ``engine`` (an engine object or None for the default) when it has that
-    context (and queue), else a new engine on it."""
+    ``engine`` (None: the process-wide one) when it has that context (and
+    queue), else the ``shared`` engine of the context (and queue)."""
     if queue is not None and not isinstance(queue, cl.CommandQueue):
         raise ClayoutError(f"queue= takes a pyopencl CommandQueue, got {type(queue).__name__}")
     context = queue.context if queue is not None else data.context
-    eng = default() if engine is None and queue is None else engine
+    eng = _DEFAULT if engine is None else engine   # (a default not made yet is on no context)
     if isinstance(eng, OpenCLEngine) and eng.context == context and \
             (queue is None or eng.queue == queue):
         return eng
-    return OpenCLEngine(context=context, queue=queue)
+    return shared(context, queue)

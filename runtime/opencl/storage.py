@@ -60,6 +60,9 @@ class DeviceStorage:
         image's copied into a new image."""
         if side.is_image:
             check_fits(side, self.storage_limits)
+        if side.is_zero and not isinstance(data, cl.MemoryObject):
+            return None   # nothing to hold, as in allocate: OpenCL has no empty buffer or image
+        if side.is_image:
             if isinstance(data, cl.MemoryObject):
                 wrong = images.matches(data, side)
                 if wrong:

@@ -14,14 +14,14 @@ from ..algebra.desc import MemoryDesc
 from ..errors import ClayoutError
 
 
-def _rect(tile_plan, tile, image) -> dict:
+def _rect(tile, image) -> dict:
     """enqueue_copy arguments of one tile's rectangle inside the dense buffer
     of the ImageDesc ``image`` (a pixel is its lanes: 4, 1, or a single
     texture's C)."""
     pixel = image.lanes * image.dtype.itemsize
     return dict(buffer_origin=(tile.x0 * pixel, tile.y0, 0), host_origin=(0, 0, 0),
                 region=(tile.width * pixel, tile.height, 1),
-                buffer_pitches=(tile_plan.image[0] * pixel, 0),
+                buffer_pitches=(image.width * pixel, 0),
                 host_pitches=(tile.width * pixel, 0))
 
 
@@ -34,8 +34,9 @@ def to_tiles(engine, src, dst, flat: np.ndarray, tile_plan) -> tuple[np.ndarray,
     for tile in tile_plan.tiles:
         # the image array's rows and columns, then its lanes as they are (a
         # single texture's C too): what the host engines' cut gives
-        arr = np.empty((tile.height, tile.width) + dst.array_shape[2:], dtype=dst.dtype.np)
-        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(tile_plan, tile, dst))
+        arr = np.empty((tile.height, tile.width) + dst.array_shape[dst.storage.ndim:],
+                       dtype=dst.dtype.np)
+        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(tile, dst))
         out.append(arr)
     return tuple(out)
 
@@ -49,7 +50,7 @@ def from_tiles(engine, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
                                f"{src.describe()} tiles are (height, width"
                                f"{'' if src.layout.lanes == 1 else f', {src.lanes}'}) arrays")
         cl.enqueue_copy(engine.queue, image_buf, np.ascontiguousarray(arr),
-                        **_rect(tile_plan, tile, src))
+                        **_rect(tile, src))
     out = np.empty(dst.span, dtype=dst.dtype.np)
     dst_buf = engine.new_buffer(out.nbytes)
     engine.enqueue(src, image_buf, dst, dst_buf, zero_first=True, dense=True)
