@@ -1,4 +1,22 @@
-"""clayout: tensor layouts on OpenCL images and buffers, with a numpy fallback.
+"""clayout: tensors on OpenCL images and buffers, with a numpy fallback.
+
+The public API (docs/ has every detail; the command line is ``clayout``):
+
+* conversions: ``to_image``, ``from_image`` (host arrays or ``Memory``, with
+  ``max_image=`` tiles), ``reorder`` between two ``MemoryDesc``;
+* layouts: ``image_layout(name)``, ``IMAGE_LAYOUTS`` (the named ones),
+  ``ImageLayout``, ``ImageDesc``, ``physical_shape``; tags: ``parse_tag``;
+* buffers: ``MemoryDesc``, ``Axis``, ``Memory`` (data on an engine, e.g. a
+  device), ``convert`` (the dtype rules);
+* models: ``load_images(path, engine=None)``: the images a ``clayout model``
+  file holds, as ``Memory`` on an engine;
+* placement: ``choose_layout`` / ``layout_choice`` (``LayoutChoice``): which
+  layout a role takes under a device's limits; ``tile_plan`` (``TilePlan``),
+  ``Transform`` (Winograd);
+* ``accessor`` / ``Accessor``: OpenCL C that reads and writes a layout by
+  logical index (loaded on first use: it needs pyopencl and mako);
+* errors: ``ClayoutError`` (a ValueError, one line), ``BufferCopyWarning``;
+  ``__version__``.
 
 >>> import numpy as np, runtime
 >>> x = np.arange(2 * 5 * 3 * 3, dtype=np.float32).reshape(2, 5, 3, 3)
@@ -20,22 +38,36 @@ from .algebra.tiles import TilePlan, tile_plan
 from .algebra.transform import Transform
 from .api import from_image, reorder, to_image
 from .errors import BufferCopyWarning, ClayoutError
+from .loader import load_images
 from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
 from .version import __version__
 
 
+_LAZY = ("accessor", "Accessor")
+
+
 def __getattr__(name: str):
     """``runtime.accessor`` / ``runtime.Accessor``: OpenCL C that reads and
     writes a layout by logical index (runtime/opencl/accessor.py), loaded when
-    first asked for: it needs pyopencl and mako, the rest of clayout does not."""
-    if name in ("accessor", "Accessor"):
-        from .opencl import accessor as accessors
+    first asked for: it needs pyopencl and mako, the rest of clayout does not
+    (without them the AttributeError says so, as ``hasattr`` and ``help``
+    expect)."""
+    if name in _LAZY:
+        try:
+            from .opencl import accessor as accessors
+        except ImportError as exc:
+            raise AttributeError(f"runtime.{name} needs pyopencl and mako: {exc}") from None
         return getattr(accessors, name)
     raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and the lazy ones (``accessor``, ``Accessor``)."""
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
            "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning",
-           "Memory", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]
+           "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]

@@ -49,6 +49,11 @@ from .algebra.storage import STORAGES, Limits, size_text
 from .algebra.tiles import image_limit
 from .errors import ClayoutError
 
+# what a reason says when no limits were given and the engine has none
+NO_LIMITS = "chosen with no device limits given ({how}), so nothing is refused"
+API_HOW = "pass engine= or limits="
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One candidate layout measured for the tensor: its storage, its size
@@ -129,15 +134,20 @@ class LayoutChoice:
         if self.limits is None:
             return "no limit"
         shown = [(s, self.limits.text(STORAGES[s])) for s in self.storages]
-        if self.storages == ("image2d",):
+        if self._plain_only:
             return shown[0][1]
         return ", ".join(f"{s} {b}" for s, b in shown)
+
+    @property
+    def _plain_only(self) -> bool:
+        """Every candidate is on the 2-D image (messages then name no storage)."""
+        return all(STORAGES[s].plain for s in self.storages)
 
     @property
     def _two_d(self) -> bool:
         """Every candidate is a 2-D image and none is over the max allocation:
         one limit says it all."""
-        return self.storages == ("image2d",) and not any(c.over_alloc for c in self.rejected)
+        return self._plain_only and not any(c.over_alloc for c in self.rejected)
 
     def _grouped_text(self) -> str:
         """'over the image2d limit 2048x2048: a 8192x512, b 512x8192; over the
@@ -156,7 +166,13 @@ class LayoutChoice:
     def reason(self) -> str:
         """One line: the choice, its size, the limit of its storage, the rule
         that decided, each rejected candidate with its size and the limit it
-        is over."""
+        is over. Without limits it says so: 'no device limits given (pass
+        engine= or limits=), so nothing is refused'."""
+        return self.explain()
+
+    def explain(self, how: str = API_HOW) -> str:
+        """``reason``, with ``how`` saying how to give limits when there were
+        none (the command line says '--max-image W,H')."""
         dims = ",".join(map(str, self.dims))
         c = self.chosen
         if not self.fits:
@@ -168,8 +184,9 @@ class LayoutChoice:
                     + self._skipped_text())
         size = size_text(c.size, c.storage)
         if c.limit is None:
-            limit = "no limit"
-        elif c.storage == "image2d" and self.storages == ("image2d",):
+            return (f"{self.role} dims {dims} {self.dtype}: {c.name} ({size}, {c.padding} "
+                    f"padding lanes) " + NO_LIMITS.format(how=how) + self._skipped_text())
+        if self._plain_only:
             limit = "x".join(map(str, c.limit))
         else:
             limit = f"the {c.storage} limit {'x'.join(map(str, c.limit))}"
@@ -256,6 +273,13 @@ def choose_layout(role: str, dims, dtype="f32", limits=None, engine=None) -> Ima
     least padding breaking ties inside a tier. Raises ClayoutError naming
     every candidate and its size when none fits (split into tiles then:
     ``to_image(..., max_image=...)``). ``layout_choice`` gives the reason.
+
+    Without ``limits`` and without an ``engine`` that has a device (the
+    default engine is cpu), nothing is refused: the role's first candidate
+    is returned however large its image, one no GPU may hold, and the
+    reason says "no device limits given (pass engine= or limits=)". Pass the
+    engine that will hold the image, or the target's limits (8192x8192 is
+    the least an OpenCL device with images offers).
 
     >>> choose_layout("activation", (1, 64, 224, 224)).name
     'in_out_channel'

@@ -176,8 +176,8 @@ def test_limits_are_refused_before_allocation(cl_engine, monkeypatch):
                              ("tflite_texture_array", (1, 12, 2, 2), "image2d_array, over"),
                              ("tflite_image_buffer", (1, 4, 3, 6), "18 image_buffer, over the "
                               "device limit 16"),
-                             ("tflite_buffer", (1, 4, 512, 256), "131072 buffer, over the "
-                              "device limit 65536")]:
+                             ("tflite_buffer", (1, 4, 512, 256), "131072 buffer of 2097152 "
+                              "bytes, over the device's max allocation 1048576 bytes")]:
         with pytest.raises(ClayoutError, match=f"layout '{name}'.*{what}"):
             Memory.image(name, dims, engine=eng)
         side = ImageDesc(image_layout(name), dims)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ..errors import ClayoutError
 from .layout import ImageDesc, ImageLayout
 from .storage import Limits, size_text
-from .tags import parse_tag
+from .tags import close_names, did_you_mean, parse_tag
 from .transform import Transform
 
 
@@ -198,9 +198,25 @@ def image_layout(name) -> ImageLayout:
         if rows_i is not None:
             return ImageLayout(name, tag, rows_i, lanes_i, "custom", parse_tag(tag).ndims,
                                storage=store or "image2d", layers=layers_i)
-    raise ClayoutError(f"unknown image layout {name!r}; named layouts: {', '.join(NAMED)}; "
+    raise ClayoutError(f"unknown image layout {name!r}{_layout_hint(name)}; named layouts: "
+                       f"{', '.join(NAMED)}; "
                        "or a custom 'TAG:ROWS[:LANES][@STORAGE[:LAYERS]]' such as 'acBd4b:2' "
                        "or 'Bcda4b:1@image3d:1'")
+
+
+def _layout_hint(name) -> str:
+    """" (did you mean 'in_out_channel'? names are exact: lower case, with _)"
+    for a name that is one in another case or with '-' ('In_Out_Channel',
+    'in-out-channel'), " (did you mean 'in_out_channel'?)" for a near miss
+    ('in_out_chanel'); '' otherwise. Names are not folded: each layout has
+    one spelling, in code, files and manifests (docs/layouts.md)."""
+    if not isinstance(name, str) or not name:
+        return ""
+    key = name.lower().replace("-", "_").replace(" ", "_")
+    if key in NAMED:
+        return f" ({did_you_mean([key])} names are exact: lower case, with _)"
+    near = close_names(key, NAMED)
+    return f" ({did_you_mean(near)})" if near else ""
 
 
 def formula(layout: ImageLayout) -> str | None:
@@ -250,7 +266,11 @@ def check_fits(image: ImageDesc, limits) -> None:
     (width, height), or its storage.Limits for every storage; None: no
     limit), naming the storage, its size, the limit, and the layouts of the
     same kind that would fit."""
-    limits = Limits.of(limits)
+    try:
+        limits = Limits.of(limits)
+    except (TypeError, ValueError):
+        raise ClayoutError(f"limits {limits!r}: expected a storage.Limits or a 2-D image limit "
+                           "(max width, max height) in pixels, e.g. (16384, 16384)") from None
     why = None if limits is None else limits.refusal(image)
     if why is None:
         return

@@ -27,17 +27,36 @@ from ..errors import ClayoutError
 
 @dataclass(frozen=True)
 class Storage:
-    """One storage kind: its name, the coordinates of a pixel (x first), the
-    OpenCL C type a kernel takes it as, whether its memory is a plain buffer
-    of pixels underneath (kernels and copies then reach it as that buffer),
-    the device limits that bound it, and where reads outside the tensor give
-    zero in TFLite's kernels (documentation of the border rule)."""
+    """One storage kind, as facts the code asks (never its name): its name,
+    the coordinates of a pixel (x first), the OpenCL C type a kernel takes it
+    as, whether its memory is a plain buffer of pixels underneath (kernels
+    and copies then reach it as that buffer), the device limits that bound
+    it, and where reads outside the tensor give zero in TFLite's kernels
+    (documentation of the border rule); then what kernels and the device
+    make of it:
+
+    * ``image_object``: kernels read and write it as an OpenCL image type
+      (read_image*/write_image*), not as a pointer;
+    * ``sampled``: its reads take a sampler (not so for an image1d_buffer_t);
+    * ``array``: an image array (its z is a layer, not a depth);
+    * ``buffer_view``: kernels bind an image1d_buffer_t view of its buffer;
+    * ``write_extension``: the extension a kernel writing it must enable;
+    * ``views_buffer``: an image of it can be made over a caller's buffer
+      (cl_khr_image2d_from_buffer: 2-D images only);
+    * ``tiles``: an image over a limit is cut into tiles of this storage."""
     name: str
     coords: tuple[str, ...]
     c_type: str
     on_buffer: bool
     limits: str
     border: str
+    image_object: bool = True
+    sampled: bool = True
+    array: bool = False
+    buffer_view: bool = False
+    write_extension: str | None = None
+    views_buffer: bool = False
+    tiles: bool = False
 
     @property
     def ndim(self) -> int:
@@ -72,9 +91,22 @@ class Storage:
         return ", ".join(names[c] for c in reversed(self.coords))
 
     @property
+    def extent_names(self) -> tuple[str, ...]:
+        """What each coordinate's size is called, x first: width, height and
+        layers or depth for the images, pixels for the buffer storages."""
+        if self.ndim == 1:
+            return ("pixels",)
+        return ("width", "height", "layers" if self.array else "depth")[:self.ndim]
+
+    @property
+    def plain(self) -> bool:
+        """True for the 2-D image, the storage messages leave unnamed."""
+        return self.name == "image2d"
+
+    @property
     def noun(self) -> str:
         """What messages call it: 'image' for a 2-D image, else its name."""
-        return "image" if self.name == "image2d" else self.name
+        return "image" if self.plain else self.name
 
     @property
     def layered(self) -> bool:
@@ -84,17 +116,20 @@ class Storage:
 
 STORAGES = {s.name: s for s in (
     Storage("image2d", ("x", "y"), "image2d_t", False,
-            "image2d_max_width x image2d_max_height", "x outside W, y outside H"),
+            "image2d_max_width x image2d_max_height", "x outside W, y outside H",
+            views_buffer=True, tiles=True),
     Storage("image2d_array", ("x", "y", "z"), "image2d_array_t", False,
             "image2d_max_width x image2d_max_height x image_max_array_size",
-            "x outside W, y outside H"),
+            "x outside W, y outside H", array=True),
     Storage("image3d", ("x", "y", "z"), "image3d_t", False,
             "image3d_max_width x image3d_max_height x image3d_max_depth",
-            "x outside W, y outside H, z outside D"),
+            "x outside W, y outside H, z outside D",
+            write_extension="cl_khr_3d_image_writes"),
     Storage("image_buffer", ("x",), "image1d_buffer_t", True,
             "image_max_buffer_size pixels (and max_mem_alloc_size bytes)",
-            "a read at x = -1 gives 0"),
-    Storage("buffer", ("x",), "__global", True, "max_mem_alloc_size bytes", "none"),
+            "a read at x = -1 gives 0", sampled=False, buffer_view=True),
+    Storage("buffer", ("x",), "__global", True, "max_mem_alloc_size bytes", "none",
+            image_object=False, sampled=False),
 )}
 
 
@@ -102,7 +137,7 @@ def size_text(shape, store: str) -> str:
     """An image's size as messages write it: '35x5' on a 2-D image, the
     storage named otherwise: '14x3x2 image3d'."""
     size = "x".join(map(str, shape))
-    return size if store == "image2d" else f"{size} {store}"
+    return size if STORAGES[store].plain else f"{size} {store}"
 
 
 def image_text(image) -> str:
@@ -156,13 +191,19 @@ class Limits:
             return self.image3d
         if store.name == "image_buffer":
             return (self.image_buffer,)
-        return (self.max_alloc // 16 if self.max_alloc else 2 ** 62,)
+        # a buffer is bounded by its bytes alone (refusal): at most one pixel per 4 bytes
+        return (self.max_alloc // 4 if self.max_alloc else 2 ** 62,)
 
     def text(self, store: Storage) -> str:
-        """The bound of ``store`` as messages write it: '8192x8192', or 'no
-        limit' for a buffer on an engine that gave no allocation limit."""
-        if store.name == "buffer" and not self.max_alloc:
-            return "no limit"
+        """The bound of ``store`` as messages write it: '8192x8192'; a buffer's
+        is the max allocation ('max allocation 1048576 bytes', or 'no
+        limit' from an engine that gave none), and an image buffer's
+        '65536 pixels, max allocation 1048576 bytes'."""
+        alloc = f"max allocation {self.max_alloc} bytes" if self.max_alloc else None
+        if store.name == "buffer":
+            return alloc or "no limit"
+        if store.name == "image_buffer":
+            return f"{self.image_buffer} pixels" + (f", {alloc}" if alloc else "")
         return "x".join(map(str, self.bounds(store)))
 
     def refusal(self, image) -> str | None:

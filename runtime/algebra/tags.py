@@ -9,6 +9,7 @@ OIhw8i16o2i: dims a, b blocked (a by 16, b by 8*2), inner blocks 8b, 16a, 2b.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 from dataclasses import dataclass
 from importlib import resources
@@ -81,17 +82,24 @@ def _fail(tag: str, pos: int, what: str) -> ClayoutError:
 @functools.lru_cache(maxsize=1024)
 def parse_tag(text: str) -> Tag:
     """Parse a letter tag or a named alias. ``parse_tag('nChw16c')`` ->
-    Tag(ndims=4, order=(0, 1, 2, 3), blocks=((1, 16),))."""
+    Tag(ndims=4, order=(0, 1, 2, 3), blocks=((1, 16),)). A tag that does not
+    parse is refused in one line; a near miss of a known alias ('nhcw',
+    'nChw16', 'NHWC') adds "did you mean 'nchw' or 'nhwc'?", and a
+    lower-case word that is no letter tag also lists the aliases of as
+    many dims."""
     if not isinstance(text, str) or not text:
         raise ClayoutError(f"tag {text!r}: expected a non-empty string such as 'nchw' or 'aBcd16b'")
     letters = aliases().get(text, text)
     try:
         return _parse_letters(text, letters)
     except ClayoutError as exc:
-        hint = _spelling_hint(text)
-        if hint is None:
+        case = _spelling_hint(text)
+        near = [case] if case is not None else close_names(text, aliases())
+        words = _alias_list(text)
+        if not near and words is None:
             raise
-        raise ClayoutError(f"{exc}; did you mean {hint!r}?") from None
+        hint = f"; {did_you_mean(near)}" if near else ""
+        raise ClayoutError(f"{exc}{words or ''}{hint}") from None
 
 
 def _spelling_hint(text: str) -> str | None:
@@ -102,6 +110,69 @@ def _spelling_hint(text: str) -> str | None:
             return candidate
     folded = [name for name in known if name.lower() == text.lower() and name != text]
     return folded[0] if len(folded) == 1 else None
+
+
+def _alias_list(text: str) -> str | None:
+    """For a lower-case word that cannot be a letter tag (a letter past 'l',
+    as in 'nhcw'), meant as an alias: '; 'nhcw' is no alias clayout knows
+    (4-D aliases: nchw, oihw, ...)'; else None."""
+    if not (text.isascii() and text.isalpha() and text.islower()) or \
+            all(ch in LETTERS for ch in text):
+        return None
+    same = [name for name, tag in _NAMED.items() if name.isalpha() and name.islower()
+            and len(tag) == len(text) and tag.islower()]
+    listed = f"{len(text)}-D aliases: {', '.join(same)}" if same else \
+        "the aliases are listed in docs/formats.md"
+    return f"; {text!r} is no alias clayout knows ({listed})"
+
+
+def did_you_mean(names) -> str:
+    """"did you mean 'a'?", "did you mean 'a' or 'b'?" ('' for none)."""
+    quoted = [repr(n) for n in names]
+    if not quoted:
+        return ""
+    shown = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return f"did you mean {shown}?"
+
+
+def close_names(text: str, names, most: int = 3) -> list[str]:
+    """The names of ``names`` nearest to ``text``, a likely slip of the
+    keyboard: difflib's close matches, ignoring case, kept when at most
+    ``max(1, len(text) // 3)`` edits away (an insertion, deletion,
+    replacement or swap of two neighbours counts one), only those of the
+    fewest edits (among them, those with the same letters as ``text`` come
+    first: 'nhcw' -> 'nchw', 'nhwc' rather than 'ncw'), in the order of
+    ``names``, at most ``most``."""
+    folded: dict[str, list[str]] = {}
+    order = {}
+    for name in names:
+        folded.setdefault(name.lower(), []).append(name)
+        order.setdefault(name, len(order))
+    low = text.lower()
+    scored = []
+    for near in difflib.get_close_matches(low, list(folded), n=12, cutoff=0.6):
+        edits = _edits(low, near)
+        if edits <= max(1, len(text) // 3):
+            for name in folded[near]:
+                scored.append(((edits, sorted(near) != sorted(low)), _edits(text, name),
+                               order[name], name))
+    if not scored:
+        return []
+    best = min(s[0] for s in scored)
+    return [s[-1] for s in sorted(scored) if s[0] == best][:most]
+
+
+def _edits(a: str, b: str) -> int:
+    """Edits from ``a`` to ``b``: insert, delete, replace, or swap two neighbours."""
+    before, row = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(row[j] + 1, cur[j - 1] + 1, row[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], before[j - 2] + 1)
+        before, row = row, cur
+    return row[-1]
 
 
 def _parse_letters(text: str, letters: str) -> Tag:

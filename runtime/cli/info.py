@@ -5,6 +5,7 @@ with its storage and size against that storage's limit (runtime.placement).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 
@@ -17,6 +18,7 @@ from ..algebra.layout import ImageDesc
 from ..algebra.storage import Limits
 from ..algebra.tags import parse_tag
 from ..errors import ClayoutError
+from ..limits import host_limit, human
 from .checks import PROG
 
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
@@ -43,7 +45,8 @@ def choose(args, dims, dtype, engine=None):
     fitted: tiles then); and the LayoutChoice."""
     choice = placement.layout_choice(args.role, dims, dtype, args.max_image, engine)
     verdict = "chose" if choice.fits else "will split"
-    print(f"{PROG}: layout any {verdict} {choice.layout.name}: {choice.reason}", file=sys.stderr)
+    print(f"{PROG}: layout any {verdict} {choice.layout.name}: "
+          f"{choice.explain('give --max-image W,H')}", file=sys.stderr)
     tile_limit = args.max_image if choice.fits else choice.max_image
     return choice.layout, tile_limit, choice
 
@@ -53,7 +56,7 @@ def two_d_limit(layout, dims, max_image):
     array, 3-D image or buffer is not split but must fit the limits it
     implies (runtime.algebra.storage.Limits.of), else one error naming the
     layouts that would."""
-    if max_image is None or layout.at(dims).place.name == "image2d":
+    if max_image is None or layout.at(dims).place.tiles:
         return max_image
     catalog.check_fits(ImageDesc(layout, dims), max_image)
     return None
@@ -68,7 +71,7 @@ def cmd_info(args) -> int:
     layout, dims, store = image.layout, image.dims, image.storage   # the 5-D form for 5-D dims
     # planned before the first line is printed: a failure prints only its error
     plan = None
-    if args.max_image is not None and store.name == "image2d":
+    if args.max_image is not None and store.tiles:
         plan = tiles.tile_plan(layout, dims, args.max_image)
     slots = math.prod(image.shape) * image.lanes
     count = int(np.prod(image.placed))   # a Winograd image holds U's elements
@@ -93,7 +96,7 @@ def cmd_info(args) -> int:
     sizes = ", ".join(f"{n} {slots * dtypes.dtype(n).itemsize}" for n in held)
     print(f"bytes     {sizes}")
     for limit in LIMITS:
-        bounds = Limits.of(limit)
+        bounds, text = info_limits(limit, store)
         if bounds.refusal(image) is None:
             verdict = "fits"
         else:
@@ -101,8 +104,7 @@ def cmd_info(args) -> int:
                                                       layout.transform)]
             verdict = "too big" + (f"; fit: {', '.join(others)}" if others else
                                    "; no named layout of this kind fits")
-        within = "" if store.name == "image2d" else \
-            f" ({store.name} {bounds.text(store)})"
+        within = "" if store.plain else f" ({store.name} {text})"
         print(f"limit     {limit[0]}x{limit[1]}{within}: {verdict}")
     if plan is not None:
         limit = f"{plan.max_image[0]}x{plan.max_image[1]}"
@@ -110,15 +112,31 @@ def cmd_info(args) -> int:
               f"{len(plan.tiles)} tiles, {plan.rows} row(s) x {plan.cols} column(s): "
               + ", ".join(f"({t.row},{t.col}) {t.region}" for t in plan.tiles)))
     elif args.max_image is not None:
-        bounds = Limits.of(args.max_image)
+        bounds, text = info_limits(args.max_image, store)
         why = bounds.refusal(image)
         print(f"tiles     {args.max_image[0]}x{args.max_image[1]}: only 2-D images are split; "
-              f"this {store.name} " + (f"fits its limit {bounds.text(store)}"
-                                       if why is None else why))
+              f"this {store.name} " + (
+                  f"{'is over' if why else 'fits'} its limit ({text})" if store.on_buffer else
+                  f"fits its limit {text}" if why is None else why))
     if choice is not None:
         for line in candidate_lines(choice):
             print(line)
     return 0
+
+
+def info_limits(limit, store) -> tuple[Limits, str]:
+    """The limits `info` measures a ``store`` against for a 2-D ``limit``
+    (width, height), and how its line writes them: what the 2-D limit
+    implies (Limits.of); a buffer or an image buffer is also one allocation,
+    whose bound (a device's max allocation) `info` has no device to ask, so
+    it is checked against the host memory limit, and the line says so."""
+    bounds = Limits.of(limit)
+    if not store.on_buffer:
+        return bounds, bounds.text(store)
+    host = host_limit()
+    pixels = f"{bounds.image_buffer} pixels, " if store.image_object else ""
+    return dataclasses.replace(bounds, max_alloc=host), \
+        f"{pixels}max allocation: the host memory limit {human(host)}, no device given"
 
 
 def _tag_text(layout) -> str:
@@ -158,8 +176,7 @@ def _size_text(image) -> str:
     """'35 x 5 pixels (width x height)', '5 x 3 x 2 pixels (width x height x
     depth)', '30 pixels (one index x)'."""
     store = image.storage
-    names = {"image2d": "width x height", "image2d_array": "width x height x layers",
-             "image3d": "width x height x depth"}.get(store.name, "one index x")
+    names = " x ".join(store.extent_names) if store.ndim > 1 else "one index x"
     return f"{' x '.join(map(str, image.shape))} pixels ({names})"
 
 
