@@ -26,7 +26,7 @@ from . import engine as engines
 from .algebra import conversion, dtypes
 from .algebra.catalog import image_layout
 from .algebra.desc import MemoryDesc
-from .algebra.hostarray import host_shape, physical_input
+from .algebra.hostarray import check_shape, host_shape, physical_input
 from .algebra.layout import ImageDesc
 from .errors import BufferCopyWarning, ClayoutError
 
@@ -38,28 +38,39 @@ class Memory:
     ``data`` is None (allocate, zeroed), a numpy array (attached on a host
     engine; used in place through USE_HOST_PTR on OpenCL), or the user's
     ``cl.Buffer`` / ``cl.Image``. ``side`` is the MemoryDesc or ImageDesc it
-    holds; ``desc`` its memory (an image's dense desc). ``zero_copy`` and
-    ``copy_reason`` are set by ``from_buffer`` (None otherwise)."""
+    holds (``Memory(side)`` takes either); ``desc`` its memory (an image's
+    dense desc). ``zero_copy`` and ``copy_reason`` are set by ``from_buffer``
+    (None otherwise).
 
-    zero_copy: bool | None = None
-    copy_reason: str | None = None
+    Every constructor ends in ``__init__``: the side, the engine it lives on
+    (runtime.engine.engine_for: a device object or queue brings its
+    context's one engine), and the storage that engine gives for the data.
+    How a caller's device object is taken in (used in place, viewed, or
+    copied, and why) is the engine's to decide."""
 
-    def __init__(self, desc: MemoryDesc, engine=None, data=None, queue=None):
-        if not isinstance(desc, MemoryDesc):
+    def __init__(self, desc, engine=None, data=None, queue=None, *, row_pitch=None,
+                 view: bool = False):
+        if not isinstance(desc, (MemoryDesc, ImageDesc)):
             raise ClayoutError(f"Memory takes a MemoryDesc, got {type(desc).__name__}; "
                                "for an image use Memory.image(layout, dims, dtype)")
-        self._make(desc, engine, data, queue)
+        self.side = desc
+        self.engine = engines.engine_for(engine, data, queue)
+        self.zero_copy = self.copy_reason = None
+        if view:   # Memory.from_buffer: the engine views the buffer or copies it, and says why
+            taken = self.engine.view_buffer(desc, data, row_pitch)
+            self.storage, self.copy_reason = taken.storage, taken.reason
+            self.zero_copy = taken.reason is None
+            if taken.first:
+                warnings.warn(f"clayout: Memory.from_buffer: {taken.reason}", BufferCopyWarning,
+                              stacklevel=3)
+        elif data is None:
+            self.storage = self.engine.allocate(desc)
+        else:
+            self.storage = self.engine.attach(desc, self._checked(data))
 
     @classmethod
     def image(cls, layout, dims, dtype="f32", engine=None, data=None, queue=None) -> "Memory":
-        return cls.of(ImageDesc(image_layout(layout), dims, dtype), engine, data, queue)
-
-    @classmethod
-    def of(cls, side, engine=None, data=None, queue=None) -> "Memory":
-        """A Memory holding ``side`` (a MemoryDesc or an ImageDesc)."""
-        mem = cls.__new__(cls)
-        mem._make(side, engine, data, queue)
-        return mem
+        return cls(ImageDesc(image_layout(layout), dims, dtype), engine, data, queue)
 
     @classmethod
     def from_numpy(cls, array, desc, engine=None, dims=None, queue=None) -> "Memory":
@@ -69,7 +80,7 @@ class Memory:
         arr = np.asarray(array)
         if isinstance(desc, MemoryDesc):
             mem = cls(desc, engine, queue=queue)
-            mem._write(physical_input(arr, desc))
+            mem._write(physical_input(arr, desc, "Memory.from_numpy array"))
             return mem
         if dims is None:
             raise ClayoutError("Memory.from_numpy of an image needs dims= (the logical dims)")
@@ -90,7 +101,7 @@ class Memory:
         on the device, and a BufferCopyWarning says why (once per engine and
         reason). ``zero_copy`` tells which; ``copy_reason`` why not."""
         side = ImageDesc(image_layout(layout), dims, dtype)
-        if type(buffer).__module__.split(".")[0] != "pyopencl":
+        if not engines.is_device_object(buffer):
             raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "
                                f"{type(buffer).__name__}; for a host array use "
                                "Memory.image(layout, dims, dtype, data=array)")
@@ -98,27 +109,12 @@ class Memory:
             raise ClayoutError(f"Memory.from_buffer needs an OpenCL engine (engine='opencl', "
                                f"an OpenCLEngine, or None), not engine "
                                f"{engines.get(engine).name!r}, which keeps host arrays")
-        mem = cls.__new__(cls)
-        mem.side = side
-        mem.engine = engines.engine_for(engine, buffer, queue)
-        view = mem.engine.view_buffer(side, buffer, row_pitch)
-        mem.storage, mem.copy_reason = view.storage, view.reason
-        mem.zero_copy = view.reason is None
-        if view.first:
-            warnings.warn(f"clayout: Memory.from_buffer: {view.reason}", BufferCopyWarning,
-                          stacklevel=2)
-        return mem
-
-    def _make(self, side, engine, data, queue) -> None:
-        self.side = side
-        self.engine = engines.engine_for(engine, data, queue)
-        self.storage = self.engine.allocate(side) if data is None else \
-            self.engine.attach(side, self._checked(data))
+        return cls(side, engine, buffer, queue, row_pitch=row_pitch, view=True)
 
     def _checked(self, data):
         """The caller's data, a host array checked against the side (a
         device object is the engine's to check)."""
-        if type(data).__module__.split(".")[0] == "pyopencl":
+        if engines.is_device_object(data):
             return data
         arr = np.asarray(data)
         side = self.side
@@ -133,6 +129,7 @@ class Memory:
             raise ClayoutError(f"array of dtype {arr.dtype}, {arr.size} elements cannot hold "
                                f"{side!r}: it needs a C-contiguous {side.dtype.name} array "
                                f"of {side.span} elements")
+        check_shape(arr.shape, side, "Memory data")
         return arr
 
     # -- what it holds --------------------------------------------------------------------
@@ -191,22 +188,15 @@ class Memory:
         return f"<clayout Memory {what} on {self.engine.name}>"
 
 
-def convert(mem: Memory, target, engine=None) -> Memory:
+def convert(mem: Memory, target) -> Memory:
     """``mem`` converted into ``target``: a side (MemoryDesc or ImageDesc:
     a new Memory on mem's engine) or a Memory to write into, on the same
-    engine's storage. Returns the destination Memory."""
-    if engine is not None and engine is not mem.engine and \
-            engines.get(engine).domain != mem.engine.domain:
-        raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
-                           f"on engine {engines.get(engine).name} (use to_numpy() or a Memory "
-                           "on that engine)")
+    engine's storage (runtime.call checked the engines). Returns the
+    destination Memory."""
     if isinstance(target, Memory):
         out, fresh = target, False
-        if out.engine.domain != mem.engine.domain:
-            raise ClayoutError(f"destination {out!r} and source {mem!r} are on different "
-                               "engines")
     else:
-        out, fresh = Memory.of(target, mem.engine), True
+        out, fresh = Memory(target, mem.engine), True
     conversion.check(mem.side, out.side)
     if mem.storage is not None and out.storage is not None:
         mem.engine.convert_storage(mem.side, mem.storage, out.side, out.storage, fresh)

@@ -26,10 +26,29 @@ def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
     got = dtypes.of_array(arr)
     if got != desc.dtype:
         raise ClayoutError(f"{what} has dtype {got.name} but its desc says {desc.dtype.name}")
+    check_shape(arr.shape, desc, what)   # an N-D array: its shape says more than its size
     if arr.size != desc.span and not (desc.is_zero and arr.size == 0):
         raise ClayoutError(f"{what} has {arr.size} elements but {desc.describe()} needs "
                            f"{desc.span} (its physical size, padding included)")
     return arr.reshape(-1)
+
+
+def check_shape(shape, desc: MemoryDesc, what: str = "input") -> None:
+    """Refuse an N-D ``shape`` that is not desc's physical shape: a 1-D array
+    is desc's physical elements in order (any desc), an N-D one must be the
+    physical shape itself (an nhwc array is (N, H, W, C)), so that an NCHW-shaped
+    array of the same size is never read as NHWC elements."""
+    if len(shape) <= 1:
+        return
+    want = physical_shape(desc)
+    if tuple(shape) == want:
+        return
+    takes = (f"an array of its physical shape {want} or a 1-D array of its {desc.span} "
+             "physical elements" if len(want) > 1 else
+             f"a 1-D array of its {desc.span} physical elements (it is blocked, padded or "
+             "strided)")
+    raise ClayoutError(f"{what} of shape {tuple(shape)} does not match {desc.describe()}: it "
+                       f"takes {takes}; a shape that only matches in size is refused")
 
 
 def physical_shape(desc: MemoryDesc) -> tuple[int, ...]:
@@ -63,3 +82,37 @@ def dims_from_shape(shape, tag: str, hint: str = "dims=") -> tuple[int, ...]:
     for pos, d in enumerate(parsed.order):
         logical[d] = shape[pos]
     return tuple(logical)
+
+
+def nonzero_padding(flat: np.ndarray, desc: MemoryDesc) -> int | None:
+    """The offset (elements from the buffer start) of the first element of
+    desc's block padding (the tail of a blocked dim: an image's padding lanes)
+    in the 1-D array ``flat`` whose bits are not all zero; None when every
+    padding element is 0. Only the tails are read: one strided slice per
+    padded index of each padded dim, so an image whose C needs one lane of
+    padding in four reads a quarter of its elements.
+
+    >>> d = MemoryDesc((1, 3, 1, 1), tag="nChw4c")
+    >>> nonzero_padding(np.array([1, 2, 3, 0], np.float32), d) is None
+    True
+    >>> nonzero_padding(np.array([1, 2, 3, 7], np.float32), d)
+    3
+    """
+    if desc.is_zero or not desc.has_padding:
+        return None
+    size = desc.dtype.itemsize
+    bits = np.ascontiguousarray(flat).reshape(-1).view(f"u{size}")[desc.offset0:]
+    axes = desc.axes
+    view = np.lib.stride_tricks.as_strided(bits, shape=[a.size for a in axes],
+                                           strides=[a.stride * size for a in axes],
+                                           writeable=False)
+    for d, (dim, padded) in enumerate(zip(desc.dims, desc.padded_dims)):
+        for p in range(dim, padded):   # each index of the dim's zero tail
+            where = tuple(p // a.div % a.size if a.dim == d else slice(None) for a in axes)
+            part = view[where]
+            if part.any():
+                rest = [a for a in axes if a.dim != d]
+                first = np.unravel_index(int(np.flatnonzero(part)[0]), part.shape)
+                fixed = sum(p // a.div % a.size * a.stride for a in axes if a.dim == d)
+                return desc.offset0 + fixed + sum(int(i) * a.stride for i, a in zip(first, rest))
+    return None

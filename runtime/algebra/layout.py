@@ -315,14 +315,15 @@ class ImageDesc:
         for d in reversed(self.desc.dims):
             image_idx.append(flat % d if d else 0)
             flat = flat // d if d else 0
-        off = self.desc.offset(tuple(reversed(image_idx)))
-        lanes = self.lanes
-        pix = off // lanes
-        coords = []
+        return self.at_offset(self.desc.offset(tuple(reversed(image_idx))))
+
+    def at_offset(self, off: int) -> tuple[int, ...]:
+        """The coordinates and lane of element ``off`` of the dense buffer."""
+        pix, coords = off // self.lanes, []
         for size in self.shape[:-1]:
             coords.append(pix % size)
             pix //= size
-        return tuple(coords) + (pix, off % lanes)
+        return tuple(coords) + (pix, off % self.lanes)
 
     def index(self, *coords, **named) -> tuple[int, ...] | None:
         """The placed index stored at the pixel of ``coords`` (x, y; x, y, z;

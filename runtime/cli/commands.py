@@ -19,9 +19,10 @@ from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from ..algebra.storage import image_text
+from ..call import parse_reorder, parse_to_image, run
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from ..model.manifest import summary, table, verified_line
+from ..model.manifest import summary, table, totals, verified_line
 from ..model.onnx_graph import printable
 from . import figure
 from .checks import check_not_empty, check_output_kind
@@ -31,24 +32,6 @@ from .progress import Progress
 from .where import explain
 
 # -- files: runtime.fileio -----------------------------------------------------------
-
-
-def input_desc(arr: np.ndarray, tag: str, dims) -> MemoryDesc:
-    """The desc of an input array in ``tag``: dims from ``--dims``, else from the
-    physical shape of a plain tag; the array's shape must match either way."""
-    dt = dtypes.of_array(arr)  # float64 and the like: converted by numeric_input first
-    if dims is None:
-        dims = hostarray.dims_from_shape(arr.shape, tag, hint="--dims")
-    desc = MemoryDesc(dims, dt, tag=tag)
-    want = hostarray.physical_shape(desc)
-    if arr.ndim > 1 and arr.shape != want:
-        raise ClayoutError(f"array of shape {arr.shape} does not match --dims "
-                           f"{','.join(map(str, dims))} in {tag!r}: expected shape {want} "
-                           f"or a 1-D array of {desc.span} elements")
-    if arr.ndim <= 1 and arr.size != desc.span:
-        raise ClayoutError(f"array has {arr.size} elements but {tag!r} with dims "
-                           f"{','.join(map(str, dims))} needs {desc.span} (padding included)")
-    return desc
 
 
 def numeric_input(path: str, dtype) -> np.ndarray:
@@ -83,19 +66,22 @@ def cmd_to_image(args) -> int:
     layout = layout_arg(args)
     arr = numeric_input(args.input, args.dtype)
     tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
-    desc = input_desc(arr, tag, args.dims)
-    check_not_empty(desc.dims, layout, args.input)
+    dims = args.dims if args.dims is not None else \
+        hostarray.dims_from_shape(arr.shape, tag, hint="--dims")
+    check_not_empty(dims, layout, args.input)
     max_image = args.max_image
     if args.layout == "any":
-        layout, max_image, _ = choose(args, desc.dims, args.dtype or desc.dtype, args.engine)
-    max_image = two_d_limit(layout, desc.dims, max_image)
-    if max_image is not None:   # the tile files are outputs too: checked before the work
-        for tile in tiles.tile_plan(layout, desc.dims, max_image).tiles:
+        layout, max_image, _ = choose(args, dims, args.dtype or dtypes.of_array(arr),
+                                      args.engine)
+    call = parse_to_image(arr, layout, src=tag, dtype=args.dtype, engine=args.engine,
+                          dims=dims, max_image=two_d_limit(layout, dims, max_image),
+                          hint="--dims", what=args.input)
+    if call.tiles is not None:   # the tile files are outputs too: checked before the work
+        for tile in call.tiles.tiles:
             check_output(tile_path(args.output, tile), [args.input])
-    image = api.to_image(arr.reshape(-1), layout, src=tag, dtype=args.dtype,
-                         engine=args.engine, dims=desc.dims, max_image=max_image)
+    image = run(call)
     if isinstance(image, tuple):
-        plan = tiles.tile_plan(layout, desc.dims, max_image)
+        plan = call.tiles
         paths = save_tiles(args.output, image, plan, [args.input])
         print(f"wrote {len(paths)} tiles of the {layout.name} image {plan.image[0]}x"
               f"{plan.image[1]} ({plan.rows} row(s) x {plan.cols} column(s), at most "
@@ -104,10 +90,9 @@ def cmd_to_image(args) -> int:
             print(f"  {path}: {tile.region}")
         return 0
     save_npy(args.output, image, [args.input])
-    img = ImageDesc(layout, desc.dims, dtypes.of_array(image))
-    print(f"wrote {args.output}: {layout.name} {image_text(img)} "
-          f"{dtypes.of_array(image).name}, array "
-          f"{image.shape} (from {tag} {_dims_text(desc.dims)} {desc.dtype.name})")
+    src, img = call.src, call.dst
+    print(f"wrote {args.output}: {layout.name} {image_text(img)} {img.dtype.name}, array "
+          f"{image.shape} (from {tag} {_dims_text(src.dims)} {src.dtype.name})")
     return 0
 
 
@@ -120,9 +105,10 @@ def cmd_from_image(args) -> int:
     image = numeric_input(args.input, args.dtype) if args.max_image is None else \
         load_tiles(args, layout)
     out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
-                         engine=args.engine)
+                         engine=args.engine, check_padding=args.check_padding)
     save_npy(args.output, out, [args.input])
-    print(f"wrote {args.output}: {args.dst or 'default tag'} {_dims_text(args.dims)} "
+    dst = args.dst or layout.default_tag(len(args.dims))   # the tag from_image wrote
+    print(f"wrote {args.output}: {dst} {_dims_text(args.dims)} "
           f"{dtypes.of_array(out).name}, array {out.shape} (from {layout.name} image)")
     return 0
 
@@ -148,9 +134,11 @@ def cmd_reorder(args) -> int:
     check_output(args.output, [args.input])
     check_output_kind(args)
     arr = numeric_input(args.input, args.dtype)
-    src = input_desc(arr, args.src, args.dims)
+    dims = args.dims if args.dims is not None else \
+        hostarray.dims_from_shape(arr.shape, args.src, hint="--dims")
+    src = MemoryDesc(dims, dtypes.of_array(arr), tag=args.src)
     dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
-    out = api.reorder(arr.reshape(-1), src, dst, engine=args.engine)
+    out = run(parse_reorder(arr, src, dst, engine=args.engine, what=args.input))
     out = out.reshape(hostarray.physical_shape(dst))
     save_npy(args.output, out, [args.input])
     print(f"wrote {args.output}: {dst} (from {src}), array {out.shape}")
@@ -159,32 +147,59 @@ def cmd_reorder(args) -> int:
 
 # -- model -----------------------------------------------------------------------------
 def cmd_model(args) -> int:
-    check_output(args.output, [args.input])
-    check_output_kind(args)
+    """Plan, then convert and write; ``--dry-run`` prints the plan and its
+    totals (the real run's summary, counted from the plan) and writes nothing."""
+    if args.output is None and not args.dry_run:
+        raise ClayoutError(f"clayout model {args.input}: give -o OUT.safetensors to write the "
+                           "converted weights, or --dry-run to print the plan and write nothing")
+    if args.dry_run and args.verify:
+        raise ClayoutError("--verify reads back what the conversion writes, and --dry-run "
+                           "converts and writes nothing; pass one of them")
+    if args.output is not None:   # with --dry-run too: it says whether the real run could write
+        check_output(args.output, [args.input])
+        check_output_kind(args)
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
+    options = model.Options(args.dtype, args.max_image, engine, args.keep_buffers,
+                            not args.no_tiles, args.quantized, args.winograd)
+    plan, sources = model.plan_file(args.input, options)
+    if args.dry_run:
+        if not args.quiet:
+            manifest = plan.manifest()
+            print(model.plan_table(plan))
+            print((f"would write {printable(args.output)}" if args.output is not None else
+                   "dry run, nothing written") + f": {totals(manifest)}")
+            _model_notes(plan, manifest, engine, done=False)
+        return 0
     bar = Progress("clayout model") if not args.quiet else None
     try:
-        manifest, verified = model.convert_file(
-            args.input, args.output, args.dtype, args.max_image, engine,
-            keep_buffers=args.keep_buffers, verify_all=args.verify, progress=bar,
-            tiles=not args.no_tiles, quantized=args.quantized, winograd=args.winograd)
+        manifest, verified = model.write_plan(plan, sources, args.output, args.verify, bar,
+                                              inputs=[args.input])
     finally:
         if bar:
             bar.close()
     if not args.quiet:
         print(table(manifest))
         print(summary(manifest, args.output))
-        on_host = manifest["host_converted"]
-        if on_host:
-            limits = engine.image_limits or ("?", "?")
-            print(f"note: {len(on_host)} image(s) over the {manifest['engine']} device's "
-                  f"{limits[0]}x{limits[1]} limit (--max-image {manifest['max_image'][0]},"
-                  f"{manifest['max_image'][1]} is the target's) were converted on the host by "
-                  "the cpu engine, with the same bits: "
-                  + ", ".join(repr(printable(n)) for n in on_host))
+        _model_notes(plan, manifest, engine)
         if verified is not None:
             print(verified_line(manifest, verified))
     return 0
+
+
+def _model_notes(plan, manifest, engine, done=True) -> None:
+    """The notes after the summary: images the cpu engine converts, and a
+    --winograd that took no filter."""
+    on_host = manifest["host_converted"]
+    if on_host:
+        limits = engine.image_limits or ("?", "?")
+        print(f"note: {len(on_host)} image(s) over the {manifest['engine']} device's "
+              f"{limits[0]}x{limits[1]} limit (--max-image {manifest['max_image'][0]},"
+              f"{manifest['max_image'][1]} is the target's) "
+              + ("were converted" if done else "would be converted") + " on the host by "
+              "the cpu engine, with the same bits: "
+              + ", ".join(repr(printable(n)) for n in on_host))
+    if plan.winograd_note:
+        print(f"note: {plan.winograd_note}")
 
 
 # -- layouts ---------------------------------------------------------------------------

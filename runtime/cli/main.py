@@ -48,11 +48,18 @@ def parse_dims(text: str) -> tuple[int, ...]:
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    """'16384,16384' -> (16384, 16384)."""
-    dims = parse_dims(text)
-    if len(dims) != 2 or min(dims) < 1:
-        raise argparse.ArgumentTypeError(f"size {text!r}: expected WIDTH,HEIGHT such as 8192,8192")
-    return dims[0], dims[1]
+    """'16384,16384' -> (16384, 16384); a width or height of 0 is refused as such."""
+    try:
+        size = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        size = ()
+    if len(size) != 2:
+        raise argparse.ArgumentTypeError(f"size {text!r}: expected WIDTH,HEIGHT, two integers "
+                                         "such as 8192,8192")
+    if min(size) < 1:
+        raise argparse.ArgumentTypeError(f"size {text!r}: the width and height must be at "
+                                         "least 1 pixel (WIDTH,HEIGHT such as 8192,8192)")
+    return size[0], size[1]
 
 
 # -- parser ------------------------------------------------------------------------------
@@ -95,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
     p.add_argument("--max-image", type=parse_size, metavar="W,H", help="the limit to-image "
                    "split by: read its tiles IN.tile-R-C.npy (or IN.npy when it fit)")
+    p.add_argument("--no-check-padding", dest="check_padding", action="store_false",
+                   help="read an image whose padding lanes are not zero (another engine's "
+                   "garbage); by default a non-zero padding lane is refused as wrong --dims")
 
     p = command("reorder", cmd_reorder, "reorder a .npy tensor between two tags")
     p.add_argument("input", metavar="IN.npy")
@@ -108,7 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("model", cmd_model, "convert every weight of an ONNX model into image layouts, "
                 "in one safetensors file")
     p.add_argument("input", metavar="MODEL.onnx")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.safetensors")
+    p.add_argument("-o", "--output", metavar="OUT.safetensors",
+                   help="the safetensors file to write (needed unless --dry-run)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (each tensor's role, layout, dims, dtype, image size and "
+                   "bytes, or why it is a buffer or skipped) and the totals the conversion would "
+                   "print, without converting or writing anything")
     p.add_argument("--dtype", metavar="T", help="image dtype of float weights: f32 or f16 "
                    "(default: the weights' own float type: f16 when every float weight is "
                    "float16, else f32)")
@@ -250,6 +265,24 @@ class _Signals:
         return False
 
 
+def resolve_auto(args) -> None:
+    """The engine 'auto' (--engine auto, or $CLAYOUT_ENGINE=auto without
+    --engine) is chosen once, before the command runs, by
+    runtime.engine.choose_engine; when it falls back to cpu, one line
+    ``clayout: note: engine auto fell back to cpu: WHY`` on stderr says why
+    (a PYOPENCL_CTX that names no device, no OpenCL platform, ...). ``demo``
+    prints its choice itself."""
+    if args.command == "demo" or not hasattr(args, "engine"):
+        return
+    name = args.engine if args.engine is not None else os.environ.get("CLAYOUT_ENGINE")
+    if name != "auto":
+        return
+    args.engine, sentence = engines.choose_engine("auto")
+    if args.engine.name == "cpu":
+        why = sentence.removeprefix("cpu (auto: ").removesuffix(")")
+        print(f"{PROG}: note: engine auto fell back to cpu: {why}", file=sys.stderr)
+
+
 def one_line(exc: BaseException) -> str:
     """The one line ``clayout: error: ...`` says for ``exc`` (no traceback)."""
     if isinstance(exc, MemoryError):
@@ -281,6 +314,7 @@ def main(argv=None) -> int:
     try:
         with _Signals():
             check_dtype_options(args)
+            resolve_auto(args)
             return int(args.func(args) or 0)
     except BrokenPipeError:  # `clayout info ... | head`: the reader left; stay quiet
         devnull = os.open(os.devnull, os.O_WRONLY)

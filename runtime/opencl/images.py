@@ -78,10 +78,9 @@ def unsupported(context: cl.Context, image) -> str | None:
     """Why ``context`` cannot hold the ImageDesc ``image`` as an image object
     (no such format, or the device does not list it), or None when it can
     (always None for the ``buffer`` storage, a plain buffer)."""
-    kind = image.storage.name
-    if kind == "buffer":
+    if not image.storage.image_object:
         return None
-    what = image.describe()
+    kind, what = image.storage.name, image.describe()
     if image.lanes not in ORDERS:
         return f"{what} has {image.lanes} lanes per pixel: {NO_RGB}"
     fmt = image_format(image.dtype, image.lanes)
@@ -114,7 +113,7 @@ def create(context: cl.Context, image, limits, flags=cl.mem_flags.READ_WRITE,
     if why:
         raise ClayoutError(why)
     fmt = image_format(image.dtype, image.lanes)
-    is_array = image.storage.name == "image2d_array"
+    is_array = image.storage.array
     if hostbuf is not None:
         return cl.create_image(context, flags | mf.COPY_HOST_PTR, fmt, shape=image.shape,
                                is_array=is_array, hostbuf=np.ascontiguousarray(hostbuf))
@@ -173,7 +172,7 @@ def region(image) -> tuple[int, ...]:
 def param(image, name: str, access: str) -> str:
     """The kernel parameter of ``image`` read (``access="read"``) or written:
     an image type, or the buffer storage's ``__global`` pointer."""
-    if image.storage.name == "buffer":
+    if not image.storage.image_object:   # the buffer storage: a pointer to its pixels
         const = "const " if access == "read" else ""
         return f"__global {const}{image.dtype.cl_scalar} *{name}"
     return f"__{'read' if access == 'read' else 'write'}_only {image.storage.c_type} {name}"
@@ -182,17 +181,16 @@ def param(image, name: str, access: str) -> str:
 def coord(image, coords) -> str:
     """The coordinate of pixel ``coords`` ((x, y), (x, y, z) or (x,), C
     expressions) as read_image*/write_image* take it."""
-    kind = image.storage.name
-    if kind == "image2d":
-        return f"(int2)({coords[0]}, {coords[1]})"
-    if image.storage.layered:
-        return f"(int4)({coords[0]}, {coords[1]}, {coords[2]}, 0)"
-    return f"(int)({coords[0]})"
+    ndim = image.storage.ndim   # OpenCL takes 3 coordinates as an int4
+    if ndim == 1:
+        return f"(int)({coords[0]})"
+    vector = "int2" if ndim == 2 else "int4"
+    return f"({vector})({', '.join(map(str, coords[:ndim]))}{', 0' if ndim == 3 else ''})"
 
 
 def sampled(image) -> bool:
     """True when a read of ``image`` takes a sampler (not an image1d_buffer_t)."""
-    return image.storage.name in ("image2d", "image2d_array", "image3d")
+    return image.storage.sampled
 
 
 def read(image, function: str, name: str, sampler: str, coords) -> str:
@@ -205,8 +203,9 @@ def read(image, function: str, name: str, sampler: str, coords) -> str:
 def pragmas(image, access: str) -> tuple[str, ...]:
     """Extension pragmas a kernel using ``image`` this way needs (OpenCL C 1.2
     writes an image3d_t only under cl_khr_3d_image_writes)."""
-    if access != "read" and image.storage.name == "image3d":
-        return ("#pragma OPENCL EXTENSION cl_khr_3d_image_writes : enable",)
+    extension = image.storage.write_extension
+    if access != "read" and extension:
+        return (f"#pragma OPENCL EXTENSION {extension} : enable",)
     return ()
 
 
@@ -214,7 +213,7 @@ def bound(storage, image):
     """What a kernel binds for the ImageDesc ``image`` held in ``storage``:
     an image buffer's ``cl.Buffer`` as its ``image1d_buffer_t`` view
     (``buffer_view``), anything else as it is."""
-    if image.storage.name == "image_buffer" and isinstance(storage, cl.Buffer):
+    if image.storage.buffer_view and isinstance(storage, cl.Buffer):
         return buffer_view(storage, image)
     return storage
 

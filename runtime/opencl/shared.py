@@ -137,7 +137,7 @@ class SharedStorage:
         check_fits(side, self.storage_limits)
         if side.storage.on_buffer:
             return self._own_buffer(side, buffer, row_pitch)
-        why = self.image_from_buffer() if side.storage.name == "image2d" else \
+        why = self.image_from_buffer() if side.storage.views_buffer else \
             (f"layout {side.layout.name!r} is on {side.storage.name} storage; only a 2-D "
              "image can view a buffer")
         if why is None:
@@ -145,7 +145,7 @@ class SharedStorage:
             pitch = image_pitch(side, buffer.size, row_pitch, pitch_align, base_align,
                                 buffer_address(buffer), self.device_name, view=True)
             return BufferView(self._image_over(side, buffer, pitch), None, False, pitch)
-        if side.storage.name != "image2d":
+        if not side.storage.views_buffer:
             _no_pitch(side, row_pitch)
         pitch = image_pitch(side, buffer.size, row_pitch, 0, 0, None, self.device_name,
                             view=False)

@@ -1,0 +1,336 @@
+"""One parsed call: what a public door (``reorder``, ``to_image``,
+``from_image``, and the CLI commands on top of them) was asked, checked
+once and frozen, so that nothing below the door parses or re-derives it.
+
+parse -> plan -> apply, as in einops: ``parse_reorder``, ``parse_to_image``
+and ``parse_from_image`` turn a door's arguments into a ``Call`` (the two
+sides, the engine, the input as the engine takes it, ``out`` checked, the
+tile plan where there is one) or one ClayoutError naming what was wrong;
+``run(call)`` converts it. Every check of docs/engines.md "What each door
+checks" lives here.
+
+>>> c = parse_to_image(np.zeros((1, 6, 2, 3), np.float32), "in_out_channel")
+>>> c.door, c.src.describe(), c.dst.describe()
+('to_image', 'f32 1x6x2x3 abcd', 'in_out_channel 1x6x2x3 f32 (image 6x2 RGBA)')
+>>> run(c).shape
+(2, 6, 4)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import engine as engines
+from . import memory
+from .algebra import dtypes
+from .algebra.catalog import check_fits, image_layout
+from .algebra.checks import as_ints
+from .algebra.desc import MemoryDesc
+from .algebra.hostarray import dims_from_shape, nonzero_padding, physical_input, physical_shape
+from .algebra.layout import ImageDesc
+from .algebra.tiles import TilePlan, plan_of, tile_plan
+from .cache import LRU
+from .contract import Engine
+from .errors import ClayoutError
+from .limits import check_host_bytes
+from .memory import Memory
+
+# The two sides of a call on host arrays, one object per (dims, dtype, tag) or
+# (layout, dims, dtype): a frame converted call after call builds no desc and
+# re-derives none of a desc's numbers (1x3x224x224 to_image: 120 -> 60 us a call).
+SIDES = LRU("host call sides", "CLAYOUT_SIDES_CACHE", 1024)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A door's arguments, parsed and checked: ``door`` (its name),
+    ``src`` and ``dst`` (the sides: a MemoryDesc or an ImageDesc), the
+    ``engine`` it runs on, ``data`` (the input as the engine takes it: a
+    buffer's 1-D physical array, an image array, the tuple of tiles of a
+    split image, or the source Memory), ``out`` (a checked host array, a
+    destination Memory, or None), ``tiles`` (to_image: the cut of an image
+    over ``max_image``; from_image: the plan of the tiles given; None
+    otherwise) and ``shape`` (the host result's shape: from_image gives a
+    plain tag's physical shape)."""
+    door: str
+    src: object
+    dst: object
+    engine: Engine
+    data: object
+    out: object = None
+    tiles: TilePlan | None = None
+    shape: tuple[int, ...] | None = None
+
+    @property
+    def on_memory(self) -> bool:
+        return isinstance(self.data, Memory)
+
+
+def run(call: Call):
+    """Convert a parsed call: a Memory (on the device for OpenCL), a host
+    array (``out`` when given), or a tuple of tiles."""
+    if call.on_memory:
+        return memory.convert(call.data, call.out if call.out is not None else call.dst)
+    eng = call.engine
+    if call.tiles is not None and call.tiles.split:
+        if call.door == "to_image":
+            return eng.to_tiles(call.src, call.dst, call.data, call.tiles)
+        return eng.from_tiles(call.src, call.data, call.tiles, call.dst).reshape(call.shape)
+    if call.out is not None:
+        eng.convert(call.src, call.dst, call.data, call.out.reshape(-1) if call.door ==
+                    "from_image" else call.out)
+        return call.out
+    result = eng.convert(call.src, call.dst, call.data)
+    return result if call.shape is None else result.reshape(call.shape)
+
+
+# -- reorder --------------------------------------------------------------------------------
+def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
+                  what: str = "reorder input") -> Call:
+    """``what``: the input's name in messages (the CLI gives its file)."""
+    if isinstance(data, Memory):
+        _no_host_out(out, "reorder", "dst_desc")
+        if data.is_image:
+            raise ClayoutError(f"reorder takes a buffer Memory; {data!r} is an image: use "
+                               "from_image")
+        if src_desc is not None and src_desc != data.desc:
+            raise ClayoutError(f"reorder of a Memory in {data.desc.describe()}: src_desc "
+                               f"{src_desc.describe()} does not describe it; pass None or its desc")
+        if not isinstance(dst_desc, (Memory, MemoryDesc)):
+            raise ClayoutError("reorder of a Memory takes a MemoryDesc or a buffer Memory as "
+                               f"dst_desc, got {type(dst_desc).__name__}")
+        return _memory_call("reorder", data, dst_desc, engine)
+    if not isinstance(src_desc, MemoryDesc) or not isinstance(dst_desc, MemoryDesc):
+        raise ClayoutError("reorder takes MemoryDesc objects for src_desc and dst_desc")
+    if src_desc.dims != dst_desc.dims:
+        raise ClayoutError(f"reorder from {src_desc.describe()} to {dst_desc.describe()}: "
+                           "dims differ; use desc.reshape() for a logical reshape")
+    if not _held(data):   # float64, int64, a list: rounded once, straight to dst's dtype
+        data = dtypes.host_array(data, dst_desc.dtype, what)
+        src_desc = src_desc.with_dtype(dst_desc.dtype)
+    flat = physical_input(data, src_desc, what)
+    if out is not None:
+        host_out(out, (dst_desc.span,), dst_desc.dtype, flat, "reorder")
+    else:
+        check_host_bytes(dst_desc.span * dst_desc.dtype.itemsize,
+                         f"reorder output {dst_desc.describe()}")
+    return Call("reorder", src_desc, dst_desc, engines.get(engine), flat, out)
+
+
+# -- to_image -------------------------------------------------------------------------------
+def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
+                   max_image=None, hint: str = "dims=", what: str = "to_image input") -> Call:
+    """``hint``: the option that gives dims, named when they are missing;
+    ``what``: the input's name in messages (the CLI gives its file)."""
+    layout = image_layout(layout)
+    if isinstance(array, Memory):
+        if max_image is not None:
+            raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
+        if array.is_image:
+            raise ClayoutError(f"to_image takes a buffer Memory; {array!r} is an image")
+        if out is not None and not isinstance(out, Memory):
+            raise ClayoutError(f"to_image of a Memory: out= takes an image Memory, got "
+                               f"{type(out).__name__}; a numpy out= goes with a host array "
+                               "input")
+        image = ImageDesc(layout, array.dims, dtype or array.dtype)
+        if out is not None:
+            _check_out_side(out, image, dtype, "to_image")
+        return _memory_call("to_image", array, out if out is not None else image, engine)
+    if isinstance(out, Memory):
+        raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
+                           "a host array input takes a numpy array as out=")
+    arr = dtypes.host_array(array, dtypes.image_dtype(dtype) if dtype is not None else None,
+                            what)  # other numeric types: rounded once to the image's
+    src_dt = dtypes.of_array(arr)
+    tag = src or layout.default_tag(arr.ndim if dims is None else len(dims))
+    desc = _tagged(dims if dims is not None else dims_from_shape(arr.shape, tag, hint),
+                   src_dt, tag)
+    image = _image_side(layout, desc.dims, dtype if dtype is not None else src_dt)
+    if out is None:   # before the input's size: dims this large are the first thing wrong
+        check_host_bytes(image.nbytes, f"the {layout.name} image of dims {desc.dims}")
+    flat = physical_input(arr, desc, what)
+    eng = engines.get(engine)
+    plan = None
+    if max_image is not None:
+        if out is not None:
+            raise ClayoutError("to_image: out= and max_image= do not go together (tiles are "
+                               "new arrays); pass one of them")
+        plan = tile_plan(layout, desc.dims, max_image)
+        _check_device_limit(eng, plan.max_image)
+    else:
+        check_fits(image, eng.storage_limits or eng.image_limits)
+    if out is not None:
+        host_out(out, image.array_shape, image.dtype, flat, "to_image")
+    return Call("to_image", desc, image, eng, flat, out, plan)
+
+
+def _check_device_limit(engine, max_image) -> None:
+    limits = engine.image_limits
+    if limits is not None and (max_image[0] > limits[0] or max_image[1] > limits[1]):
+        raise ClayoutError(f"max_image {max_image[0]}x{max_image[1]} is over the "
+                           f"device's image limit {limits[0]}x{limits[1]}; give at most that")
+
+
+# -- from_image -----------------------------------------------------------------------------
+def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
+                     check_padding=True) -> Call:
+    layout = image_layout(layout)
+    if isinstance(image, Memory):
+        _no_host_out(out, "from_image", "dst")
+        return _from_image_memory(image, layout, dims, dst, dtype, engine)
+    eng = engines.get(engine)
+    if isinstance(image, tuple):
+        if out is not None:
+            raise ClayoutError("from_image: out= goes with one image array, not a tuple of tiles")
+        plan = plan_of(layout, dims, image)
+        if plan.split:
+            dims = as_ints(dims, "dims")
+            side = ImageDesc(layout, dims, dtypes.of_array(image[0]))
+            if check_padding:
+                _check_padding(plan.join(image), side)
+            desc = MemoryDesc(dims, dtype if dtype is not None else side.dtype,
+                              tag=dst or layout.default_tag(len(dims)))
+            return Call("from_image", side, desc, eng, image, None, plan, physical_shape(desc))
+        image = image[0]   # within the limit: the one tile is the image
+    arr = np.asarray(image)
+    if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
+        arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")
+    img_dt = dtypes.image_dtype(dtypes.of_array(arr))
+    dims = as_ints(dims, "dims")
+    side = _image_side(layout, dims, img_dt)
+    if arr.shape != side.array_shape:
+        raise ClayoutError(f"image of shape {arr.shape} does not match layout {layout.name!r} "
+                           f"for dims {dims}: expected {side.array_shape} "
+                           f"({side.storage.host_form}[, lanes])")
+    if check_padding:
+        _check_padding(arr, side)
+    desc = _tagged(dims, dtype if dtype is not None else side.dtype,
+                   dst or layout.default_tag(len(dims)))
+    shape = physical_shape(desc)
+    if out is None:
+        check_host_bytes(desc.span * desc.dtype.itemsize, f"from_image output {desc.describe()}")
+    else:
+        host_out(out, shape, desc.dtype, arr, "from_image")
+    return Call("from_image", side, desc, eng, arr, out, None, shape)
+
+
+def _check_padding(arr, side: ImageDesc) -> None:
+    """Refuse an image array whose padding lanes under ``side`` are not zero."""
+    off = nonzero_padding(arr, side.memory)
+    if off is None:
+        return
+    *coords, lane = side.at_offset(off)
+    at = ", ".join(f"{n}={c}" for n, c in zip(side.storage.coords, coords))
+    raise ClayoutError(
+        f"from_image: the image is not {side.layout.name} of dims {side.dims}: its padding "
+        f"lane at {at} lane {lane} holds a non-zero value (clayout writes 0 in every padding "
+        "lane); check dims (an image of other dims can have the same size), or pass "
+        "check_padding=False for an image another engine wrote with garbage in its tails")
+
+
+def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Call:
+    """An image Memory read back into a buffer: ``dst`` is a tag (default by
+    the layout's kind), a MemoryDesc, or a Memory to write into."""
+    dims = as_ints(dims, "dims")
+    if not mem.is_image or mem.layout.name != layout.name or \
+            layout.logical_dims(dims) != mem.dims:
+        raise ClayoutError(f"{mem!r} is not an image of layout {layout.name!r} with dims "
+                           f"{tuple(dims)}")
+    if isinstance(dst, (Memory, MemoryDesc)):
+        held = dst.side if isinstance(dst, Memory) else dst
+        if dtype is not None and dtypes.dtype(dtype) != held.dtype:
+            raise ClayoutError(f"from_image of a Memory: dtype={dtypes.dtype(dtype).name} but "
+                               f"dst holds {held.dtype.name}; leave dtype out or pass a dst of "
+                               "that dtype")
+        return _memory_call("from_image", mem, dst, engine)
+    tag = dst or layout.default_tag(len(dims))
+    return _memory_call("from_image", mem, MemoryDesc(dims, dtype or mem.dtype.name, tag=tag),
+                        engine)
+
+
+# -- the checks every door shares -----------------------------------------------------------
+def _memory_call(door: str, mem: Memory, target, engine) -> Call:
+    """A call on a Memory: ``target`` a side (a new Memory on mem's engine)
+    or a Memory to write into, on the same engine's storage."""
+    if engine is not None and engine is not mem.engine and \
+            engines.get(engine).domain != mem.engine.domain:
+        raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
+                           f"on engine {engines.get(engine).name} (use to_numpy() or a Memory "
+                           "on that engine)")
+    out = target if isinstance(target, Memory) else None
+    if out is not None and out.engine.domain != mem.engine.domain:
+        raise ClayoutError(f"destination {out!r} and source {mem!r} are on different engines")
+    return Call(door, mem.side, out.side if out is not None else target, mem.engine, mem, out)
+
+
+def _tagged(dims, dtype, tag) -> MemoryDesc:
+    """MemoryDesc(dims, dtype, tag=tag), the same object for the same arguments."""
+    dims = (dims,) if isinstance(dims, int) else as_ints(dims, "dims")
+    return SIDES.get(("desc", dims, dtypes.dtype(dtype), tag),
+                     lambda: MemoryDesc(dims, dtype, tag=tag))
+
+
+def _image_side(layout, dims, dtype) -> ImageDesc:
+    """ImageDesc(layout, dims, dtype), the same object for the same arguments."""
+    dims = as_ints(dims, "dims")
+    return SIDES.get(("image", layout, dims, dtypes.image_dtype(dtype)),
+                     lambda: ImageDesc(layout, dims, dtype))
+
+
+def _held(data) -> bool:
+    """True when ``data`` already has one of clayout's dtypes (any byte order)."""
+    try:
+        dtypes.of_array(np.asarray(data))
+        return True
+    except ClayoutError:
+        return False
+
+
+def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> np.ndarray:
+    """``out`` when a result of ``shape`` and ``dtype`` can be written into it
+    in place: a writable, C-contiguous numpy array of exactly that shape and
+    dtype, not overlapping ``source`` (the engines read the input while they
+    write the output). ``what`` names the call in the message."""
+    def want() -> str:   # the message, made only for a refusal (a call's cost counts)
+        return (f"a writable, C-contiguous {dtype.name} ({dtype.np}) numpy array of shape "
+                f"{tuple(shape)}")
+    if not isinstance(out, np.ndarray):
+        raise ClayoutError(f"{what}: out= must be {want()}; got {type(out).__name__}")
+    flags = out.flags
+    if out.shape != tuple(shape) or out.dtype != dtype.np or not flags.c_contiguous \
+            or not flags.writeable:
+        wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
+        wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
+        wrong += [] if flags.c_contiguous else ["a layout that is not C-contiguous"]
+        wrong += [] if flags.writeable else ["read-only"]
+        raise ClayoutError(f"{what}: out= must be {want()}; got one with {', '.join(wrong)}")
+    if np.may_share_memory(out, source):
+        raise ClayoutError(f"{what}: out= overlaps the input; a conversion does not run in "
+                           "place (pass a separate array)")
+    return out
+
+
+def _check_out_side(out: Memory, want, dtype, what: str) -> None:
+    """Refuse a destination Memory that is not the side the call asks for
+    (layout, dims and, where the call names it, dtype): a conversion writes
+    what its arguments say, never whatever the destination happens to hold."""
+    got = out.side
+    same = got.is_image == want.is_image and got.dims == want.dims and \
+        (not want.is_image or got.layout == want.layout) and \
+        (dtype is None or got.dtype == want.dtype)
+    if not same:
+        asked = want.describe() if dtype is not None else \
+            f"{want.layout.name} dims={want.dims}" if want.is_image else want.describe()
+        raise ClayoutError(f"{what}: out= holds {got.describe()} but the call asks for "
+                           f"{asked}; pass a Memory of that side, or leave out= to get a new one")
+
+
+def _no_host_out(out, what: str, where: str) -> None:
+    if out is not None:
+        raise ClayoutError(f"{what} of a Memory: out= takes a numpy array and goes with a host "
+                           f"array input; to write into a Memory pass it as {where}")
+
+
+__all__ = ["Call", "run", "parse_reorder", "parse_to_image", "parse_from_image", "host_out",
+           "SIDES"]

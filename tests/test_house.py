@@ -1,0 +1,57 @@
+"""Facts of the house that a reader relies on: a storage is asked by its
+fields (runtime/algebra/storage.py), never by comparing its name."""
+import ast
+from pathlib import Path
+
+from runtime.algebra.storage import STORAGES
+
+ROOT = Path(__file__).resolve().parents[1] / "runtime"
+
+
+def _names_compared(tree) -> list[int]:
+    """Lines where a storage's name (a ``.name`` or ``.storage`` attribute)
+    is compared with the name of a storage, or with a tuple of them."""
+    def storage_literal(node) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in STORAGES
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(storage_literal(e) for e in node.elts)
+        return False
+
+    def named(node) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr in ("name", "storage")
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            if any(storage_literal(s) for s in sides) and any(named(s) for s in sides):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_storage_name_is_compared_outside_storage_py():
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        if path.name == "storage.py" and path.parent.name == "algebra":
+            continue
+        lines = _names_compared(ast.parse(path.read_text()))
+        if lines:
+            found[str(path.relative_to(ROOT.parent))] = lines
+    assert not found, f"storage names compared (ask a Storage field instead): {found}"
+
+
+def test_the_check_finds_a_comparison():
+    tree = ast.parse('if side.storage.name == "image2d":\n    pass\n'
+                     'ok = image.storage.name in ("image2d", "image3d")\n')
+    assert _names_compared(tree) == [1, 3]
+
+
+def test_memory_knows_nothing_of_opencl():
+    tree = ast.parse((ROOT / "memory.py").read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    modules = [a.name for n in imports for a in n.names] + \
+        [n.module or "" for n in imports if isinstance(n, ast.ImportFrom)]
+    assert not any("pyopencl" in m or "opencl" in m for m in modules), modules
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "__new__"]
+    assert not calls, "a Memory is made by __init__ alone"
