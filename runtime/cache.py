@@ -15,6 +15,7 @@ their defaults are listed in docs/engines.md ("Caches").
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 
@@ -90,6 +91,31 @@ class LRU:
 
     def __repr__(self) -> str:
         return f"<clayout cache {self.name!r}: {len(self)} of {self.size} (${self.env})>"
+
+
+def memoized(name: str, env: str, default: int):
+    """A decorator: the function's results kept in a registered ``LRU`` named
+    ``name`` (its size from ``env``, else ``default``), keyed by the
+    arguments; the function gets the cache as ``.cache``. A call that raises
+    keeps nothing.
+
+    >>> @memoized("example squares", "CLAYOUT_EXAMPLE_CACHE", 4)
+    ... def square(x):
+    ...     return x * x
+    >>> square(3), len(square.cache)
+    (9, 1)
+    >>> del REGISTRY["example squares"]
+    """
+    def wrap(fn):
+        lru = LRU(name, env, default)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            key = args + tuple(sorted(kwargs.items())) if kwargs else args
+            return lru.get(key, lambda: fn(*args, **kwargs))
+        call.cache = lru
+        return call
+    return wrap
 
 
 def clear_all() -> None:

@@ -55,3 +55,22 @@ def test_memory_knows_nothing_of_opencl():
     assert not any("pyopencl" in m or "opencl" in m for m in modules), modules
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "__new__"]
     assert not calls, "a Memory is made by __init__ alone"
+
+
+def test_every_cache_is_in_the_registry_listed_by_the_cli_and_the_docs(capsys):
+    """No function keeps results outside runtime.cache (functools' caches
+    held ~9 more), `clayout caches` lists every registered one, and the
+    docs' Caches table names each."""
+    import re
+    from runtime import cache
+    from runtime.cli.info import load_every_module
+    for path in ROOT.rglob("*.py"):
+        assert "lru_cache" not in path.read_text(), f"{path}: use runtime.cache.memoized"
+    assert not load_every_module()
+    from conftest import run
+    code, out, _ = run(capsys, "caches")
+    assert code == 0
+    listed = {line.split("  ")[0] for line in out.splitlines()[2:-1]}
+    assert listed == set(cache.REGISTRY) and len(listed) >= 15
+    docs = (ROOT.parent / "docs" / "engines.md").read_text()
+    assert set(re.findall(r"^\| `([^`]+)` \|", docs, re.M)) >= listed

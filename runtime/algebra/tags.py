@@ -10,10 +10,10 @@ OIhw8i16o2i: dims a, b blocked (a by 16, b by 8*2), inner blocks 8b, 16a, 2b.
 from __future__ import annotations
 
 import difflib
-import functools
 from dataclasses import dataclass
 from importlib import resources
 
+from ..cache import memoized
 from ..errors import ClayoutError
 
 MAX_DIMS = 12
@@ -59,7 +59,7 @@ _NAMED = {
 }
 
 
-@functools.lru_cache(maxsize=1)
+@memoized("tag aliases", "CLAYOUT_ALIAS_CACHE", 1)
 def aliases() -> dict[str, str]:
     """Every named tag clayout knows -> its letter tag."""
     table = {}
@@ -79,7 +79,7 @@ def _fail(tag: str, pos: int, what: str) -> ClayoutError:
                         "(upper case: blocked outer part) followed by blocks like 16b")
 
 
-@functools.lru_cache(maxsize=1024)
+@memoized("parsed tags", "CLAYOUT_TAG_CACHE", 1024)
 def parse_tag(text: str) -> Tag:
     """Parse a letter tag or a named alias. ``parse_tag('nChw16c')`` ->
     Tag(ndims=4, order=(0, 1, 2, 3), blocks=((1, 16),)). A tag that does not

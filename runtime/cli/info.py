@@ -6,12 +6,14 @@ with its storage and size against that storage's limit (runtime.placement).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
+import pkgutil
 import sys
 
 import numpy as np
 
-from .. import placement
+from .. import cache, placement
 from ..algebra import catalog, dtypes, tiles
 from ..algebra.catalog import NAMED, image_layout
 from ..algebra.layout import ImageDesc
@@ -193,3 +195,36 @@ def candidate_lines(choice) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return ["candidate " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[4]
             for r in rows]
+
+
+def cmd_caches(args) -> int:
+    """Every cache clayout keeps (runtime.cache.REGISTRY), after importing
+    every module of the package so that each has registered its own: name,
+    entries held in this process, size, and the variable that sets it."""
+    skipped = load_every_module()
+    rows = [(lru.name, str(len(lru)), str(lru.size), lru.env)
+            for lru in sorted(cache.REGISTRY.values(), key=lambda c: c.name)]
+    head = ("cache", "entries", "size", "set with")
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
+    for row in [head, tuple("-" * w for w in widths)] + rows:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    print(f"{len(rows)} caches; runtime.cache.clear_all() empties them, a cache's .size "
+          "changes its bound at run time")
+    for name, why in skipped:
+        print(f"not loaded: {name} ({why}): its caches are not listed", file=sys.stderr)
+    return 0
+
+
+def load_every_module() -> list[tuple[str, str]]:
+    """Import every module of the runtime package (its caches register when
+    it is imported); (module, why) for those an optional package is missing for."""
+    import runtime
+    skipped = []
+    for mod in pkgutil.walk_packages(runtime.__path__, "runtime."):
+        if mod.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(mod.name)
+        except ImportError as exc:
+            skipped.append((mod.name, str(exc)))
+    return skipped

@@ -31,7 +31,7 @@ from ..version import __version__
 from .checks import PROG, check_dtype_options
 from .commands import (cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
-from .info import cmd_info
+from .info import cmd_caches, cmd_info
 
 
 # -- argument types -------------------------------------------------------------
@@ -211,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="t", metavar="N", help="the prefix of every symbol (t)")
 
     command("devices", cmd_devices, "list OpenCL devices and their image limits")
+    command("caches", cmd_caches, "list every cache clayout keeps: entries, size, variable")
     p = command("bench", cmd_bench, "run the benchmark (tools/bench.py of a source checkout); arguments pass through",
                 add_help=False)
     p.add_argument("rest", nargs=argparse.REMAINDER)

@@ -12,17 +12,17 @@ element is computed, every padding lane of an output image written as 0.
 """
 from __future__ import annotations
 
-import functools
 import math
 from importlib import resources
 
 import numpy as np
 
+from ..cache import memoized
 from ..errors import ClayoutError
 from ..opencl.accessor import accessor
 
 
-@functools.lru_cache(maxsize=1)
+@memoized("compute kernel source", "CLAYOUT_COMPUTE_SOURCE_CACHE", 1)
 def kernels_text() -> str:
     return resources.files("runtime.cl_kernels").joinpath("compute.cl").read_text()
 

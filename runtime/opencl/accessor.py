@@ -61,13 +61,13 @@ device object and refuses anything else (runtime/opencl/accessor_args.py).
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from ..algebra.c_index import Numbers, arg_value, offset_expr, paren, unchanged_dims
 from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc, ImageLayout
+from ..cache import memoized
 from ..errors import ClayoutError
 from . import accessor_args, dtypes_c, images, sources
 
@@ -138,7 +138,7 @@ def _side(layout, dims, dtype):
     return ImageDesc(image_layout(layout), dims, dtype)
 
 
-@functools.lru_cache(maxsize=256)
+@memoized("accessors", "CLAYOUT_ACCESSOR_CACHE", 256)
 def _build(side, name: str, access: str, generic: bool) -> Accessor:
     num = Numbers(bake=not generic, magic_div=generic, prefix=f"{name}_n")
     span = side.memory.span

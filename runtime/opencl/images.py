@@ -30,13 +30,13 @@ device memory and how kernels and copies reach it, in one place.
 """
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pyopencl as cl
 
 from ..algebra import dtypes
 from ..algebra.catalog import check_fits
+from ..cache import LRU
 from ..errors import ClayoutError
 from .device import storage_limits
 
@@ -60,18 +60,16 @@ def image_format(dtype, lanes: int) -> cl.ImageFormat:
                           getattr(cl.channel_type, CHANNEL_TYPES[dt.name]))
 
 
-_FORMATS: dict = {}
-_FORMATS_LOCK = threading.Lock()
+# (context, storage name) -> the (channel order, channel type) pairs the device lists
+FORMATS = LRU("OpenCL image formats", "CLAYOUT_FORMATS_CACHE", 64)
 
 
 def _formats(context: cl.Context, kind: str) -> set:
-    key = (context.int_ptr, kind)
-    with _FORMATS_LOCK:
-        if key not in _FORMATS:
-            found = cl.get_supported_image_formats(
-                context, cl.mem_flags.READ_WRITE, getattr(cl.mem_object_type, OBJECT_TYPES[kind]))
-            _FORMATS[key] = {(f.channel_order, f.channel_data_type) for f in found}
-        return _FORMATS[key]
+    def ask() -> set:
+        found = cl.get_supported_image_formats(
+            context, cl.mem_flags.READ_WRITE, getattr(cl.mem_object_type, OBJECT_TYPES[kind]))
+        return {(f.channel_order, f.channel_data_type) for f in found}
+    return FORMATS.get((context.int_ptr, kind), ask)
 
 
 def unsupported(context: cl.Context, image) -> str | None:

@@ -20,13 +20,13 @@ engine runs it on the host.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..cache import memoized
 from ..errors import ClayoutError
 from . import sources
 from .launch import GENERIC_LOCAL
@@ -87,7 +87,7 @@ def literal(value: np.float32) -> str:
     return f"{mantissa}p{exponent}f"
 
 
-@functools.lru_cache(maxsize=64)
+@memoized("transform kernel sources", "CLAYOUT_TRANSFORM_CACHE", 64)
 def _source(transform, rank: int, wide: bool) -> str:
     axes, taps = transform.axes, transform.taps
     split = transform.split
