@@ -74,3 +74,18 @@ def test_every_cache_is_in_the_registry_listed_by_the_cli_and_the_docs(capsys):
     assert listed == set(cache.REGISTRY) and len(listed) >= 15
     docs = (ROOT.parent / "docs" / "engines.md").read_text()
     assert set(re.findall(r"^\| `([^`]+)` \|", docs, re.M)) >= listed
+
+
+def test_kernel_bake_asks_the_plan_and_changes_no_setting(capsys, monkeypatch):
+    """`clayout kernel --bake` once wrote CLAYOUT_SPECIALIZE_BYTES=0 into the
+    process's environment; now the plan takes bake=True and says what it chose."""
+    import os
+    from conftest import run
+    monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
+    code, out, _ = run(capsys, "kernel", "--dims", "1,6,2,3", "--src", "nhwc",
+                       "--layout", "in_out_channel", "--bake")
+    assert code == 0 and "CLAYOUT_SPECIALIZE_BYTES" not in os.environ
+    assert out.splitlines()[-1].startswith("// plan: baked")
+    code, out, _ = run(capsys, "kernel", "--dims", "1,6,2,3", "--src", "nhwc",
+                       "--layout", "in_out_channel")
+    assert out.splitlines()[-1].startswith("// plan: generic")

@@ -290,14 +290,13 @@ def cmd_kernel(args) -> int:
         ImageDesc(image_layout(args.layout), args.dims, image_dtype)
     dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else \
         ImageDesc(image_layout(args.layout), args.dims, image_dtype)
-    if args.bake:
-        os.environ["CLAYOUT_SPECIALIZE_BYTES"] = "0"
-    kernel = plan(src, dst, staged=args.staged)
+    kernel = plan(src, dst, staged=args.staged, bake=True if args.bake else None)
     print(kernel.source)
     if kernel.generic:   # the numbers this shape passes to the family's program
         names = [f"n{i}={int(v) if np.issubdtype(type(v), np.integer) else v!r}"
                  for i, v in enumerate(kernel.args)]
         print(f"// arguments for dims {','.join(map(str, args.dims))}: {' '.join(names)}")
+    print(f"// plan: {kernel.chosen}")
     return 0
 
 

@@ -96,7 +96,6 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         self.image_limits = (int(dev.image2d_max_width), int(dev.image2d_max_height))
         self.max_alloc = int(dev.max_mem_alloc_size)
         self.storage_limits = storage_limits(dev)
-        self.has_fp16 = "cl_khr_fp16" in dev.extensions
         self.is_cpu = bool(dev.type & cl.device_type.CPU)
         self.host_in_place = (self.is_cpu or bool(dev.host_unified_memory)) \
             if host_in_place is None else bool(host_in_place)

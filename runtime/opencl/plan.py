@@ -96,7 +96,8 @@ def _key(side):
             repr(side.fill), side.order)
 
 
-def plan(src, dst, staged: bool = False, aliased: bool = False) -> Kernel:
+def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | None = None
+         ) -> Kernel:
     """The kernel of the conversion ``src`` -> ``dst`` (two sides, no
     transform: runtime.algebra.conversion splits those into stages). An
     image side is read or written with read_image*/write_image*, or with
@@ -104,11 +105,13 @@ def plan(src, dst, staged: bool = False, aliased: bool = False) -> Kernel:
     same buffer (no ``restrict``); each element is then read and written by
     the same work item, so an in-place same-desc pass is safe. Cached by
     exactly what changes the kernel; a conversion that moves nothing is a
-    byte copy (``Kernel.copy``) and needs no program."""
+    byte copy (``Kernel.copy``) and needs no program. ``bake``: None lets
+    the size and use decide (``_bake``), True or False says (``clayout
+    kernel --bake`` shows a baked program without touching the settings)."""
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
     key = (_key(src), _key(dst), staged, aliased)
-    bake = _bake(key, src.memory, dst.memory)
+    bake = _bake(key, src.memory, dst.memory) if bake is None else bool(bake)
 
     def make():
         through_buffers = staged or not (src.is_image or dst.is_image)

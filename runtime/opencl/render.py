@@ -52,6 +52,19 @@ class Kernel:
     copy: tuple[int, int] | None = None   # no kernel: copy this many bytes, zero up to that many
 
     @property
+    def chosen(self) -> str:
+        """What the plan chose, in words (``clayout kernel`` prints it)."""
+        if self.copy is not None:
+            return f"a byte copy of {self.copy[0]} bytes, zero up to {self.copy[1]}: no program"
+        numbers = "generic (dims as arguments, one program per family)" if self.generic else \
+            "baked (every number in the source, one program per shape)"
+        reach = [f"{side} {'as an image (read_image*/write_image*)' if on else 'as a buffer'}"
+                 for side, on in (("src", self.src_image), ("dst", self.dst_image))]
+        return (f"{numbers}; {', '.join(reach)}; {self.vector} element(s) a work item; "
+                f"launch {'x'.join(map(str, self.launch))} in groups of "
+                f"{'x'.join(map(str, self.local))}")
+
+    @property
     def launch(self) -> tuple[int, ...]:
         """Global size: a baked kernel's ``sizes`` rounded up to whole work
         groups; a generic kernel's work items in one dimension, rounded up
