@@ -113,7 +113,7 @@ def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
     if out is not None:
         host_out(out, (dst_desc.span,), dst_desc.dtype, flat, "reorder")
     else:
-        check_host_bytes(dst_desc.span * dst_desc.dtype.itemsize,
+        check_host_bytes(dst_desc.span_bytes,
                          f"reorder output {dst_desc.describe()}")
     return Call("reorder", src_desc, dst_desc, engines.get(engine), flat, out)
 
@@ -209,7 +209,7 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
                    dst or layout.default_tag(len(dims)))
     shape = physical_shape(desc)
     if out is None:
-        check_host_bytes(desc.span * desc.dtype.itemsize, f"from_image output {desc.describe()}")
+        check_host_bytes(desc.span_bytes, f"from_image output {desc.describe()}")
     else:
         host_out(out, shape, desc.dtype, arr, "from_image")
     return Call("from_image", side, desc, eng, arr, out, None, shape)

@@ -146,7 +146,7 @@ class HostEngine(Engine):
     def allocate(self, side):
         if side.is_zero:
             return None
-        nbytes = side.memory.span * side.dtype.itemsize
+        nbytes = side.memory.span_bytes
         what = f"image Memory {side.layout.name} of dims {side.dims}" if side.is_image else \
             f"Memory {side.describe()}"
         check_host_bytes(nbytes, what)
@@ -157,8 +157,7 @@ class HostEngine(Engine):
         if side.is_image:
             return arr
         arr = arr.reshape(-1)
-        if not side.is_zero and (side.has_padding or any(side.halo_lower) or
-                                 any(side.halo_upper)):
+        if side.has_fixed_elements:
             self.reorder_into(arr.copy(), side, arr, side, False)   # padding restored in place
         return arr
 

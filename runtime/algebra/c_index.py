@@ -141,7 +141,7 @@ def digit(q: str, div: int, size: int, outer: bool) -> str:
 def offset_expr(desc, names, num: Numbers) -> str:
     """The element offset of logical index ``names`` (one C expression per
     dim) in ``desc``: oneDNN's walk, offset0 and halo included."""
-    halo = any(desc.halo_lower) or any(desc.halo_upper)
+    halo = desc.has_halo
     me = id(desc)
     terms = [num(desc.offset0, key=(me, "offset0"))] if desc.offset0 or not num.bake else []
     for pos, a in enumerate(desc.axes):

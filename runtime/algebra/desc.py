@@ -22,9 +22,10 @@ import numpy as np
 from . import dtypes
 from . import ops
 from .c_index import Numbers, offset_expr
-from .checks import as_ints, desc_fields, round_up
+from .checks import as_ints, desc_fields
 from ..errors import ClayoutError
-from .tags import MAX_DIMS, Tag, parse_tag
+from .strides import from_strides, from_tag, halo_sizes
+from .tags import MAX_DIMS, Tag
 
 
 @dataclass(frozen=True)
@@ -64,36 +65,15 @@ class MemoryDesc:
         if not 1 <= len(dims) <= MAX_DIMS or min(dims) < 0:
             raise ClayoutError(f"dims {dims}: expected 1 to {MAX_DIMS} non-negative sizes")
         nd = len(dims)
-        lower, upper = self._halo(halo, nd)
+        lower, upper = halo_sizes(halo, nd)
         extent = tuple(lo + d + up for lo, d, up in zip(lower, dims, upper))
         if tag is not None and strides is not None:
             raise ClayoutError("give either tag= or strides=, not both")
         if strides is None:
-            parsed = parse_tag(tag) if tag is not None else Tag(nd, tuple(range(nd)), ())
-            if parsed.ndims != nd:
-                raise ClayoutError(f"tag {tag!r} describes {parsed.ndims} dims but dims {dims} "
-                                   f"have {nd}")
-            blk = [1] * nd
-            for d, size in parsed.blocks:
-                blk[d] *= size
-            padded = tuple(round_up(e, b) for e, b in zip(extent, blk))
-            out_strides = [0] * nd
-            running = math.prod(size for _, size in parsed.blocks)
-            for d in reversed(parsed.order):
-                out_strides[d] = running
-                if padded[d]:
-                    running *= padded[d] // blk[d]
-            order = parsed.order
-            inner_blks = tuple(size for _, size in parsed.blocks)
-            inner_idxs = tuple(d for d, _ in parsed.blocks)
+            padded, out_strides, order, inner_blks, inner_idxs = from_tag(tag, dims, extent)
         else:
-            out_strides = list(as_ints(strides, "strides"))
-            if len(out_strides) != nd or min(out_strides) < 0:
-                raise ClayoutError(f"strides {tuple(out_strides)} must be {nd} non-negative "
-                                   f"integers for dims {dims}")
-            padded, inner_blks, inner_idxs = extent, (), ()
-            order = tuple(sorted(range(nd), key=lambda d: (-out_strides[d], d)))
-            self._check_no_overlap(dims, extent, out_strides)
+            padded, out_strides, order = from_strides(strides, dims, extent)
+            inner_blks, inner_idxs = (), ()
         (offset0,) = as_ints((offset0,), "offset0")
         if offset0 < 0:
             raise ClayoutError(f"offset0 {offset0} must be >= 0")
@@ -114,34 +94,6 @@ class MemoryDesc:
                             ("halo_upper", tuple(upper)), ("fill", float(fill)),
                             ("order", tuple(order))):
             object.__setattr__(self, name, value)
-
-    @staticmethod
-    def _halo(halo, nd):
-        if halo is None:
-            return (0,) * nd, (0,) * nd
-        try:
-            lower, upper = halo
-        except (TypeError, ValueError):
-            raise ClayoutError(f"halo {halo!r}: expected (lower, upper), each {nd} sizes") from None
-        lower, upper = as_ints(lower, "halo lower"), as_ints(upper, "halo upper")
-        if len(lower) != nd or len(upper) != nd or min(lower + upper) < 0:
-            raise ClayoutError(f"halo {halo!r}: expected (lower, upper), each {nd} "
-                               "non-negative sizes")
-        return lower, upper
-
-    @staticmethod
-    def _check_no_overlap(dims, extent, strides):
-        if 0 in dims:
-            return
-        span = 1
-        for d in sorted(range(len(dims)), key=lambda d: (strides[d], d)):
-            if extent[d] == 1:
-                continue
-            if strides[d] < span:
-                raise ClayoutError(
-                    f"strides {tuple(strides)} for dims {tuple(dims)} make elements overlap: "
-                    f"dim {d} has stride {strides[d]} but the dims inside it span {span} elements")
-            span = strides[d] * extent[d]
 
     # -- as one side of a conversion (an ImageDesc is the other kind of side) ------
     is_image = False   # a class constant, not a field
@@ -223,8 +175,23 @@ class MemoryDesc:
         return expect == self.size // self.dtype.itemsize
 
     @functools.cached_property
+    def span_bytes(self) -> int:
+        """Bytes a buffer needs from its start (offset0 included): ``span`` in bytes."""
+        return self.span * self.dtype.itemsize
+
+    @functools.cached_property
     def has_padding(self) -> bool:
         return self.padded_dims != self.dims
+
+    @functools.cached_property
+    def has_halo(self) -> bool:
+        return any(self.halo_lower) or any(self.halo_upper)
+
+    @property
+    def has_fixed_elements(self) -> bool:
+        """True when some of its memory is not the tensor's: block tails
+        (always 0) or a halo (``fill``), rewritten when a buffer is attached."""
+        return not self.is_zero and (self.has_padding or self.has_halo)
 
     def linear_strides(self) -> tuple[int, ...] | None:
         """The stride of each dim when every element sits at offset0 +
@@ -237,7 +204,7 @@ class MemoryDesc:
         >>> MemoryDesc((2, 3, 5), tag="aCb4c").linear_strides() is None
         True
         """
-        if any(self.halo_lower) or any(self.halo_upper):
+        if self.has_halo:
             return None
         out = []
         for d in range(self.ndims):
@@ -304,14 +271,14 @@ class MemoryDesc:
         no halo): ``str(MemoryDesc((2, 17, 3, 4), tag="nChw16c")) == "aBcd16b"``;
         else ``describe()``."""
         tag = self.tag
-        plain = not self.offset0 and not any(self.halo_lower) and not any(self.halo_upper)
+        plain = not self.offset0 and not self.has_halo
         return tag if tag is not None and plain else self.describe()
 
     def describe(self) -> str:
         """dtype, dims and layout in one line, for messages: 'f32 2x17x3x4 aBcd16b'."""
         base = self.tag or "strides=" + ",".join(map(str, self.strides))
         extra = f" offset0={self.offset0}" if self.offset0 else ""
-        if any(self.halo_lower) or any(self.halo_upper):
+        if self.has_halo:
             extra += f" halo={self.halo_lower}/{self.halo_upper} fill={self.fill:g}"
         return f"{self.dtype.name} {'x'.join(map(str, self.dims))} {base}{extra}"
 

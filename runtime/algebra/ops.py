@@ -17,7 +17,7 @@ from ..errors import ClayoutError
 
 
 def _no_halo(desc, what: str) -> None:
-    if any(desc.halo_lower) or any(desc.halo_upper):
+    if desc.has_halo:
         raise ClayoutError(f"{what} of a halo-padded desc ({desc.describe()}) is not supported; "
                            "apply it before adding the halo")
 

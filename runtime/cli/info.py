@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import os
 import pkgutil
 import sys
 
@@ -218,9 +219,9 @@ def cmd_caches(args) -> int:
 def load_every_module() -> list[tuple[str, str]]:
     """Import every module of the runtime package (its caches register when
     it is imported); (module, why) for those an optional package is missing for."""
-    import runtime
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # runtime/
     skipped = []
-    for mod in pkgutil.walk_packages(runtime.__path__, "runtime."):
+    for mod in pkgutil.walk_packages([package], "runtime."):
         if mod.name.endswith("__main__"):
             continue
         try:

@@ -64,7 +64,7 @@ def _mismatch(obj, side) -> str | None:
         return _not_its_view(obj, side)
     if side.is_image:
         return images.matches(obj, side)
-    need = side.span * side.dtype.itemsize
+    need = side.span_bytes
     if not isinstance(obj, cl.Buffer):
         return f"a buffer takes a cl.Buffer (of at least {need} bytes), got {type(obj).__name__}"
     if obj.size < need:

@@ -227,7 +227,7 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         if dst.is_dense and dst.offset0 == 0:
             return []
         return [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
-                                       dst.span * dst.dtype.itemsize)]
+                                       dst.span_bytes)]
 
     def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
         steps = conversion.stages(src, dst)

@@ -176,7 +176,7 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
 # -- step 2: the index ---------------------------------------------------------------------
 def _index(dst: Target, launch: Launch, num: Numbers) -> Index:
     desc, nd = dst.desc, dst.desc.ndims
-    halo = any(desc.halo_lower) or any(desc.halo_upper)
+    halo = desc.has_halo
     ids, guard = work_item_ids(launch.sizes, num)
     contrib = [[] for _ in range(nd)]
     offset_terms = []
@@ -215,7 +215,7 @@ def _validity(dst: MemoryDesc, launch: Launch, num: Numbers) -> Validity:
     nd, vector = dst.ndims, launch.vector
     vec = launch.vec_axis
     vdim = vec.dim if vec is not None else None
-    halo = any(dst.halo_lower) or any(dst.halo_upper)
+    halo = dst.has_halo
     blocked = [d for d in range(nd) if dst.blocks_of(d) > 1]
     if num.bake:
         checked = [d for d in range(nd) if dst.halo_lower[d] or dst.padded_dims[d] > dst.dims[d]]
@@ -322,7 +322,7 @@ def structure(desc: MemoryDesc) -> tuple:
     """What of a desc a generic kernel's source depends on: dtype, axis order,
     blocking, whether strides are a tag's or a user's, whether it has a halo."""
     return (desc.dtype.name, desc.order, desc.inner_idxs, desc.inner_blks,
-            desc.tag is not None, any(desc.halo_lower) or any(desc.halo_upper))
+            desc.tag is not None, desc.has_halo)
 
 
 def _side(desc: MemoryDesc, bake: bool) -> str:
@@ -331,7 +331,7 @@ def _side(desc: MemoryDesc, bake: bool) -> str:
     if bake:
         return repr(desc)
     tag = desc.tag or "strided"
-    halo = " halo" if any(desc.halo_lower) or any(desc.halo_upper) else ""
+    halo = " halo" if desc.has_halo else ""
     return f"{desc.dtype.name} {tag}{halo}"
 
 
@@ -375,7 +375,7 @@ def _run_length(src: Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> i
     if vec_axis is None or vector == 1:
         return 1
     d = vec_axis.dim
-    dst_halo = any(dst.halo_lower) or any(dst.halo_upper)
+    dst_halo = dst.has_halo
     sd = src.dim_map.get(d)
     if src.image is not None:
         lane = src.desc.axes[-1]
@@ -388,7 +388,7 @@ def _run_length(src: Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> i
     if bake:
         if (src.desc.halo_lower[sd] - dst.halo_lower[d]) % vector:
             return 1
-    elif dst_halo or any(src.desc.halo_lower) or any(src.desc.halo_upper):
+    elif dst_halo or src.desc.has_halo:
         return 1
     a = _element_axis(src.desc, sd)
     # a plain desc's innermost stride is 1 by its structure only when it has a tag

@@ -45,7 +45,7 @@ class DeviceStorage:
             storage = images.create(self.context, side, self.storage_limits)
             self.write(storage, side, np.zeros(side.array_shape, side.dtype.np))
             return storage
-        nbytes = side.nbytes if side.is_image else side.span * side.dtype.itemsize
+        nbytes = side.nbytes if side.is_image else side.span_bytes
         storage = self.new_buffer(nbytes)
         fill = cl.enqueue_fill_buffer(self.queue, storage, np.uint8(0), 0, nbytes)
         # the zeroing is part of making this Memory: on an out-of-order queue
@@ -77,7 +77,7 @@ class DeviceStorage:
                                  hostbuf=arr.reshape(-1))
             return images.create(self.context, side, self.storage_limits,
                                  hostbuf=np.ascontiguousarray(data))
-        nbytes = side.span * side.dtype.itemsize
+        nbytes = side.span_bytes
         if isinstance(data, cl.Buffer):
             if data.size < nbytes:
                 raise ClayoutError(f"cl.Buffer of {data.size} bytes is too small for "
@@ -86,8 +86,7 @@ class DeviceStorage:
         else:
             storage = cl.Buffer(self.context, mf.READ_WRITE | mf.USE_HOST_PTR,
                                 hostbuf=np.asarray(data).reshape(-1))
-        if not side.is_zero and (side.has_padding or any(side.halo_lower) or
-                                 any(side.halo_upper)):
+        if side.has_fixed_elements:
             self.enqueue(side, storage, side, storage, aliased=True)
         return storage
 

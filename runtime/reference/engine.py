@@ -105,7 +105,7 @@ def write(values: np.ndarray, side, out=None) -> np.ndarray:
         out[walk(desc, _grid(desc.padded_dims))] = 0   # the whole footprint, tails included
     if desc.is_zero:
         return out
-    if any(desc.halo_lower) or any(desc.halo_upper):
+    if desc.has_halo:
         fill = dtypes.convert(np.array([desc.fill], dtype=np.float64).astype(np.float32),
                               desc.dtype)[0]
         q = _grid(desc.extent)
