@@ -33,7 +33,7 @@ image array or a 3-D image when one fits (docs/storage.md).
 >>> layout_choice("filter", (4, 2, 3, 3), limits=(18, 8)).layout.name  # tie: less padding
 'weight_height'
 >>> a = layout_choice("activation", (1, 64, 512, 512), limits=(2048, 2048))
->>> a.layout.name, a.chosen.storage, a.chosen.size
+>>> a.layout.name, a.chosen.storage.name, a.chosen.size
 ('tflite_texture_array', 'image2d_array', (512, 512, 16))
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ from . import engine as engines
 from .algebra import catalog, dtypes
 from .algebra.catalog import NAMED, ROLES
 from .algebra.layout import ImageDesc, ImageLayout
-from .algebra.storage import STORAGES, Limits, size_text
+from .algebra.storage import STORAGES, Limits, Storage, size_text
 from .algebra.tiles import image_limit
 from .errors import ClayoutError
 
@@ -68,7 +68,7 @@ class Candidate:
     padding: int
     nbytes: int
     fits: bool
-    storage: str = "image2d"
+    storage: Storage = STORAGES["image2d"]
     limit: tuple[int, ...] | None = None
     why: str | None = None
     max_alloc: int | None = None
@@ -123,7 +123,7 @@ class LayoutChoice:
         return None if self.limits is None else self.limits.image2d
 
     @property
-    def storages(self) -> tuple[str, ...]:
+    def storages(self) -> tuple[Storage, ...]:
         """The storages of the candidates, in candidate order, each once."""
         return tuple(dict.fromkeys(c.storage for c in self.candidates))
 
@@ -133,7 +133,7 @@ class LayoutChoice:
         storage's limit: 'image2d 2048x2048, image2d_array 2048x2048x2048'."""
         if self.limits is None:
             return "no limit"
-        shown = [(s, self.limits.text(STORAGES[s])) for s in self.storages]
+        shown = [(s, self.limits.text(s)) for s in self.storages]
         if self._plain_only:
             return shown[0][1]
         return ", ".join(f"{s} {b}" for s, b in shown)
@@ -141,7 +141,7 @@ class LayoutChoice:
     @property
     def _plain_only(self) -> bool:
         """Every candidate is on the 2-D image (messages then name no storage)."""
-        return all(STORAGES[s].plain for s in self.storages)
+        return all(s.plain for s in self.storages)
 
     @property
     def _two_d(self) -> bool:
@@ -251,7 +251,7 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
             lanes = image.width * image.height * image.depth * image.lanes
             measured.append(Candidate(
                 name, tier, image.shape, lanes - math.prod(image.placed), image.nbytes,
-                why is None, image.storage.name,
+                why is None, image.storage,
                 None if limits is None else limits.bounds(image.storage), why,
                 None if limits is None else limits.max_alloc))
     fitting = [c for c in measured if c.fits]

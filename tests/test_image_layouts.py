@@ -327,11 +327,11 @@ def test_check_fits_property(case, mw, mh):
     limits = Limits.of((mw, mh))
 
     def fits(lay, shape):
-        return all(n <= b for n, b in zip(shape, limits.bounds(lay.place)))
+        return all(n <= b for n, b in zip(shape, limits.bounds(lay.storage)))
 
     def size(lay, shape):
         text = "x".join(map(str, shape))
-        return text if lay.storage == "image2d" else f"{text} {lay.storage}"
+        return text if lay.storage.plain else f"{text} {lay.storage}"
     shape = TABLE[name][0](*dims)
     if fits(layout, shape):
         check_fits(ImageDesc(layout, dims), (mw, mh))
@@ -339,7 +339,7 @@ def test_check_fits_property(case, mw, mh):
     with pytest.raises(ClayoutError) as info:
         check_fits(ImageDesc(layout, dims), (mw, mh))
     msg = str(info.value)
-    bound = "x".join(map(str, limits.bounds(layout.place)))
+    bound = "x".join(map(str, limits.bounds(layout.storage)))
     assert "x".join(map(str, shape)) in msg and bound in msg and repr(name) in msg
     for other in NAMED.values():
         if other.kind != layout.kind or other.name == name:

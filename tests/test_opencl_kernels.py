@@ -28,7 +28,7 @@ def _dims(layout):
 
 
 # the layouts whose kernels write an image object (a buffer storage is written as its buffer)
-IMAGES = sorted(n for n, lay in MOVED.items() if not lay.place.on_buffer)
+IMAGES = sorted(n for n, lay in MOVED.items() if not lay.storage.on_buffer)
 
 
 @pytest.mark.parametrize("name", sorted(MOVED))

@@ -19,7 +19,7 @@ from conftest import run
 from strategies import FEW, MOVED, SETTINGS, assert_same_bits, fill, small_dims
 
 # tiles cut 2-D images (arrays, 3-D images and buffers are not split)
-FLAT = sorted(n for n, layout in MOVED.items() if layout.storage == "image2d" and layout.lanes)
+FLAT = sorted(n for n, layout in MOVED.items() if layout.storage.plain and layout.lanes)
 
 DOCUMENTED = {
     "activation": [["in_out_channel"], ["texture_2d"], ["in_out_height"], ["in_out_width"],

@@ -18,7 +18,7 @@ def test_over_every_2d_image_goes_on_an_array_with_its_reason():
     choice = layout_choice("activation", BIG, limits=(2048, 2048))
     assert choice.fits and choice.layout.name == "tflite_texture_array"
     c = choice.chosen
-    assert (c.storage, c.size, c.limit, c.padding) == ("image2d_array", (512, 512, 16),
+    assert (c.storage.name, c.size, c.limit, c.padding) == ("image2d_array", (512, 512, 16),
                                                         (2048, 2048, 2048), 0)
     assert choice.reason == (
         "activation dims 1,64,512,512 f32: tflite_texture_array (512x512x16 image2d_array, "

@@ -117,7 +117,7 @@ def test_where_formulas_evaluate_to_the_answer(name):
     idx = tuple(d - 1 for d in dims)
     lines = explain(layout, dims, index=idx, formula=ROW[name].formula)
     formula = next(line for line in lines if line.startswith("formula"))[10:]
-    values = dict(zip(layout.place.coords + ("k",), layout.pixel(dims, idx)))
+    values = dict(zip(layout.storage.coords + ("k",), layout.pixel(dims, idx)))
     values["s"] = idx[1] // 4 if len(idx) > 1 else 0   # TFLite's slice of c
     values.update(zip(["n", "c", "h", "w"] if layout.kind == "activation" else
                       ["m", "i", "h", "w"] if layout.kind == "depthwise" else

@@ -285,4 +285,4 @@ def check_fits(image: ImageDesc, limits) -> None:
 
 def _size(image: ImageDesc) -> str:
     """'35x5' for a 2-D image, '14x3x2 image3d' for another storage."""
-    return size_text(image.shape, image.storage.name)
+    return size_text(image.shape, image.storage)

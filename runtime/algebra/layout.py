@@ -35,7 +35,7 @@ from .c_index import Numbers, pixel_expr
 from .checks import as_ints
 from .desc import Axis, MemoryDesc
 from .kinds import KINDS
-from .storage import STORAGES, Storage, check_layout, image_text
+from .storage import STORAGES, Storage, check_layout, image_text, storage_of
 from .tags import LETTERS, parse_tag
 from .transform import Transform
 
@@ -50,17 +50,13 @@ class ImageLayout:
     ndims: int = 4
     groups: tuple[tuple[int, ...], ...] | None = None
     transform: Transform | None = None
-    storage: str = "image2d"
+    storage: Storage = STORAGES["image2d"]   # given by name or as the record; kept as the record
     layers: int = 0
     volume: ImageLayout | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "storage", storage_of(self.storage, self.name))
         check_layout(self, parse_tag(self.tag))
-
-    @property
-    def place(self) -> Storage:
-        """The storage record (runtime.algebra.storage) of ``storage``."""
-        return STORAGES[self.storage]
 
     def at(self, dims) -> ImageLayout:
         """The form of this layout for ``dims``: ``volume`` for 5-D dims, else itself."""
@@ -249,7 +245,7 @@ class ImageDesc:
     @property
     def storage(self) -> Storage:
         """The storage record (runtime.algebra.storage) the image lives on."""
-        return self.layout.place
+        return self.layout.storage
 
     @property
     def extent(self) -> tuple[int, int, int]:

@@ -58,6 +58,9 @@ class Storage:
     views_buffer: bool = False
     tiles: bool = False
 
+    def __str__(self) -> str:
+        return self.name
+
     @property
     def ndim(self) -> int:
         return len(self.coords)
@@ -133,17 +136,27 @@ STORAGES = {s.name: s for s in (
 )}
 
 
-def size_text(shape, store: str) -> str:
+def size_text(shape, store: Storage) -> str:
     """An image's size as messages write it: '35x5' on a 2-D image, the
     storage named otherwise: '14x3x2 image3d'."""
     size = "x".join(map(str, shape))
-    return size if STORAGES[store].plain else f"{size} {store}"
+    return size if store.plain else f"{size} {store.name}"
 
 
 def image_text(image) -> str:
     """'image 35x5 RGBA', 'image3d 5x3x2 RGBA', 'buffer 30 RGBA': an
     ImageDesc's storage, size and channels, as messages write them."""
     return f"{image.storage.noun} {'x'.join(map(str, image.shape))} {image.channels}"
+
+
+def storage_of(value, layout: str) -> Storage:
+    """The Storage record a layout is given: the record itself, or its name."""
+    if isinstance(value, Storage):
+        return value
+    if value not in STORAGES:
+        raise ClayoutError(f"image layout {layout!r}: unknown storage {value!r}; "
+                           f"storages: {', '.join(STORAGES)}")
+    return STORAGES[value]
 
 
 def storage(name: str) -> Storage:
@@ -229,16 +242,13 @@ def check_layout(layout, parsed) -> None:
     if parsed.ndims != placed:
         raise ClayoutError(f"image layout {layout.name!r}: tag {layout.tag!r} has {parsed.ndims} "
                            f"dims but the layout places {placed}")
-    if layout.storage not in STORAGES:
-        raise ClayoutError(f"image layout {layout.name!r}: unknown storage {layout.storage!r}; "
-                           f"storages: {', '.join(STORAGES)}")
     if layout.lanes not in (0, 1, 4):
         raise ClayoutError(f"image layout {layout.name!r}: lanes must be 4 (RGBA), 1 (CL_R) "
                            f"or 0 (the innermost dim whole in one texel), got {layout.lanes}")
     if layout.lanes == 0 and parsed.blocks:
         raise ClayoutError(f"image layout {layout.name!r}: lanes 0 holds the innermost dim "
                            f"whole in a texel; tag {layout.tag!r} must have no block")
-    st = STORAGES[layout.storage]
+    st = layout.storage
     if st.on_buffer and (layout.rows or layout.layers or layout.lanes != 4):
         raise ClayoutError(f"image layout {layout.name!r}: a {st.name} is one pixel index "
                            "over every axis: rows and layers must be 0 and lanes 4")

@@ -59,7 +59,7 @@ def two_d_limit(layout, dims, max_image):
     array, 3-D image or buffer is not split but must fit the limits it
     implies (runtime.algebra.storage.Limits.of), else one error naming the
     layouts that would."""
-    if max_image is None or layout.at(dims).place.tiles:
+    if max_image is None or layout.at(dims).storage.tiles:
         return max_image
     catalog.check_fits(ImageDesc(layout, dims), max_image)
     return None
@@ -151,7 +151,7 @@ def _tag_text(layout) -> str:
     z_axes = axes[:layout.layers]
     y_axes = axes[layout.layers:layout.layers + layout.rows]
     x_axes = axes[layout.layers + layout.rows:]
-    if layout.place.on_buffer:
+    if layout.storage.on_buffer:
         text = f"{layout.tag}: x = {','.join(x_axes)}"
     else:
         text = (f"{layout.tag}, rows {layout.rows}: "
@@ -186,7 +186,7 @@ def _size_text(image) -> str:
 def candidate_lines(choice) -> list[str]:
     """`info any`: one line per candidate, its storage, its size, the limit
     of its storage and the verdict."""
-    rows = [(c.name, c.storage, "x".join(map(str, c.size)),
+    rows = [(c.name, c.storage.name, "x".join(map(str, c.size)),
              "no limit" if c.limit is None else "limit " + "x".join(map(str, c.limit)),
              ("fits" + (" (chosen)" if c.name == choice.layout.name and choice.fits else ""))
              if c.fits else ("over" + (" (split into tiles)" if c.name == choice.layout.name

@@ -58,7 +58,7 @@ class Kernel:
             return f"a byte copy of {self.copy[0]} bytes, zero up to {self.copy[1]}: no program"
         numbers = "generic (dims as arguments, one program per family)" if self.generic else \
             "baked (every number in the source, one program per shape)"
-        reach = [f"{side} {'as an image (read_image*/write_image*)' if on else 'as a buffer'}"
+        reach = [f"{side} {'as an image object' if on else 'as a buffer'}"
                  for side, on in (("src", self.src_image), ("dst", self.dst_image))]
         return (f"{numbers}; {', '.join(reach)}; {self.vector} element(s) a work item; "
                 f"launch {'x'.join(map(str, self.launch))} in groups of "
