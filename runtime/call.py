@@ -159,7 +159,7 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
         plan = tile_plan(layout, desc.dims, max_image)
         _check_device_limit(eng, plan.max_image)
     else:
-        check_fits(image, eng.storage_limits or eng.image_limits)
+        check_fits(image, eng.limits)
     if out is not None:
         host_out(out, image.array_shape, image.dtype, flat, "to_image")
     return Call("to_image", desc, image, eng, flat, out, plan)

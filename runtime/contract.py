@@ -21,6 +21,7 @@ import numpy as np
 from .algebra import conversion
 from .algebra.conversion import Move
 from .algebra.desc import MemoryDesc
+from .algebra.storage import Limits
 from .algebra.hostarray import host_shape
 from .errors import ClayoutError
 from .limits import check_host_bytes
@@ -40,6 +41,15 @@ class Engine:
     image_limits: tuple[int, int] | None = None
     storage_limits = None
     domain = "host"
+
+    @property
+    def limits(self):
+        """The one question every limit check asks: the bounds of every
+        storage (runtime.algebra.storage.Limits), from ``storage_limits``, else
+        from the 2-D ``image_limits``; None where nothing is bounded."""
+        if self.storage_limits is not None:
+            return self.storage_limits
+        return None if self.image_limits is None else Limits.of(self.image_limits)
 
     # -- the one conversion -------------------------------------------------------------
     def convert(self, src, dst, data, out=None) -> np.ndarray:

@@ -52,7 +52,7 @@ def _memory(entry: dict, tensors: dict, eng) -> Memory:
         image = plan_of(entry["layout"], entry["dims"], image).join(image)
     layout = image_layout(entry["layout"])
     side = ImageDesc(layout, entry["dims"], entry["dtype"])
-    check_fits(side, eng.storage_limits or eng.image_limits)
+    check_fits(side, eng.limits)
     return Memory.from_numpy(image, layout, eng, dims=entry["dims"])
 
 

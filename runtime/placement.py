@@ -215,7 +215,7 @@ def resolve_limits(limits=None, engine=None) -> Limits | None:
     (``storage_limits``, else its 2-D ``image_limits``), else None (no limit)."""
     if limits is None:
         eng = engines.get(engine)
-        return eng.storage_limits or Limits.of(eng.image_limits)
+        return eng.limits
     if isinstance(limits, Limits):
         return limits
     return Limits.of(image_limit(limits, "image limits"))

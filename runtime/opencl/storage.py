@@ -37,14 +37,14 @@ class DeviceStorage:
     (runtime/contract.py), on the engine's context and queue."""
 
     def allocate(self, side):
-        if side.is_image:
-            check_fits(side, self.storage_limits)
         if side.is_zero:
             return None
-        if _image_object(side):
+        if _image_object(side):   # images.create checks the limits, once
             storage = images.create(self.context, side, self.storage_limits)
             self.write(storage, side, np.zeros(side.array_shape, side.dtype.np))
             return storage
+        if side.is_image:   # a buffer storage: its pixel bound before the allocation
+            check_fits(side, self.storage_limits)
         nbytes = side.nbytes if side.is_image else side.span_bytes
         storage = self.new_buffer(nbytes)
         fill = cl.enqueue_fill_buffer(self.queue, storage, np.uint8(0), 0, nbytes)
