@@ -43,7 +43,9 @@ class Storage:
     * ``write_extension``: the extension a kernel writing it must enable;
     * ``views_buffer``: an image of it can be made over a caller's buffer
       (cl_khr_image2d_from_buffer: 2-D images only);
-    * ``tiles``: an image over a limit is cut into tiles of this storage."""
+    * ``tiles``: an image over a limit is cut into tiles of this storage;
+    * ``cl_object``: its OpenCL memory object type (CL_MEM_OBJECT_...), None
+      for a plain buffer."""
     name: str
     coords: tuple[str, ...]
     c_type: str
@@ -57,6 +59,7 @@ class Storage:
     write_extension: str | None = None
     views_buffer: bool = False
     tiles: bool = False
+    cl_object: str | None = None
 
     def __str__(self) -> str:
         return self.name
@@ -120,17 +123,18 @@ class Storage:
 STORAGES = {s.name: s for s in (
     Storage("image2d", ("x", "y"), "image2d_t", False,
             "image2d_max_width x image2d_max_height", "x outside W, y outside H",
-            views_buffer=True, tiles=True),
+            views_buffer=True, tiles=True, cl_object="IMAGE2D"),
     Storage("image2d_array", ("x", "y", "z"), "image2d_array_t", False,
             "image2d_max_width x image2d_max_height x image_max_array_size",
-            "x outside W, y outside H", array=True),
+            "x outside W, y outside H", array=True, cl_object="IMAGE2D_ARRAY"),
     Storage("image3d", ("x", "y", "z"), "image3d_t", False,
             "image3d_max_width x image3d_max_height x image3d_max_depth",
             "x outside W, y outside H, z outside D",
-            write_extension="cl_khr_3d_image_writes"),
+            write_extension="cl_khr_3d_image_writes", cl_object="IMAGE3D"),
     Storage("image_buffer", ("x",), "image1d_buffer_t", True,
             "image_max_buffer_size pixels (and max_mem_alloc_size bytes)",
-            "a read at x = -1 gives 0", sampled=False, buffer_view=True),
+            "a read at x = -1 gives 0", sampled=False, buffer_view=True,
+            cl_object="IMAGE1D_BUFFER"),
     Storage("buffer", ("x",), "__global", True, "max_mem_alloc_size bytes", "none",
             image_object=False, sampled=False),
 )}

@@ -71,10 +71,6 @@ from ..cache import memoized
 from ..errors import ClayoutError
 from . import accessor_args, dtypes_c, images, sources
 
-# what a load gives, by dtype: (scalar type, vector type, zero)
-VALUE_TYPES = {"f32": ("float", "float4", "0.0f"), "f16": ("float", "float4", "0.0f"),
-               "bf16": ("float", "float4", "0.0f"), "s32": ("int", "int4", "0"),
-               "s8": ("int", "int4", "0"), "u8": ("uint", "uint4", "0u")}
 
 
 @dataclass(frozen=True)
@@ -146,7 +142,7 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     if idx == "ulong":
         num.magic_div = False
     dt = side.dtype
-    scalar, vector, zero = VALUE_TYPES[dt.name]
+    scalar, vector, zero = dtypes_c.c_type(dt).value
     rank = len(side.dims)
     dims = [num(d, key=("dim", k)) for k, d in enumerate(side.dims)]
     lane = _lane_axis(side)
@@ -160,7 +156,7 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     readable = access == "read" or not image
     pixel = None
     if image:
-        io = dtypes_c.IMAGE_IO[dt.name]
+        io = dtypes_c.c_type(dt).image
         *coords, k = side.c_pixel(names, num)
         pixel = images.read(side, io.read, name, f"{name}_sampler", coords)
         one = f"{io.lane_helper}(p, {k})"   # read_image* gives the value type itself
@@ -303,7 +299,7 @@ def _store_one(side, name, names, num) -> str:
         return (f"{name}[{paren(coords[0])} * {side.lanes} + {k}] = "
                 f"{dtypes_c.value_to_storage(dt, 'v')};")
     if side.is_image:   # one channel
-        io = dtypes_c.IMAGE_IO[dt.name]
+        io = dtypes_c.c_type(dt).image
         coords = side.c_pixel(names, num)[:-1]
         value = dtypes_c.value_to_image_write(dt, "v")
         return (f"{io.write}({name}, {images.coord(side, coords)}, "
@@ -332,7 +328,7 @@ def _store4(side, name, lane, dims, qs, names, num, zero):
         base = f"{paren(coords[0])} * {side.lanes}"
         return head + tuple(f"{name}[{base} + {j}] = {dtypes_c.value_to_storage(dt, f'({v})')};"
                             for j, v in enumerate(values))
-    io = dtypes_c.IMAGE_IO[dt.name]
+    io = dtypes_c.c_type(dt).image
     lanes = [dtypes_c.value_to_image_write(dt, v) for v in values]
     return head + (f"{io.write}({name}, {images.coord(side, coords)}, "
                    f"({io.write_type}4)({', '.join(lanes)}));",)

@@ -17,17 +17,6 @@ import numpy as np
 
 from ..algebra import dtypes
 
-# storage value -> float value (exact) for the float dtypes
-_TO_FLOAT = {"f32": "{}", "f16": "clayout_f16_to_f32({})", "bf16": "clayout_bf16_to_f32({})"}
-# float value -> storage of the destination (rounded with the host's rules)
-_FROM_FLOAT = {"f32": "clayout_canon_f32({})", "f16": "clayout_f32_to_f16({})",
-               "bf16": "clayout_f32_to_bf16({})", "s32": "clayout_f32_to_s32({})",
-               "s8": "clayout_f32_to_s8({})", "u8": "clayout_f32_to_u8({})"}
-# int value -> storage of the destination
-_FROM_INT = {"f32": "convert_float_rte({})", "f16": "clayout_f32_to_f16(convert_float_rte({}))",
-             "bf16": "clayout_f32_to_bf16((float)({}))", "s32": "convert_int_sat({})",
-             "s8": "convert_char_sat({})", "u8": "convert_uchar_sat({})"}
-
 @dataclass(frozen=True)
 class ImageIO:
     """How a kernel reads and writes one image channel type."""
@@ -38,13 +27,49 @@ class ImageIO:
     write_type: str    # the scalar type of the pixel it takes
 
 
-IMAGE_IO = {
-    "f32": ImageIO("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
-    "f16": ImageIO("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float"),
-    "s32": ImageIO("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
-    "s8": ImageIO("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int"),
-    "u8": ImageIO("read_imageui", "uint4", "clayout_lane_ui", "write_imageui", "uint"),
+_FLOAT_IO = ImageIO("read_imagef", "float4", "clayout_lane_f", "write_imagef", "float")
+_INT_IO = ImageIO("read_imagei", "int4", "clayout_lane_i", "write_imagei", "int")
+_UINT_IO = ImageIO("read_imageui", "uint4", "clayout_lane_ui", "write_imageui", "uint")
+
+
+@dataclass(frozen=True)
+class CType:
+    """What OpenCL C makes of one dtype, every fact in one row: ``to_float``
+    (storage value -> its exact float, float dtypes only), ``from_float``
+    (a float -> this storage, rounded by the host's rules), ``from_int`` (an
+    int -> this storage), ``value`` (what an accessor load gives: scalar
+    type, vector type, zero), ``image`` (how kernels read and write its
+    image channel type; None: no image of it) and ``channel_type`` (the
+    CL_ channel type's name)."""
+    to_float: str | None
+    from_float: str
+    from_int: str
+    value: tuple[str, str, str]
+    image: ImageIO | None
+    channel_type: str | None
+
+
+_FLOAT_VALUE, _INT_VALUE = ("float", "float4", "0.0f"), ("int", "int4", "0")
+C_TYPES = {
+    "f32": CType("{}", "clayout_canon_f32({})", "convert_float_rte({})", _FLOAT_VALUE,
+                 _FLOAT_IO, "FLOAT"),
+    "f16": CType("clayout_f16_to_f32({})", "clayout_f32_to_f16({})",
+                 "clayout_f32_to_f16(convert_float_rte({}))", _FLOAT_VALUE, _FLOAT_IO,
+                 "HALF_FLOAT"),
+    "bf16": CType("clayout_bf16_to_f32({})", "clayout_f32_to_bf16({})",
+                  "clayout_f32_to_bf16((float)({}))", _FLOAT_VALUE, None, None),
+    "s32": CType(None, "clayout_f32_to_s32({})", "convert_int_sat({})", _INT_VALUE, _INT_IO,
+                 "SIGNED_INT32"),
+    "s8": CType(None, "clayout_f32_to_s8({})", "convert_char_sat({})", _INT_VALUE, _INT_IO,
+                "SIGNED_INT8"),
+    "u8": CType(None, "clayout_f32_to_u8({})", "convert_uchar_sat({})", ("uint", "uint4", "0u"),
+                _UINT_IO, "UNSIGNED_INT8"),
 }
+
+
+def c_type(dt) -> CType:
+    """The row of ``dt`` (a DType or a name)."""
+    return C_TYPES[dtypes.dtype(dt).name]
 
 
 def convert_expr(src, dst, x: str) -> str:
@@ -53,10 +78,10 @@ def convert_expr(src, dst, x: str) -> str:
     if src == dst:
         return x
     if src.is_float:
-        return _FROM_FLOAT[dst.name].format(_TO_FLOAT[src.name].format(x))
+        return c_type(dst).from_float.format(c_type(src).to_float.format(x))
     if dst.name == "bf16" and src.name == "s32":   # one exact rounding, not two
         return f"clayout_s32_to_bf16({x})"
-    return _FROM_INT[dst.name].format(f"(int)({x})")
+    return c_type(dst).from_int.format(f"(int)({x})")
 
 
 def image_read_to_storage(dt, lane_value: str) -> str:
@@ -76,7 +101,7 @@ def storage_to_image_write(dt, x: str) -> str:
     dt = dtypes.dtype(dt)
     if dt.name == "f16":
         return f"clayout_f16_to_f32({x})"
-    return f"({IMAGE_IO[dt.name].write_type})({x})"
+    return f"({c_type(dt).image.write_type})({x})"
 
 
 def c_literal(dt, value) -> str:
@@ -131,7 +156,7 @@ def value_to_image_write(dt, v: str) -> str:
     dt = dtypes.dtype(dt)
     if dt.name == "f16":
         return f"clayout_f16_to_f32(clayout_f32_to_f16({v}))"
-    return f"({IMAGE_IO[dt.name].write_type})({v})"
+    return f"({c_type(dt).image.write_type})({v})"
 
 
 # -- vector loads and stores ----------------------------------------------------------------

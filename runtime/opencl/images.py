@@ -39,12 +39,9 @@ from ..algebra.catalog import check_fits
 from ..cache import LRU
 from ..errors import ClayoutError
 from .device import storage_limits
+from .dtypes_c import c_type
 
-CHANNEL_TYPES = {"f32": "FLOAT", "f16": "HALF_FLOAT", "s32": "SIGNED_INT32",
-                 "s8": "SIGNED_INT8", "u8": "UNSIGNED_INT8"}
 ORDERS = {1: "R", 2: "RG", 4: "RGBA"}
-OBJECT_TYPES = {"image2d": "IMAGE2D", "image2d_array": "IMAGE2D_ARRAY", "image3d": "IMAGE3D",
-                "image_buffer": "IMAGE1D_BUFFER"}
 NO_RGB = ("OpenCL has a 3-channel image (CL_RGB) only for packed channel types "
           "(CL_UNORM_SHORT_565, CL_UNORM_SHORT_555, CL_UNORM_INT_101010), none of which holds "
           "its elements exactly; host arrays of it convert on every engine, a device image of "
@@ -57,19 +54,20 @@ def image_format(dtype, lanes: int) -> cl.ImageFormat:
     if lanes not in ORDERS:
         raise ClayoutError(f"no OpenCL image format has {lanes} {dt.name} lanes: {NO_RGB}")
     return cl.ImageFormat(getattr(cl.channel_order, ORDERS[lanes]),
-                          getattr(cl.channel_type, CHANNEL_TYPES[dt.name]))
+                          getattr(cl.channel_type, c_type(dt).channel_type))
 
 
 # (context, storage name) -> the (channel order, channel type) pairs the device lists
 FORMATS = LRU("OpenCL image formats", "CLAYOUT_FORMATS_CACHE", 64)
 
 
-def _formats(context: cl.Context, kind: str) -> set:
+def _formats(context: cl.Context, store) -> set:
+    """The (channel order, channel type) pairs ``context`` lists for the storage ``store``."""
     def ask() -> set:
         found = cl.get_supported_image_formats(
-            context, cl.mem_flags.READ_WRITE, getattr(cl.mem_object_type, OBJECT_TYPES[kind]))
+            context, cl.mem_flags.READ_WRITE, getattr(cl.mem_object_type, store.cl_object))
         return {(f.channel_order, f.channel_data_type) for f in found}
-    return FORMATS.get((context.int_ptr, kind), ask)
+    return FORMATS.get((context.int_ptr, store.name), ask)
 
 
 def unsupported(context: cl.Context, image) -> str | None:
@@ -78,17 +76,17 @@ def unsupported(context: cl.Context, image) -> str | None:
     (always None for the ``buffer`` storage, a plain buffer)."""
     if not image.storage.image_object:
         return None
-    kind, what = image.storage.name, image.describe()
+    store, what = image.storage, image.describe()
     if image.lanes not in ORDERS:
         return f"{what} has {image.lanes} lanes per pixel: {NO_RGB}"
     fmt = image_format(image.dtype, image.lanes)
-    if (fmt.channel_order, fmt.channel_data_type) not in _formats(context, kind):
-        names = sorted({cl.channel_order.to_string(o) for o, t in _formats(context, kind)
+    if (fmt.channel_order, fmt.channel_data_type) not in _formats(context, store):
+        names = sorted({cl.channel_order.to_string(o) for o, t in _formats(context, store)
                         if t == fmt.channel_data_type and o in
                         (cl.channel_order.R, cl.channel_order.RG, cl.channel_order.RGBA)})
         device = context.devices[0].name.strip()
-        return (f"{what} needs a CL_{ORDERS[image.lanes]} {CHANNEL_TYPES[image.dtype.name]} "
-                f"{kind}, which {device} does not support (its channel orders of that type: "
+        return (f"{what} needs a CL_{ORDERS[image.lanes]} {c_type(image.dtype).channel_type} "
+                f"{store.name}, which {device} does not support (its channel orders of that type: "
                 f"{', '.join(names) or 'none'}); host arrays of it still convert")
     return None
 
@@ -143,9 +141,9 @@ def matches(obj, image) -> str | None:
             return (f"cl.Buffer of {obj.size} bytes is too small for {image.describe()}: "
                     f"it needs {image.nbytes} bytes")
         return None
-    kind = getattr(cl.mem_object_type, OBJECT_TYPES[store.name])
+    kind = getattr(cl.mem_object_type, store.cl_object)
     expected = f"a {'x'.join(map(str, image.shape))} {store.name} {ORDERS.get(image.lanes)} " \
-               f"{CHANNEL_TYPES[image.dtype.name]}"
+               f"{c_type(image.dtype).channel_type}"
     if not isinstance(obj, cl.Image):
         return f"{what} takes a cl.Image ({expected}), got {type(obj).__name__}"
     got_kind = cl.mem_object_type.to_string(obj.type)

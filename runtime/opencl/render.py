@@ -272,7 +272,7 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
         ends = [v for v in (valid[first], valid[last]) if v]
         guard = " && ".join(dict.fromkeys(ends)) or None
         if src.image is not None:        # an image source: read a pixel, pick lanes
-            io = dtypes_c.IMAGE_IO[src_dt.name]
+            io = dtypes_c.c_type(src_dt).image
             coords = src.pixel(src_names(first), num)[:-1]
             load = (f"const {io.pixel_type} r = "
                     f"{images.read(src.image, io.read, 'src', 'clayout_sampler', coords)};")
@@ -306,7 +306,7 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
 def _store(dst: Target, launch: Launch, index: Index) -> str:
     dst_dt, vector = dst.desc.dtype, launch.vector
     if dst.image is not None:
-        io = dtypes_c.IMAGE_IO[dst_dt.name]
+        io = dtypes_c.c_type(dst_dt).image
         lanes = [dtypes_c.storage_to_image_write(dst_dt, f"v{j}") for j in range(vector)]
         lanes += ["0"] * (4 - vector)
         return (f"{io.write}(dst, {images.coord(dst.image, ('g0', 'g1', 'g2'))}, "
