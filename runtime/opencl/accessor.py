@@ -72,7 +72,6 @@ from ..errors import ClayoutError
 from . import accessor_args, dtypes_c, images, sources
 
 
-
 @dataclass(frozen=True)
 class Function:
     signature: str
