@@ -24,7 +24,6 @@ from __future__ import annotations
 import pyopencl as cl
 
 from ..errors import ClayoutError
-from ..memory import Memory
 from . import images
 
 
@@ -33,7 +32,7 @@ def device_object(name: str, side, storage):
     ``name``) held in ``storage``: a Memory or a pyopencl object (module
     docstring)."""
     what = f"accessor {name!r} of {side.describe()}"
-    if isinstance(storage, Memory):
+    if _is_memory(storage):
         obj = _held(storage, side, what)
     else:
         why = _mismatch(storage, side)
@@ -43,7 +42,13 @@ def device_object(name: str, side, storage):
     return images.bound(obj, side) if side.is_image else obj
 
 
-def _held(mem: Memory, side, what: str):
+def _is_memory(obj) -> bool:
+    """A runtime.Memory, known by what it holds (a side, its engine, its
+    storage): the opencl package stands below runtime.memory and does not import it."""
+    return all(hasattr(obj, a) for a in ("side", "engine", "storage"))
+
+
+def _held(mem, side, what: str):
     """The device object of ``mem``, which must hold ``side`` on a device."""
     if mem.engine.domain == "host":
         raise ClayoutError(f"{what} takes a Memory on an OpenCL engine; got {mem!r}, whose "
