@@ -111,11 +111,14 @@ def atomic_write_all(outputs, inputs=()) -> None:
         for (path, write), target in zip(outputs, targets):
             folder, name = os.path.split(target)
             tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+            # listed before it exists: a signal handled right after the open (between
+            # two bytecodes) must find it to remove; a name never made is skipped below
+            temps.append(tmp)
             try:
                 fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # umask applies
             except OSError as exc:
+                temps.pop()   # not ours: another process's file of that name stays
                 raise ClayoutError(f"cannot write {path}: {exc.strerror}") from None
-            temps.append(tmp)
             try:
                 with os.fdopen(fd, "wb") as f:
                     _keep_mode(f.fileno(), target)
