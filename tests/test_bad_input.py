@@ -573,6 +573,7 @@ OLD = b"the old output, which must survive\n"
 
 
 @pytest.mark.slow
+@pytest.mark.alone   # the signal must land in a window: no background child shifts its timing
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("name, status", [("SIGTERM", 143), ("SIGHUP", 129)])
 def test_signal_mid_write_keeps_the_old_output(tmp_path, big_model, name, status):

@@ -2,10 +2,11 @@
 index below 2**31 and every divisor a generic kernel can be given."""
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime.algebra.c_index import DIV_BITS, magic
+from strategies import scaled
 
 LIMIT = 2 ** DIV_BITS
 
@@ -29,7 +30,7 @@ def test_magic_division_at_the_edges(d):
     _check(d, _edges(d))
 
 
-@settings(max_examples=300, deadline=None)
+@scaled(2.5)   # 300 examples in the thorough tier (the count before tiers), 125 in ci
 @given(st.integers(1, LIMIT - 1), st.lists(st.integers(0, LIMIT - 1), min_size=1, max_size=50))
 def test_magic_division_is_exact(d, ns):
     _check(d, np.array(ns + [LIMIT - 1], dtype=np.int64))

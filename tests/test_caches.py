@@ -2,13 +2,13 @@
 memory stays flat over many conversions of many shapes."""
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import runtime
+from conftest import child_result, start_child
 from runtime import ClayoutError, MemoryDesc
 from runtime import cache
 from runtime.algebra import layout
@@ -50,6 +50,22 @@ print(json.dumps(samples))
 SMALL = {"CLAYOUT_PLAN_CACHE": "40", "CLAYOUT_PLACEMENT_CACHE": "40",
          "CLAYOUT_CPU_PLAN_CACHE": "40", "CLAYOUT_PROGRAM_CACHE": "2",
          "CLAYOUT_SIDES_CACHE": "40"}
+FLAT = "test_memory_stays_flat_over_10000_conversions_of_500_shapes"
+
+
+def _start_flat(name: str, small: bool) -> None:
+    start_child(("flat", name, small), [sys.executable, "-c", CHILD, name],
+                env=dict(os.environ, **(SMALL if small else {})))
+
+
+def start_early(items):
+    """The children of the selected cases of the test below start as soon as
+    the run's tests are known (tests/conftest.py): each measures its own
+    resident memory, so they run side by side and beside the rest of the
+    suite, on another core, and the test only waits for its own."""
+    for item in items:
+        if getattr(item, "originalname", "") == FLAT:
+            _start_flat(item.callspec.params["name"], item.callspec.params["small"])
 
 
 @pytest.mark.slow
@@ -61,12 +77,12 @@ def test_memory_stays_flat_over_10000_conversions_of_500_shapes(name, small, req
     less than 4 MiB over the next 8,000. The baseline is the higher of the
     samples after 1,000 and 2,000 conversions: the allocator sometimes hands
     pages back just then (a dip of 2 MiB was seen), and a dip is not growth;
-    a leak still grows over the 8,000 after it."""
+    a leak still grows over the 8,000 after it. The children start when the
+    run starts (``start_early``); the test waits for its own."""
     if name == "opencl":
         request.getfixturevalue("cl_engine")
-    env = dict(os.environ, **(SMALL if small else {}))
-    done = subprocess.run([sys.executable, "-c", CHILD, name], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    _start_flat(name, small)    # a no-op where start_early started it
+    done = child_result(("flat", name, small))
     assert done.returncode == 0, done.stderr
     samples = json.loads(done.stdout.strip().splitlines()[-1])
     growth = max(samples[2:]) - max(samples[:2])

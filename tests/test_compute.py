@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import runtime
+from conftest import THOROUGH, tiered
 from runtime import Memory, MemoryDesc
 from runtime.compute import network, ops
 
@@ -80,9 +81,21 @@ def conv_reference(x, w, b, attrs, depthwise_mult=None):
     return want, terms
 
 
-@pytest.mark.parametrize("act", ACTIVATIONS[:3])
-@pytest.mark.parametrize("filt", FILTERS)
-@pytest.mark.parametrize("out", OUTPUTS[:3])
+def _latin(case) -> bool:
+    """A Latin square of the 3 x 3 x 3 grid: every pair of an activation and a
+    filter layout, of an activation and an output layout, and of a filter and
+    an output layout meets once (9 cases)."""
+    act, filt, out = case
+    return (ACTIVATIONS.index(act) + FILTERS.index(filt)) % 3 == OUTPUTS.index(out)
+
+
+# The covering set (every tier): the Latin square. The kernel reads the
+# activation and the filter through their accessors and writes the output
+# through its own: each layout is read or written by the others of every
+# kind. The full 27-case grid runs in the thorough tier.
+@pytest.mark.parametrize("act, filt, out", tiered(
+    [(act, filt, out) for out in OUTPUTS[:3] for filt in FILTERS for act in ACTIVATIONS[:3]],
+    _latin, ids=lambda case: f"{case[2]}-{case[1]}-{case[0]}"))
 def test_conv_over_layouts(cl_engine, act, filt, out):
     x, w, b = rand(2, 5, 9, 7), rand(6, 5, 3, 3, seed=1), rand(6, seed=2)
     attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 1])
@@ -186,10 +199,28 @@ def test_batchnorm_add_relu(cl_engine):
     assert np.array_equal(read(y), np.maximum(x, 0))
 
 
+def _covering_convs(convs, consts, roles) -> list[int]:
+    """The Conv nodes the ci tier runs: for each kind of Conv in the model (its
+    kernel size, strides, pads, dilations, grouped or not, its weight's role
+    and layout, with a bias or not: 8 kinds in PP-OCRv4 det), its first and
+    its last node, which differ in their channel counts."""
+    kinds = {}
+    for k, node in enumerate(convs):
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        role = roles[node.input[1]].role
+        kind = (consts[node.input[1]].shape[2:], tuple(attrs.get("strides", [1, 1])),
+                tuple(attrs.get("pads", [0] * 4)), tuple(attrs.get("dilations", [1, 1])),
+                attrs.get("group", 1) > 1, role, runtime.algebra.catalog.own_layout(role),
+                len(node.input) > 2)
+        kinds.setdefault(kind, []).append(k)
+    return sorted({k for ks in kinds.values() for k in (ks[0], ks[-1])})
+
+
 @pytest.mark.slow
 def test_every_conv_of_ppocr_det_alone(cl_engine, ppocr):
     """Each Conv node of PP-OCRv4 det with its real weights (as clayout
-    model places them) on a random 12x12 input."""
+    model places them) on a random 12x12 input: all 62 in the thorough tier,
+    the first and last of each kind of Conv in ci (``_covering_convs``)."""
     from runtime import model as clayout_model
     path = ppocr["det"]
     proto = onnx.load(path)
@@ -198,7 +229,9 @@ def test_every_conv_of_ppocr_det_alone(cl_engine, ppocr):
         clayout_model.onnx_graph.read_constants(clayout_model.load(path), path))}
     convs = [n for n in proto.graph.node if n.op_type == "Conv"]
     assert len(convs) > 50
-    for k, node in enumerate(convs):
+    chosen = range(len(convs)) if THOROUGH else _covering_convs(convs, consts, roles)
+    for k in chosen:
+        node = convs[k]
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         w = consts[node.input[1]].astype(np.float32)
         b = consts[node.input[2]].astype(np.float32).reshape(-1) if len(node.input) > 2 \

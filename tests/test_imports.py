@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import child_result, start_child
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "runtime"
@@ -81,14 +82,34 @@ print(json.dumps(report))
 """
 
 
-def test_each_module_imports_alone():
+def _start_alone() -> None:
+    """The modules split between two interpreters that run side by side: each
+    forgets every runtime module before each import, so which interpreter
+    imports a module changes nothing."""
     names = sorted(set(MODULES) - NOT_IMPORTED_ALONE)
-    done = subprocess.run([sys.executable, "-c", ALONE, str(ROOT), ",".join(sorted(OPTIONAL)),
-                           *names], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    if report["failed"]:
-        pytest.fail("\n".join(report["failed"]), pytrace=False)
+    for k, part in enumerate((names[0::2], names[1::2])):
+        start_child(("alone", k), [sys.executable, "-c", ALONE, str(ROOT),
+                                   ",".join(sorted(OPTIONAL)), *part], cwd=ROOT)
+
+
+def start_early(items):
+    """The interpreters of test_each_module_imports_alone start as soon as the
+    run's tests are known (tests/conftest.py), beside the rest of the suite."""
+    if any(getattr(item, "originalname", "") == "test_each_module_imports_alone"
+           for item in items):
+        _start_alone()
+
+
+def test_each_module_imports_alone():
+    """Every module, both ways, in two interpreters (``_start_alone``)."""
+    _start_alone()    # a no-op where start_early started them
+    failed = []
+    for k in (0, 1):
+        done = child_result(("alone", k))
+        assert done.returncode == 0, done.stderr
+        failed += json.loads(done.stdout.strip().splitlines()[-1])["failed"]
+    if failed:
+        pytest.fail("\n".join(failed), pytrace=False)
 
 
 # -- (b) the static graph --------------------------------------------------------------------

@@ -22,10 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runtime
-from conftest import bits, run_under_oclgrind
+from conftest import bits, run_under_oclgrind, tiered
 from runtime import ClayoutError, ImageDesc, Memory, MemoryDesc, image_layout
 from runtime import engine as engines
 from runtime.algebra.storage import Limits
+from strategies import scaled
 
 STORAGE_LAYOUTS = ["tflite_buffer", "tflite_image_buffer", "tflite_texture_2d",
                    "tflite_single_texture_2d", "tflite_texture_array", "tflite_texture_3d",
@@ -34,8 +35,9 @@ IMAGE_DTYPES = ["f32", "f16", "s32", "s8", "u8"]
 BUF_DTYPES = ["f32", "f16", "bf16", "s8", "u8", "s32"]
 SIZES = (0, 1, 2, 3, 5, 17)
 REF, CPU = engines.get("reference"), engines.get("cpu")
-FEW = settings(max_examples=14, deadline=None, derandomize=True,
-               suppress_health_check=list(HealthCheck))
+# 14 examples in the thorough tier (the count before tiers), 6 in ci
+FEW = scaled(7 / 60, settings(deadline=None, derandomize=True,
+                              suppress_health_check=list(HealthCheck)))
 
 
 def values(dt: str, n: int, seed: int) -> np.ndarray:
@@ -95,12 +97,31 @@ def test_every_storage_three_ways_both_directions(cl_engine, image_access, case,
         assert np.array_equal(bits(eng.convert(same, src, there)), bits(x))
 
 
-@pytest.mark.parametrize("name, dims", [
+MEMORY_CASES = [
     ("tflite_texture_3d", (2, 5, 3, 3)), ("tflite_texture_array", (1, 6, 2, 3, 5)),
     ("tflite_image_buffer", (2, 5, 3, 1)), ("tflite_buffer", (1, 9, 2, 2, 3)),
     ("tflite_single_texture_2d", (2, 4, 3, 5)), ("tflite_single_texture_2d", (1, 1, 3, 2)),
-    ("in_out_channel", (1, 5, 2, 3, 3)), ("texture_2d", (2, 3, 2, 1, 3))])
-@pytest.mark.parametrize("dt", ["f32", "f16", "u8"])
+    ("in_out_channel", (1, 5, 2, 3, 3)), ("texture_2d", (2, 3, 2, 1, 3))]
+
+
+def _memory_covered(case) -> bool:
+    """The covering set (24 of the 48 cases in every tier, the rest in the
+    thorough tier): every storage case in f32 with both image accesses, and
+    in one more dtype in turn (f16, u8, f16, ...: CL_HALF_FLOAT and
+    CL_UNSIGNED_INT8 images each met on 2-D, array or 3-D images, a buffer
+    storage and a single texture) with direct access, the one whose kernels
+    reach the image object through its format; a staged access moves the
+    image's bytes with a buffer<->image copy whatever the dtype."""
+    access, name, dims, dt = case
+    turn = ("f16", "u8")[MEMORY_CASES.index((name, dims)) % 2]
+    return dt == "f32" or (access == "direct" and dt == turn)
+
+
+@pytest.mark.parametrize("cl_image_engine, name, dims, dt", tiered(
+    [(access, name, dims, dt) for access in ("direct", "staged") for name, dims in MEMORY_CASES
+     for dt in ("f32", "f16", "u8")], _memory_covered,
+    ids=lambda case: f"{case[0]}-{case[3]}-{case[1]}-{'x'.join(map(str, case[2]))}"),
+    indirect=["cl_image_engine"])
 def test_memory_of_every_storage(cl_image_engine, name, dims, dt):
     """allocate (zeroed), from_numpy / to_numpy, map, conversions between
     Memory objects (buffer -> image -> buffer -> existing image) on the device."""
@@ -234,8 +255,18 @@ ACCESSOR_CASES = [("tflite_texture_3d", (2, 5, 3, 3)), ("tflite_texture_array", 
                   ("in_out_channel", (1, 5, 2, 3, 3)), ("texture_2d", (2, 3, 2, 1, 3))]
 
 
-@pytest.mark.parametrize("name, dims", ACCESSOR_CASES)
-@pytest.mark.parametrize("generic", [False, True])
+# The covering set (every tier): every case baked (f32), and generic (s8) on
+# one case of each storage: image3d, image2d_array, image1d_buffer, buffer, a
+# single texture and a 2-D image (its 5-D form). A generic accessor's index
+# math for every layout is test_accessor.py's; the other 3 generic cases run in
+# the thorough tier.
+GENERIC_CASES = ACCESSOR_CASES[:5] + ACCESSOR_CASES[8:]
+
+
+@pytest.mark.parametrize("generic, name, dims", tiered(
+    [(generic, *case) for generic in (False, True) for case in ACCESSOR_CASES],
+    lambda case: not case[0] or case[1:] in GENERIC_CASES,
+    ids=lambda case: f"{case[0]}-{case[1]}-dims{ACCESSOR_CASES.index(case[1:])}"))
 def test_accessors_of_every_storage(cl_engine, name, dims, generic):
     """gather by load and load4 gives the tensor; scatter by store4 (store
     where the storage takes one element) gives to_image's bits, padding

@@ -2,22 +2,25 @@
 
 Kernel builds cost ~0.5 s each on PoCL, so the shapes come from small fixed
 sets and hypothesis is derandomized: the number of distinct programs a run
-builds stays bounded (about 250 for this file).
+builds stays bounded: about 440 for this file in the thorough tier, about
+190 in ci (the named layouts run a covering set, test_buffer_pairs a
+fraction of the profile's examples).
 """
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import bits, from_img, to_img
+from conftest import bits, from_img, tiered, to_img
 from runtime import IMAGE_LAYOUTS, MemoryDesc
-from strategies import MOVED
+from strategies import MOVED, scaled
 from runtime import engine as engines
 from runtime.algebra.dtypes import IMAGE_NAMES, NAMES
 
 REF = engines.get("reference")
-FEW = settings(max_examples=70, deadline=None, derandomize=True,
-               suppress_health_check=list(HealthCheck))
+# 70 examples in the thorough tier (the count before tiers), 29 in ci
+FEW = scaled(7 / 12, settings(deadline=None, derandomize=True,
+                              suppress_health_check=list(HealthCheck)))
 
 SPECIAL = np.array([0.0, -0.0, 0.25, 0.5, 1.5, 2.5, -2.5, 127.5, -128.5, 128.5, 255.5, 256.0,
                     65504.0, 65519.0, 65520.0, -65520.0, 3.4e38, -3.4e38, np.nan, -np.nan,
@@ -86,6 +89,26 @@ SRC_TAGS = {4: ["nchw", "nhwc", "nChw8c", "chwn", "ABcd4a4b"], 2: ["nc", "cn"], 
 BUF_DTYPES = ["f32", "f16", "s8", "u8", "s32", "bf16"]
 CASES = [(name, dt, i) for i, (name, dt) in enumerate(
     (n, d) for n in sorted(MOVED) for d in IMAGE_NAMES)]
+# The covering set (every tier): every layout in f32 images with both image
+# accesses, and every image dtype on the layouts that take the dtype paths:
+# in_out_channel (4 lanes of a 2-D image), image_2d_weights_c1_b_fyx (one
+# channel, CL_R: f16 staged even with direct access), tflite_single_texture_2d
+# (C lanes: CL_R / CL_RGBA, and C = 3 with no format: staged) and tflite_buffer
+# (a buffer storage: the dtype in the buffer kernel), with direct access (a
+# staged access converts into the image's dense buffer as a buffer kernel
+# does, then copies its bytes: every image dtype staged is test_image_dtypes').
+# Index math does not depend on the image dtype, nor a dtype's conversion on
+# the layout beyond those paths (every dtype pair is test_image_dtypes' and
+# test_dtype_pairs'). The f32 cases carry the richest dims (C = 17 over 5
+# slices, tails) and every buffer dtype; the dtype rows every source tag. The
+# grid's other 120 tests run in the thorough tier.
+DTYPE_PATHS = ("in_out_channel", "image_2d_weights_c1_b_fyx", "tflite_single_texture_2d",
+               "tflite_buffer")
+
+
+def _named_covered(case) -> bool:
+    access, name, image_dtype, i = case
+    return image_dtype == "f32" or (name in DTYPE_PATHS and access == "direct")
 
 
 def _case(name, i):
@@ -103,7 +126,9 @@ def _case(name, i):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, image_dtype, i", CASES)
+@pytest.mark.parametrize("cl_image_engine, name, image_dtype, i", tiered(
+    [(access, *case) for access in ("direct", "staged") for case in CASES], _named_covered,
+    ids=lambda case: "-".join(map(str, case))), indirect=["cl_image_engine"])
 def test_named_layouts_both_directions(cl_image_engine, name, image_dtype, i):
     layout, dims, tag, buf_dt = _case(name, i)
     src = MemoryDesc(dims, buf_dt, tag=tag)
@@ -154,6 +179,10 @@ def _desc(kind, dims, dt):
 @given(st.sampled_from(DIMS4), st.sampled_from(TAGS4), st.sampled_from(TAGS4),
        st.sampled_from(PAIRS))
 def test_buffer_pairs(cl_engine, dims, src_tag, dst_tag, pair):
+    """Buffer reorders drawn from DIMS4 x TAGS4 x TAGS4 x PAIRS (derandomized:
+    the same draws each run), bit for bit against the reference: 70 draws in
+    the thorough tier, 29 in ci (``FEW``); each dtype pair alone is
+    test_dtype_pairs' in every tier."""
     src, dst = _desc(src_tag, dims, pair[0]), _desc(dst_tag, dims, pair[1])
     x = _values(pair[0], src.span, seed=len(src_tag))
     assert np.array_equal(bits(cl_engine.convert(src, dst, x)), bits(REF.convert(src, dst, x)))
