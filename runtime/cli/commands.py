@@ -291,6 +291,9 @@ def cmd_kernel(args) -> int:
     dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else \
         ImageDesc(image_layout(args.layout), args.dims, image_dtype)
     kernel = plan(src, dst, staged=args.staged, bake=True if args.bake else None)
+    if not hasattr(kernel, "source"):   # a byte copy: no program to print
+        print(f"// plan: {kernel.chosen}")
+        return 0
     print(kernel.source)
     if kernel.generic:   # the numbers this shape passes to the family's program
         names = [f"n{i}={int(v) if np.issubdtype(type(v), np.integer) else v!r}"

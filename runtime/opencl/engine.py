@@ -55,7 +55,7 @@ from .device import storage_limits
 from .contexts import engine_of, register
 from .shared import SharedStorage
 from . import transform as transform_kernel
-from .plan import plan
+from .plan import ByteCopy, plan
 from .storage import DeviceStorage
 
 mf = cl.mem_flags
@@ -164,8 +164,8 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
 
     # -- the device conversion ---------------------------------------------------------------
     def _launch(self, kernel, src, dst, wait_for=None) -> cl.Event:
-        if kernel.copy is not None:   # a byte copy and a zero tail: no program
-            count, total = kernel.copy
+        if isinstance(kernel, ByteCopy):   # a byte copy and a zero tail: no program
+            count, total = kernel.count, kernel.total
             events = [cl.enqueue_copy(self.queue, dst, src, byte_count=count,
                                       wait_for=wait_for or None)]
             if total > count:

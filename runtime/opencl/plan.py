@@ -30,12 +30,28 @@ again for each local size).
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from ..algebra.c_index import logical_names, own_names, unchanged_dims
 from ..algebra.desc import MemoryDesc
 from ..cache import LRU
 from ..settings import env_int
 from .render import Kernel, Source, Target, render_kernel
+
+
+@dataclass(frozen=True)
+class ByteCopy:
+    """The plan of a conversion that moves nothing (every element at the same
+    offset, the same dtype): copy ``count`` bytes, zero the rest up to
+    ``total`` (dst's padding). No program is built for it."""
+    count: int
+    total: int
+    generic = False   # class constants, as a Kernel has them: no program, so no family
+    family = ()
+
+    @property
+    def chosen(self) -> str:
+        return f"a byte copy of {self.count} bytes, zero up to {self.total}: no program"
 
 DEFAULT_SPECIALIZE_BYTES = 16 << 20
 
@@ -97,7 +113,7 @@ def _key(side):
 
 
 def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | None = None
-         ) -> Kernel:
+         ) -> Kernel | ByteCopy:
     """The kernel of the conversion ``src`` -> ``dst`` (two sides, no
     transform: runtime.algebra.conversion splits those into stages). An
     image side is read or written with read_image*/write_image*, or with
@@ -105,7 +121,7 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     same buffer (no ``restrict``); each element is then read and written by
     the same work item, so an in-place same-desc pass is safe. Cached by
     exactly what changes the kernel; a conversion that moves nothing is a
-    byte copy (``Kernel.copy``) and needs no program. ``bake``: None lets
+    ``ByteCopy`` and needs no program. ``bake``: None lets
     the size and use decide (``_bake``), True or False says (``clayout
     kernel --bake`` shows a baked program without touching the settings)."""
     # a buffer storage is its dense buffer: kernels always reach it as one
@@ -140,7 +156,7 @@ def _source(src, dst, staged: bool) -> Source:
     return Source(src.memory, src if as_image else None, to_src, dim_map)
 
 
-def copy_kernel(src: MemoryDesc, dst: MemoryDesc) -> Kernel | None:
+def copy_kernel(src: MemoryDesc, dst: MemoryDesc) -> ByteCopy | None:
     """A conversion that is a byte copy, or None: the same dims (an image's
     dims may group a layout's logical ones) and dtype on both sides, every
     element at the same offset (``linear_strides``), those offsets filling
@@ -159,8 +175,7 @@ def copy_kernel(src: MemoryDesc, dst: MemoryDesc) -> Kernel | None:
             return None
         expect *= n
     item = src.dtype.itemsize
-    return Kernel("", (0, 0, 0), (1, 1, 1), 1, False, False,
-                  copy=(src.nelems * item, dst.span * item))
+    return ByteCopy(src.nelems * item, dst.span * item)
 
 
 def clear_cache() -> None:

@@ -49,13 +49,10 @@ class Kernel:
     args: tuple = ()                 # values of the scalar arguments after src, dst
     generic: bool = False            # numbers passed as arguments (shared program)
     family: tuple = ()               # what the source of a generic kernel depends on
-    copy: tuple[int, int] | None = None   # no kernel: copy this many bytes, zero up to that many
 
     @property
     def chosen(self) -> str:
         """What the plan chose, in words (``clayout kernel`` prints it)."""
-        if self.copy is not None:
-            return f"a byte copy of {self.copy[0]} bytes, zero up to {self.copy[1]}: no program"
         numbers = "generic (dims as arguments, one program per family)" if self.generic else \
             "baked (every number in the source, one program per shape)"
         reach = [f"{side} {'as an image object' if on else 'as a buffer'}"
