@@ -101,16 +101,16 @@ def nonzero_padding(flat: np.ndarray, desc: MemoryDesc) -> int | None:
     if desc.is_zero or not desc.has_padding:
         return None
     size = desc.dtype.itemsize
-    bits = np.ascontiguousarray(flat).reshape(-1).view(f"u{size}")[desc.offset0:]
+    bits = np.ascontiguousarray(flat).reshape(-1).view(f"u{size}")
     axes = desc.axes
-    view = np.lib.stride_tricks.as_strided(bits, shape=[a.size for a in axes],
-                                           strides=[a.stride * size for a in axes],
-                                           writeable=False)
+    # the desc's physical axes over the buffer (the ndarray constructor: a tenth of as_strided)
+    view = np.ndarray([a.size for a in axes], bits.dtype, bits, desc.offset0 * size,
+                      [a.stride * size for a in axes])
     for d, (dim, padded) in enumerate(zip(desc.dims, desc.padded_dims)):
         for p in range(dim, padded):   # each index of the dim's zero tail
             where = tuple(p // a.div % a.size if a.dim == d else slice(None) for a in axes)
             part = view[where]
-            if part.any():
+            if part.size and part.max():   # max: vectorized where any() is not
                 rest = [a for a in axes if a.dim != d]
                 first = np.unravel_index(int(np.flatnonzero(part)[0]), part.shape)
                 fixed = sum(p // a.div % a.size * a.stride for a in axes if a.dim == d)
