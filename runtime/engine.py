@@ -98,20 +98,29 @@ def choose_engine(name) -> tuple[Engine, str]:
     if name != "auto":
         eng = get(name)
         return eng, f"{eng.name} (asked for)"
-    try:
-        from .opencl import engine as cl_engine
-    except ImportError as exc:
-        return get("cpu"), f"cpu (auto: the OpenCL engine could not be loaded: {exc})"
-    try:
-        ok = cl_engine.available()
-    except Exception as exc:
-        return get("cpu"), f"cpu (auto: the OpenCL engine failed to start: {exc})"
-    if not ok:
-        why = cl_engine.why_not() or "no OpenCL device with image support was found"
-        return get("cpu"), f"cpu (auto: {why})"
+    fallback = auto_fallback()
+    if fallback is not None:
+        return get("cpu"), f"cpu (auto: {fallback})"
     eng = get("opencl")
     return eng, f"opencl (auto: found an OpenCL device with image support: {eng.device_name})"
 
 
-__all__ = ["NAMES", "get", "choose_engine", "engine_for", "is_device_object",
+def auto_fallback() -> str | None:
+    """Why 'auto' falls back to cpu (the OpenCL engine cannot be loaded or
+    started, or there is no device with image support), None when it
+    chooses opencl."""
+    try:
+        from .opencl import engine as cl_engine
+    except ImportError as exc:
+        return f"the OpenCL engine could not be loaded: {exc}"
+    try:
+        ok = cl_engine.available()
+    except Exception as exc:
+        return f"the OpenCL engine failed to start: {exc}"
+    if not ok:
+        return cl_engine.why_not() or "no OpenCL device with image support was found"
+    return None
+
+
+__all__ = ["NAMES", "get", "choose_engine", "auto_fallback", "engine_for", "is_device_object",
            "opencl_available"]

@@ -279,7 +279,7 @@ def cmd_bench(args) -> int:
 
 def cmd_kernel(args) -> int:
     """Print the OpenCL C source clayout renders for one conversion."""
-    from ..opencl.plan import plan   # mako (the kernel templates): this command only
+    from ..opencl.plan import ByteCopy, plan   # mako (the kernel templates): this command only
     sides = (args.src is not None, args.layout is not None, args.dst is not None)
     if sides not in ((True, False, True), (True, True, False), (False, True, True)):
         raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "
@@ -291,7 +291,7 @@ def cmd_kernel(args) -> int:
     dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else \
         ImageDesc(image_layout(args.layout), args.dims, image_dtype)
     kernel = plan(src, dst, staged=args.staged, bake=True if args.bake else None)
-    if not hasattr(kernel, "source"):   # a byte copy: no program to print
+    if isinstance(kernel, ByteCopy):   # no program to print
         print(f"// plan: {kernel.chosen}")
         return 0
     print(kernel.source)

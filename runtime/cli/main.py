@@ -268,8 +268,8 @@ class _Signals:
 
 def resolve_auto(args) -> None:
     """The engine 'auto' (--engine auto, or $CLAYOUT_ENGINE=auto without
-    --engine) is chosen once, before the command runs, by
-    runtime.engine.choose_engine; when it falls back to cpu, one line
+    --engine) is chosen once, before the command runs
+    (runtime.engine.auto_fallback); when it falls back to cpu, one line
     ``clayout: note: engine auto fell back to cpu: WHY`` on stderr says why
     (a PYOPENCL_CTX that names no device, no OpenCL platform, ...). ``demo``
     prints its choice itself."""
@@ -278,9 +278,9 @@ def resolve_auto(args) -> None:
     name = args.engine if args.engine is not None else os.environ.get("CLAYOUT_ENGINE")
     if name != "auto":
         return
-    args.engine, sentence = engines.choose_engine("auto")
-    if args.engine.name == "cpu":
-        why = sentence.removeprefix("cpu (auto: ").removesuffix(")")
+    why = engines.auto_fallback()
+    args.engine = engines.get("cpu" if why is not None else "opencl")
+    if why is not None:
         print(f"{PROG}: note: engine auto fell back to cpu: {why}", file=sys.stderr)
 
 

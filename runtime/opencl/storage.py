@@ -58,25 +58,24 @@ class DeviceStorage:
         """The caller's cl.Buffer / cl.Image, or a numpy array already checked
         against ``side`` (runtime.memory): a buffer's is used in place, an
         image's copied into a new image."""
-        if side.is_image:
-            check_fits(side, self.storage_limits)
         if side.is_zero and not isinstance(data, cl.MemoryObject):
             return None   # nothing to hold, as in allocate: OpenCL has no empty buffer or image
         if side.is_image:
-            if isinstance(data, cl.MemoryObject):
+            arr = None if isinstance(data, cl.MemoryObject) else np.asarray(data)
+            in_place = arr is not None and side.storage.on_buffer and \
+                arr.flags.c_contiguous and arr.flags.writeable
+            if arr is not None and not in_place:   # a copy: images.create checks the limits
+                return images.create(self.context, side, self.storage_limits,
+                                     hostbuf=np.ascontiguousarray(arr))
+            check_fits(side, self.storage_limits)
+            if arr is None:   # the caller's cl.Buffer / cl.Image: its kind and size
                 wrong = images.matches(data, side)
                 if wrong:
                     raise ClayoutError(wrong)
                 return data
-            if side.storage.on_buffer:   # the host array is the buffer: used in place
-                arr = np.asarray(data)
-                if not (arr.flags.c_contiguous and arr.flags.writeable):
-                    return images.create(self.context, side, self.storage_limits,
-                                         hostbuf=arr)
-                return cl.Buffer(self.context, mf.READ_WRITE | mf.USE_HOST_PTR,
-                                 hostbuf=arr.reshape(-1))
-            return images.create(self.context, side, self.storage_limits,
-                                 hostbuf=np.ascontiguousarray(data))
+            # a buffer storage's host array is the buffer: used in place
+            return cl.Buffer(self.context, mf.READ_WRITE | mf.USE_HOST_PTR,
+                             hostbuf=arr.reshape(-1))
         nbytes = side.span_bytes
         if isinstance(data, cl.Buffer):
             if data.size < nbytes:
