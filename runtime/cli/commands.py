@@ -104,10 +104,10 @@ def cmd_from_image(args) -> int:
     args.max_image = two_d_limit(layout, args.dims, args.max_image)
     image = numeric_input(args.input, args.dtype) if args.max_image is None else \
         load_tiles(args, layout)
-    out = api.from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
+    dst = args.dst or layout.default_tag(len(args.dims))   # named in the line below
+    out = api.from_image(image, layout, args.dims, dst=dst, dtype=args.dtype,
                          engine=args.engine, check_padding=args.check_padding)
     save_npy(args.output, out, [args.input])
-    dst = args.dst or layout.default_tag(len(args.dims))   # the tag from_image wrote
     print(f"wrote {args.output}: {dst} {_dims_text(args.dims)} "
           f"{dtypes.of_array(out).name}, array {out.shape} (from {layout.name} image)")
     return 0
