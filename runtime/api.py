@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np  # noqa: F401  (the doctests use np)
 
 from .algebra.desc import MemoryDesc
-from .call import host_out, parse_from_image, parse_reorder, parse_to_image, run
+from .call import (host_out, parse_from_frame, parse_from_image, parse_reorder, parse_to_image,
+                   run)
 
 
 def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None):
@@ -79,4 +80,34 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
     return run(parse_from_image(image, layout, dims, dst, dtype, engine, out, check_padding))
 
 
-__all__ = ["reorder", "to_image", "from_image", "host_out"]
+def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
+               resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv="bt601", dtype="f32",
+               engine=None, out=None):
+    """A camera frame as a model input of dims (1, C, H, W) in ``layout``,
+    in one conversion (docs/frames.md): colour (YUV to RGB, BT.601 limited
+    range by default, or the packed channels), ``crop`` = (x, y, w, h),
+    resize to ``size`` = (W, H) (``fit`` "stretch" or "letterbox" with
+    ``fill`` in pixel units; ``resize`` "bilinear" or "nearest", as
+    OpenCV's INTER_LINEAR / INTER_NEAREST), normalize (p - mean) / std per
+    output channel in ``order`` "rgb" or "bgr", then placed in ``layout``
+    (an activation image layout, or a buffer tag such as 'nchw') as
+    ``dtype``. C is 3 (1 for ``gray``).
+
+    ``frame``: a u8 array, (h, w, 3) for ``rgb``/``bgr``, (h, w, 4) for
+    ``rgba``/``bgra`` (alpha dropped), (h, w) for ``gray``, (h*3/2, w) for
+    ``nv12``/``nv21``/``i420``; or a u8 buffer Memory of that shape (the
+    result is then a Memory on its engine; ``out`` a Memory of the result).
+    Returns what ``to_image`` returns for the layout (a buffer tag: its
+    physical shape, (1, C, H, W) for nchw); ``out`` as in ``to_image``.
+
+    >>> nv21 = np.full((6, 4), 128, np.uint8)          # a 4x4 grey NV21 frame
+    >>> img = from_frame(nv21, "in_out_channel", format="nv21", engine="cpu")
+    >>> img.shape, round(float(img[0, 0, 0]), 3)       # 1220542/2**20 * (128 - 16)
+    ((4, 4, 4), 130.366)
+    """
+    return run(parse_from_frame(frame, layout, format=format, size=size, crop=crop, fit=fit,
+                                fill=fill, resize=resize, mean=mean, std=std, order=order,
+                                yuv=yuv, dtype=dtype, engine=engine, out=out))
+
+
+__all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out"]

@@ -27,8 +27,9 @@ from .algebra import dtypes
 from .algebra.catalog import check_fits, image_layout
 from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
+from .algebra.frame import frame_plan, frame_target
 from .algebra.hostarray import dims_from_shape, nonzero_padding, physical_input, physical_shape
-from .algebra.layout import ImageDesc
+from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tiles import TilePlan, plan_of, tile_plan
 from .cache import LRU
 from .contract import Engine
@@ -71,8 +72,16 @@ def run(call: Call):
     """Convert a parsed call: a Memory (on the device for OpenCL), a host
     array (``out`` when given), or a tuple of tiles."""
     if call.on_memory:
+        if call.door == "from_frame":
+            return memory.from_frame(call.src, call.data,
+                                     call.out if call.out is not None else call.dst)
         return memory.convert(call.data, call.out if call.out is not None else call.dst)
     eng = call.engine
+    if call.door == "from_frame":
+        out = call.out.reshape(-1) if call.out is not None and not call.dst.is_image \
+            else call.out
+        result = eng.from_frame(call.src, call.dst, call.data, out)
+        return call.out if call.out is not None else result.reshape(call.shape)
     if call.tiles is not None and call.tiles.split:
         if call.door == "to_image":
             return eng.to_tiles(call.src, call.dst, call.data, call.tiles)
@@ -249,8 +258,54 @@ def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Call:
                         engine)
 
 
+# -- from_frame -----------------------------------------------------------------------------
+def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
+                     resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv="bt601",
+                     dtype="f32", engine=None, out=None, what: str = "from_frame") -> Call:
+    """``what``: the frame's name in messages (the CLI gives its file)."""
+    on_memory = isinstance(frame, Memory)
+    if on_memory:
+        if frame.is_image or frame.dtype.name != "u8":
+            raise ClayoutError(f"from_frame takes a u8 buffer Memory holding the frame's bytes; "
+                               f"got {frame!r}")
+        shape = frame.dims
+    else:
+        arr = np.asarray(frame)
+        if arr.dtype != np.uint8:
+            raise ClayoutError(f"{what}: a frame is a u8 array (numpy uint8), got {arr.dtype}; "
+                               "camera and decoded frames are 8 bits a channel")
+        shape = arr.shape
+    plan = frame_plan(shape, format, size=size, crop=crop, fit=fit, fill=fill, resize=resize,
+                      mean=mean, std=std, order=order, yuv=yuv)
+    target = frame_target(layout, dtype)
+    dst = _image_side(target, plan.dims, dtype) if isinstance(target, ImageLayout) else \
+        _tagged(plan.dims, dtype, target)
+    if on_memory:
+        if frame.desc != MemoryDesc(shape, "u8"):
+            raise ClayoutError(f"from_frame: {frame!r} is not a dense row-major u8 buffer of the "
+                               f"frame's shape {shape}; make it Memory(MemoryDesc({shape}, 'u8'))")
+        if out is not None and not isinstance(out, Memory):
+            raise ClayoutError("from_frame of a Memory: out= takes a Memory of the result; "
+                               f"got {type(out).__name__}")
+        if out is not None:
+            _check_out_side(out, dst, dtype, "from_frame")
+        return _memory_call("from_frame", frame, out if out is not None else dst, engine, plan)
+    if isinstance(out, Memory):
+        raise ClayoutError("from_frame: a Memory as out= goes with a Memory frame; a host "
+                           "frame takes a numpy array as out=")
+    eng = engines.get(engine)
+    shape = dst.array_shape if dst.is_image else physical_shape(dst)
+    if dst.is_image:
+        check_fits(dst, eng.limits)
+    if out is None:
+        check_host_bytes(dst.memory.span_bytes, f"from_frame output {dst.describe()}")
+    else:
+        host_out(out, shape, dst.dtype, arr, "from_frame")
+    return Call("from_frame", plan, dst, eng, arr, out, None, shape)
+
+
 # -- the checks every door shares -----------------------------------------------------------
-def _memory_call(door: str, mem: Memory, target, engine) -> Call:
+def _memory_call(door: str, mem: Memory, target, engine, src=None) -> Call:
     """A call on a Memory: ``target`` a side (a new Memory on mem's engine)
     or a Memory to write into, on the same engine's storage."""
     if engine is not None and engine is not mem.engine and \
@@ -261,7 +316,8 @@ def _memory_call(door: str, mem: Memory, target, engine) -> Call:
     out = target if isinstance(target, Memory) else None
     if out is not None and out.engine.domain != mem.engine.domain:
         raise ClayoutError(f"destination {out!r} and source {mem!r} are on different engines")
-    return Call(door, mem.side, out.side if out is not None else target, mem.engine, mem, out)
+    return Call(door, mem.side if src is None else src, out.side if out is not None else target,
+                mem.engine, mem, out)
 
 
 def _tagged(dims, dtype, tag) -> MemoryDesc:
@@ -332,5 +388,6 @@ def _no_host_out(out, what: str, where: str) -> None:
                            f"array input; to write into a Memory pass it as {where}")
 
 
-__all__ = ["Call", "run", "parse_reorder", "parse_to_image", "parse_from_image", "host_out",
+__all__ = ["Call", "run", "parse_reorder", "parse_to_image", "parse_from_image",
+           "parse_from_frame", "host_out",
            "SIDES"]

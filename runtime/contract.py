@@ -19,6 +19,7 @@ import contextlib
 import numpy as np
 
 from .algebra import conversion
+from .algebra import frame_sample as frame_stages
 from .algebra.conversion import Move
 from .algebra.desc import MemoryDesc
 from .algebra.storage import Limits
@@ -79,6 +80,24 @@ class Engine:
         if step.inverse:
             return step.transform.invert(values, step.dst.dtype, step.dst.dims).reshape(-1)
         return step.transform.apply(values).reshape(-1)
+
+    # -- frames ----------------------------------------------------------------------------
+    def from_frame(self, frame, dst, data, out=None) -> np.ndarray:
+        """A camera frame (``frame``: a runtime.algebra.frame.FramePlan;
+        ``data``: its u8 array) as the model input ``dst``: the frame's
+        stages on the host in float32 (``sample``), then one conversion from
+        the plain f32 NCHW tensor they give."""
+        return self.convert(frame.plain, dst, self.sample(frame, data), out)
+
+    def sample(self, frame, data) -> np.ndarray:
+        """The frame's colour, sample and normalize stages: (C, H, W) float32
+        (runtime.algebra.frame.sample, the one host evaluation)."""
+        return frame_stages.sample(frame, np.asarray(data).reshape(frame.shape))
+
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+        """``from_frame`` between two storages of the engine: ``src`` (a u8
+        buffer side) holding the frame's bytes, into dst's."""
+        raise NotImplementedError
 
     # -- tiles ------------------------------------------------------------------------------
     def to_tiles(self, src, dst, data, plan) -> tuple[np.ndarray, ...]:
@@ -183,6 +202,10 @@ class HostEngine(Engine):
 
     def same(self, a, b) -> bool:
         return np.shares_memory(a, b)
+
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+        values = self.sample(frame, self.read(src_storage, src))
+        self.convert_storage(frame.plain, values.reshape(-1), dst, dst_storage, fresh)
 
     def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
         def last(s, d, value):

@@ -201,3 +201,16 @@ def convert(mem: Memory, target) -> Memory:
     if mem.storage is not None and out.storage is not None:
         mem.engine.convert_storage(mem.side, mem.storage, out.side, out.storage, fresh)
     return out
+
+
+def from_frame(frame, mem: Memory, target) -> Memory:
+    """The frame ``frame`` (a runtime.algebra.frame.FramePlan) held in the
+    u8 buffer Memory ``mem``, converted into ``target``: a side (a new Memory
+    on mem's engine) or a Memory to write into (runtime.call checked it)."""
+    if isinstance(target, Memory):
+        out, fresh = target, False
+    else:
+        out, fresh = Memory(target, mem.engine), True
+    if mem.storage is not None and out.storage is not None:
+        mem.engine.frame_storage(frame, mem.side, mem.storage, out.side, out.storage, fresh)
+    return out

@@ -242,3 +242,19 @@ def arg_value(ctype: str, value):
     if isinstance(value, np.generic):
         return value
     return {"uint": np.uint32, "ulong": np.uint64}[ctype](value)
+
+
+def f32_literal(value) -> str:
+    """The exact C literal of one float32 number (hex float; INFINITY for
+    the infinities; NaN has none: the caller refuses it).
+
+    >>> f32_literal(0.1), f32_literal(-2.0), f32_literal(0.0)
+    ('0x1.99999ap-4f', '-0x1p+1f', '0.0f')
+    """
+    v = float(np.float32(value))
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    if v == 0.0:
+        return "-0.0f" if math.copysign(1.0, v) < 0 else "0.0f"
+    mantissa, exponent = v.hex().split("p")
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}f"

@@ -50,8 +50,8 @@ from ..algebra import conversion, dtypes
 from ..algebra.hostarray import host_shape
 from ..contract import Engine
 from ..errors import ClayoutError
-from . import device, images, programs, tiles
-from .device import storage_limits
+from . import images, programs, tiles
+from .device import pick_context, storage_limits
 from .contexts import engine_of, register
 from .shared import SharedStorage
 from . import transform as transform_kernel
@@ -86,7 +86,7 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         if queue is not None:
             context = queue.context
         if context is None:
-            context = cl.Context([device]) if device is not None else _pick_context()
+            context = cl.Context([device]) if device is not None else pick_context()
         self.context = context
         self.queue = queue if queue is not None else cl.CommandQueue(context)
         dev = self.queue.device
@@ -145,16 +145,14 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
           1.2-2.3x faster than write_imagef there);
         - one-channel half images (PoCL 3.1 writes and reads CL_R +
           CL_HALF_FLOAT wrongly; a plain copy moves the exact bits everywhere);
-        - an image no image object can hold here (a single texture of 3
-          lanes; a format the device lacks: runtime/opencl/images.py
-          ``unsupported``): a host array of it is its dense buffer, so its
-          conversions need none (a Memory of it is refused);
+        - an image no image object can hold here (a single texture of 3 lanes;
+          a format the device lacks: images.unsupported): a host array of it is
+          its dense buffer, so its conversions need none (a Memory of it is refused);
         - the buffer storages (``buffer``, ``image_buffer``): their memory
           is a buffer of the dense desc, which kernels read and write
           directly (``on_buffer``: no copy at all)."""
-        if image.storage.on_buffer or (image.dtype.name == "f16" and image.lanes == 1):
-            return True
-        if images.unsupported(self.context, image):
+        if image.storage.on_buffer or (image.dtype.name == "f16" and image.lanes == 1) or \
+                images.unsupported(self.context, image):
             return True
         return self.image_access == "staged" or (self.image_access == "auto" and self.is_cpu)
 
@@ -265,6 +263,13 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
                                         dst_buf)
         return self._read_back(dst_buf, out, event)
 
+    # -- frames: the frame kernel (runtime/opencl/frame.py) is a move from the frame's bytes --
+    def from_frame(self, frame, dst, data, out=None) -> np.ndarray:
+        return self.move(frame, dst, data, out)
+
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+        self.enqueue(frame, src_storage, dst, dst_storage)
+
     # -- host arrays ---------------------------------------------------------------------------
     # On a CPU device the kernels work on the host arrays themselves
     # (USE_HOST_PTR, then a map for coherency): at 1x64x512x512 f32 a host
@@ -338,10 +343,6 @@ def _zeros(out, shape, dtype) -> np.ndarray:
         return np.zeros(shape, dtype=dtype)
     out[...] = 0
     return out
-
-
-def _pick_context() -> cl.Context:
-    return device.pick_context()
 
 
 # -- the process-wide engine, and one engine per caller's context ------------------------------

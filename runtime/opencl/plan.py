@@ -30,7 +30,7 @@ again for each local size).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..algebra.c_index import logical_names, own_names, unchanged_dims
 from ..algebra.desc import MemoryDesc
@@ -124,6 +124,8 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     ``ByteCopy`` and needs no program. ``bake``: None lets
     the size and use decide (``_bake``), True or False says (``clayout
     kernel --bake`` shows a baked program without touching the settings)."""
+    if getattr(src, "is_frame", False):
+        return frame_plan(src, dst, staged)
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
     key = (_key(src), _key(dst), staged, aliased)
@@ -135,6 +137,20 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
         return copy or render_kernel(_source(src, dst, staged), _target(dst, staged), aliased,
                                      bake)
     return PLANS.get((key, bake), make)
+
+
+def frame_plan(frame, dst, staged: bool = False) -> Kernel:
+    """The kernel writing ``dst`` from the bytes of a camera frame (a
+    runtime.algebra.frame.FramePlan): the frame is read as its plain f32
+    input tensor whose every element is computed in place of a load
+    (runtime/opencl/frame.py). Always baked: a camera's frames share one
+    plan, and one program."""
+    staged = staged or (dst.is_image and dst.storage.on_buffer)
+
+    def make():
+        plain = _source(frame.plain, dst, staged)
+        return render_kernel(replace(plain, frame=frame), _target(dst, staged), False, True)
+    return PLANS.get(("frame", frame, _key(dst), staged), make)
 
 
 def _target(dst, staged: bool) -> Target:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ..algebra.c_index import Numbers, arg_value, offset_expr, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
-from . import dtypes_c, images, sources
+from . import dtypes_c, frame as frame_c, images, sources
 from .launch import (GENERIC_LOCAL, VEC, Launch, decode, local_size, plan_launch, tile_axis,
                      work_item_ids)
 
@@ -73,15 +73,17 @@ class Kernel:
 @dataclass(frozen=True)
 class Source:
     """How the kernel reads its source side: from the buffer ``desc`` (a
-    buffer, or the dense desc of a staged image), or with read_image* from
-    ``image``. ``to_src(names, num)`` turns the destination's own index
-    names into what the source is indexed by (its own dims' names; an
-    image's logical names, which its pixel expression takes); ``dim_map``
+    buffer, or the dense desc of a staged image), with read_image* from
+    ``image``, or from a camera ``frame`` (``desc`` its f32 input:
+    runtime/opencl/frame.py). ``to_src(names, num)`` turns the destination's
+    own index names into what the source is indexed by (its own dims' names;
+    an image's logical names, which its pixel expression takes); ``dim_map``
     says which source own dim each destination own dim feeds unchanged."""
     desc: MemoryDesc
     image: ImageDesc | None
     to_src: object
     dim_map: dict
+    frame: object = None     # a FramePlan: elements computed from the frame's bytes
 
     def offset(self, names, num: Numbers) -> str:
         return offset_expr(self.desc, [paren(n) for n in names], num)
@@ -139,16 +141,18 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
     store = _store(dst, launch, index)
     src_dt, dst_dt = src.desc.dtype, dst.desc.dtype
     restrict = "" if aliased else "restrict "
-    summary = (f"{'image ' + src.image.layout.name if src.image else 'buffer'} "
-               f"{_side(src.desc, bake)} -> "
-               f"{'image ' + dst.image.layout.name if dst.image else 'buffer'} "
+    reads = src.frame.describe() if src.frame else \
+        f"{'image ' + src.image.layout.name if src.image else 'buffer'} {_side(src.desc, bake)}"
+    summary = (f"{reads} -> {'image ' + dst.image.layout.name if dst.image else 'buffer'} "
                f"{_side(dst.desc, bake)}" + ("" if bake else " (generic: numbers are arguments)"))
     params = "".join(f", const {ctype} {name}" for name, ctype, _ in num.args)
     source = sources.template("convert.cl.mako").render(
-        summary=summary, helpers=sources.helpers(), name=KERNEL_NAME,
+        summary=summary, name=KERNEL_NAME,
+        helpers=sources.helpers() + (frame_c.function(src.frame) if src.frame else ""),
         src_image=src.image is not None, index_type=index_type,
         pragmas=images.pragmas(dst.image, "write") if dst.image is not None else (),
         src_param=(images.param(src.image, "src", "read") if src.image is not None else
+                   "__global const uchar *restrict src" if src.frame is not None else
                    f"__global const {src_dt.cl_scalar} *{restrict}src"),
         dst_param=(images.param(dst.image, "dst", "write") if dst.image is not None else
                    f"__global {dst_dt.cl_scalar} *{restrict}dst"),
@@ -261,6 +265,8 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
     def src_names(j):
         return src.to_src([_name(d, j, launch) for d in range(dst.ndims)], num)
 
+    if src.frame is not None:   # one pixel's channels serve the elements at that pixel
+        return frame_c.loads(Load, launch.vector, src_names, conv, valid, pad)
     loads = []
     for first in range(0, launch.vector, run):
         js = range(first, first + run)
@@ -358,7 +364,7 @@ def _element_axis(desc: MemoryDesc, d: int):
 def _gather_stride(src: Source, vec_axis) -> int:
     """Bytes between the source elements of consecutive vector lanes (0 when
     unknown: an image source, or a dim the source does not have)."""
-    if src.image is not None or vec_axis is None or vec_axis.dim not in src.dim_map:
+    if src.image or src.frame or vec_axis is None or vec_axis.dim not in src.dim_map:
         return 0
     return _element_axis(src.desc, src.dim_map[vec_axis.dim]).stride * src.desc.dtype.itemsize
 
@@ -369,7 +375,7 @@ def _run_length(src: Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> i
     4 for an image whose lanes 0..3 are the vector's next four elements
     (one read_image), else 1. The vector axis always has div 1 (it is the
     innermost axis of its dim), so element j is logical index i + j."""
-    if vec_axis is None or vector == 1:
+    if vec_axis is None or vector == 1 or src.frame is not None:
         return 1
     d = vec_axis.dim
     dst_halo = dst.has_halo

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..algebra.c_index import f32_literal
 from ..cache import memoized
 from ..errors import ClayoutError
 from . import sources
@@ -75,16 +76,9 @@ def launch(engine, kernel: TransformKernel, src, dst, wait_for=None):
 
 def literal(value: np.float32) -> str:
     """The exact C literal of one float32 number."""
-    v = float(value)
-    if math.isnan(v):
+    if math.isnan(float(value)):
         raise ClayoutError("a transform matrix holds NaN; it has no kernel")
-    if math.isinf(v):
-        return "INFINITY" if v > 0 else "(-INFINITY)"
-    if v == 0.0:
-        return "-0.0f" if math.copysign(1.0, v) < 0 else "0.0f"
-    mantissa, exponent = v.hex().split("p")
-    mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}p{exponent}f"
+    return f32_literal(value)
 
 
 @memoized("transform kernel sources", "CLAYOUT_TRANSFORM_CACHE", 64)

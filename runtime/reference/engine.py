@@ -19,6 +19,7 @@ from ..algebra import dtypes
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine
 from .formulas import FORMULAS, VOLUME
+from .frame import frame_values
 
 
 def walk(desc: MemoryDesc, q) -> np.ndarray:
@@ -166,6 +167,26 @@ class ReferenceEngine(HostEngine):
 
     def reorder_into(self, data, src, target, dst, zeroed):
         write(dtypes.convert(read(data, src), dst.dtype), dst, target)
+
+    # -- frames: every element from the formulas in float64, rounded once -----------------
+    def _frame(self, frame, dst, data):
+        """The frame's values in dst's dtype (rounded once from float64) and
+        the plain NCHW desc holding them."""
+        values = frame_values(np.asarray(data).reshape(frame.shape), frame.format.name,
+                              crop=frame.crop, size=(frame.x.out, frame.y.out), fit=frame.fit,
+                              fill=frame.fill, resize=frame.resize, mean=frame.mean,
+                              std=frame.std, order=frame.order,
+                              yuv=frame.yuv.name if frame.yuv is not None else "bt601")
+        return dtypes.host_array(values.reshape(-1), dst.dtype), MemoryDesc(frame.dims,
+                                                                             dst.dtype)
+
+    def from_frame(self, frame, dst, data, out=None):
+        values, plain = self._frame(frame, dst, data)
+        return self.convert(plain, dst, values, out)
+
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh):
+        values, plain = self._frame(frame, dst, self.read(src_storage, src))
+        self.convert_storage(plain, values, dst, dst_storage, fresh)
 
     def convert_storage(self, src, src_storage, dst, dst_storage, fresh):
         def last(s, d, value):   # dst's footprint only

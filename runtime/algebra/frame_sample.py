@@ -1,0 +1,161 @@
+"""A frame's stages (runtime/algebra/frame.py) evaluated on the host in
+float32: the one host evaluation every host engine shares (the cpu engine
+runs ``sample_rows`` in bands on its threads; the reference evaluates the
+formulas in float64 on its own, runtime/reference/frame.py).
+
+Every operation is the one the OpenCL kernel does (runtime/opencl/frame.py)
+in the same order, each product and sum rounded to float32, so the two give
+the same bits: the colour of each tap (``rgb_at``), then along x, then
+along y, then (p - mean)·(1/std).
+
+>>> from runtime.algebra.frame import frame_plan
+>>> p = frame_plan((4, 4), "gray", size=(2, 2), resize="nearest")
+>>> sample(p, np.arange(16, dtype=np.uint8).reshape(4, 4))[0]
+array([[ 0.,  2.],
+       [ 8., 10.]], dtype=float32)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cache import memoized
+from .frame import Axis, FramePlan
+
+
+@dataclass(frozen=True)
+class _Planes:
+    """A frame array seen as its planes: ``pixels`` (h, w[, bytes]) for a
+    packed format; ``y``, ``u``, ``v`` (the chroma at half size) for YUV."""
+    pixels: np.ndarray | None = None
+    y: np.ndarray | None = None
+    u: np.ndarray | None = None
+    v: np.ndarray | None = None
+
+
+def planes(plan: FramePlan, frame: np.ndarray) -> _Planes:
+    fmt, h, w = plan.format, plan.height, plan.width
+    if not fmt.is_yuv:
+        return _Planes(pixels=frame.reshape(h, w, fmt.bytes))
+    luma = frame[:h]
+    if fmt.chroma == "planes":
+        flat, q = frame.reshape(-1), (h // 2) * (w // 2)
+        u = flat[h * w:h * w + q].reshape(h // 2, w // 2)
+        return _Planes(y=luma, u=u, v=flat[h * w + q:h * w + 2 * q].reshape(h // 2, w // 2))
+    pairs = frame[h:].reshape(h // 2, w // 2, 2)
+    iu, iv = (0, 1) if fmt.chroma == "uv" else (1, 0)
+    return _Planes(y=luma, u=pairs[..., iu], v=pairs[..., iv])
+
+
+def _centred(values: np.ndarray, zero: int, k: np.float32 | None, floor: bool = False
+             ) -> np.ndarray:
+    """k·(values - zero) in float32, as the kernel computes it: values - zero
+    (at least 0 with ``floor``) is exact in float32, then one rounded product
+    (none where k is None)."""
+    f = values.astype(np.float32)
+    f -= np.float32(zero)
+    if floor:
+        np.maximum(f, 0, out=f)
+    if k is not None:
+        f *= k
+    return f
+
+
+def rgb_at(plan: FramePlan, p: _Planes, ys: np.ndarray, xs: np.ndarray, wanted) -> dict:
+    """{RGB component: float32 array (len(ys), len(xs))} of the frame at
+    rows ``ys`` x columns ``xs``, for the components in ``wanted``, each
+    clamped to [0, 255]. YUV: R = ky(Y - y0) + rv(V - 128), G = (ky(Y - y0)
+    + gv(V - 128)) + gu(U - 128), B = ky(Y - y0) + bu(U - 128), float32.
+    Whole rows are gathered first, then the columns (3x faster in numpy
+    than one 2-D fancy index)."""
+    if p.pixels is not None:
+        px = np.take(p.pixels[ys], xs, axis=1)
+        return {k: px[..., plan.format.rgb[k]].astype(np.float32) for k in wanted}
+    k = plan.yuv.f32()
+    ty = _centred(np.take(p.y[ys], xs, axis=1), plan.yuv.y0, k["ky"], floor=True)
+    cy, cx = ys // 2, xs // 2
+    v = np.take(p.v[cy], cx, axis=1) if 0 in wanted or 1 in wanted else None
+    u = np.take(p.u[cy], cx, axis=1) if 1 in wanted or 2 in wanted else None
+    v = _centred(v, 128, None) if v is not None else None   # V - 128, exact
+    u = _centred(u, 128, None) if u is not None else None
+    out = {}
+    for c in wanted:
+        if c == 0:
+            value = ty + v * k["rv"]
+        elif c == 1:
+            value = ty + v * k["gv"]
+            value += u * k["gu"]
+        else:
+            value = ty + u * k["bu"]
+        out[c] = np.clip(value, 0, 255, out=value)
+    return out
+
+
+def sample_rows(plan: FramePlan, frame: np.ndarray, out: np.ndarray, first: int, stop: int
+                ) -> None:
+    """Write rows [first, stop) of the scaled region (the output rows
+    y.pad + first ...) of ``out`` (C, H, W) float32: colour, sample and
+    normalize in float32, every operation in the documented order (the
+    OpenCL kernel's, so the two give the same bits)."""
+    p = planes(plan, frame)
+    xi0, xi1, xw1 = _axis_taps(plan.x)
+    yi0, yi1, yw1 = (t[first:stop] for t in _axis_taps(plan.y))
+    wanted = sorted(set(plan.source))
+    bx, by = plan.x.method == "bilinear", plan.y.method == "bilinear"
+    sw = plan.x.scaled
+    one = np.float32(1)
+    xw0, yw0 = (one - xw1)[None, :], (one - yw1)[:, None]
+    xw1, yw1 = xw1[None, :], yw1[:, None]
+    cols = np.concatenate([xi0, xi1]) if bx else xi0    # both x taps in one gather
+    rows = [rgb_at(plan, p, yi0, cols, wanted)] + ([rgb_at(plan, p, yi1, cols, wanted)]
+                                                   if by else [])
+    x0, y0 = plan.x.pad, plan.y.pad
+    for c, k in enumerate(plan.source):
+        def along_x(r):
+            t = rows[r][k]
+            return t[:, :sw] * xw0 + t[:, sw:] * xw1 if bx else t
+        v = along_x(0)
+        if by:
+            v = v * yw0 + along_x(1) * yw1
+        v -= plan.mean32[c]
+        v *= plan.scale[c]
+        out[c, y0 + first:y0 + stop, x0:x0 + sw] = v
+
+
+def fill_border(plan: FramePlan, out: np.ndarray) -> None:
+    """The letterbox's border of ``out`` (C, H, W): the normalized fill."""
+    if not plan.has_border:
+        return
+    fill = plan.fill_values()
+    x, y = plan.x, plan.y
+    for c in range(plan.channels):
+        out[c, :y.pad] = fill[c]
+        out[c, y.pad + y.scaled:] = fill[c]
+        out[c, y.pad:y.pad + y.scaled, :x.pad] = fill[c]
+        out[c, y.pad:y.pad + y.scaled, x.pad + x.scaled:] = fill[c]
+
+
+@memoized("frame sample taps", "CLAYOUT_FRAME_CACHE", 256)
+def _axis_taps(axis: Axis):
+    """``axis.taps()``, computed once per axis."""
+    return axis.taps()
+
+
+def sample(plan: FramePlan, frame: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The model input (C, H, W) float32 of ``frame`` (an array of
+    ``plan.shape``): the three stages on the host, in one piece (the cpu
+    engine runs ``sample_rows`` in bands on its threads)."""
+    if out is None:
+        out = np.empty(plan.dims[1:], np.float32)
+    fill_border(plan, out)
+    sample_rows(plan, frame, out, 0, plan.y.scaled)
+    return out
+
+
+def bands(plan: FramePlan, parts: int) -> list[tuple[int, int]]:
+    """The scaled region's rows cut into ``parts`` bands of consecutive rows
+    (one a thread: smaller bands measured slower, each numpy step then too
+    short to amortize the GIL's hand-over)."""
+    rows = max(1, -(-plan.y.scaled // max(1, parts)))
+    return [(a, min(a + rows, plan.y.scaled)) for a in range(0, plan.y.scaled, rows)]
