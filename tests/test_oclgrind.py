@@ -1,8 +1,9 @@
 """Every template family under oclgrind: buffer->buffer, buffer->image,
 image->buffer, the staged half image, and each dtype helper path, on tiny
 shapes; accessors (loads and stores, images and buffers, baked and generic),
-a convolution of the compute kernels, and the forward transform stage's
-kernel (tests/test_opencl_transform.py's ``under_oclgrind``). oclgrind reports errors in its log and still exits 0, so the log is
+a convolution of the compute kernels, the forward transform stage's
+kernel (tests/test_opencl_transform.py's ``under_oclgrind``) and the frame
+kernel (tests/test_frames.py's). oclgrind reports errors in its log and still exits 0, so the log is
 parsed: any line in it fails the test. The child process sees only the
 oclgrind platform (an ICD file in a temporary OCL_ICD_VENDORS folder) and also
 compares every result with the reference.
@@ -81,6 +82,8 @@ def child() -> int:
     runs += accessors_and_compute(eng, bad)
     from test_opencl_transform import under_oclgrind
     runs += under_oclgrind(eng, bad)
+    from test_frames import under_oclgrind as frames_under_oclgrind
+    runs += frames_under_oclgrind(eng, bad)
     print(f"oclgrind: {runs} conversions, {len(bad)} mismatches", flush=True)
     for b in bad:
         print("MISMATCH", b, flush=True)
