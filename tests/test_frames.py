@@ -14,6 +14,9 @@ bits; every mistake is one ClayoutError naming the argument.
 from __future__ import annotations
 
 import itertools
+import os
+import random
+import sys
 import threading
 
 import numpy as np
@@ -21,7 +24,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import runtime
-from conftest import bits, tiered
+from conftest import ROOT, bits, child_result, start_child, tiered
 from runtime import ClayoutError
 
 MEAN = (123.675, 116.28, 103.53)
@@ -243,7 +246,8 @@ def test_any_size_cpu_equals_opencl(fmt, fit, resize, sw, sh):
 
 MISTAKES = [
     (dict(format="nv22"), "unknown frame format 'nv22'; formats: rgb"),
-    (dict(format="rgb"), r"not a rgb frame: rgb is a u8 array \(h, w, 3\)"),
+    (dict(format="rgb"), r"does not fit format rgb: a rgb frame is a u8 array \(h, w, 3\)"),
+    (dict(format="nv21", dtype="f64"), "dtype f64; allowed: f32, f16, bf16, u8, s8"),
     (dict(format="nv21", std=0), "std= must not be 0"),
     (dict(format="nv21", std=(1, 2)), r"std= takes a number or 3 numbers"),
     (dict(format="nv21", mean="x"), "mean= takes a number or 3 numbers"),
@@ -310,3 +314,33 @@ def under_oclgrind(eng, bad) -> int:
                                                                    engine="cpu", **kw))):
             bad.append(f"from_frame {fmt} {layout} {dt}")
     return runs
+
+
+EXIT_CHILD = """
+import sys
+import numpy as np
+import runtime
+from runtime.opencl.engine import default
+f = np.random.default_rng(0).integers(0, 256, (720, 640), dtype=np.uint8)
+frame = runtime.Memory(runtime.MemoryDesc(f.shape, "u8"), engine=default(), data=f)
+runtime.from_frame(frame, "in_out_channel", format="nv21", size=(96, 96), mean=float(sys.argv[1]))
+"""   # exits at once: the kernel, built for this new mean, may still run
+EXITS = 3
+_MEANS = [round(random.uniform(1, 100), 6) for _ in range(EXITS)]   # a new program each run
+
+
+def start_early(items):
+    """The exit children run in the background while the suite goes on."""
+    if any(getattr(i, "originalname", "") == "test_exit_right_after_a_device_frame" for i in items):
+        for k in range(EXITS):
+            start_child(("frame exit", k), [sys.executable, "-c", EXIT_CHILD, str(_MEANS[k])],
+                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def test_exit_right_after_a_device_frame(cl_engine):
+    """A script that converts a frame on the device and exits without waiting
+    exits cleanly: PoCL crashed at exit under a kernel it had just built (4
+    exits in 6) until clayout waited for every engine's queue at exit."""
+    for k in range(EXITS):
+        done = child_result(("frame exit", k))
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])

@@ -197,8 +197,9 @@ class FramePlan:
         crop = "" if self.crop == (0, 0, self.width, self.height) else \
             f" crop {self.crop[2]}x{self.crop[3]}+{self.crop[0]}+{self.crop[1]}"
         yuv = f" {self.yuv.name}" if self.yuv is not None else ""
+        order = f" {self.order}" if self.channels > 1 else ""
         return (f"frame {self.format.name}{yuv} {self.width}x{self.height}{crop} -> "
-                f"{self.x.out}x{self.y.out} {self.fit} {self.resize} {self.order}")
+                f"{self.x.out}x{self.y.out} {self.fit} {self.resize}{order}")
 
 
 def _per_channel(value, channels: int, what: str, positive: bool = False) -> tuple[float, ...]:
@@ -282,9 +283,12 @@ def frame_target(layout, dtype):
     """What a frame converts into, checked: an activation ImageLayout (a
     name, a custom 'TAG:ROWS...' or an ImageLayout), or a buffer tag (the
     string, for a MemoryDesc of the frame's dims); ``dtype`` one of ``DTYPES``."""
-    if dtypes.dtype(dtype).name not in DTYPES:
-        raise ClayoutError(f"from_frame: dtype {dtypes.dtype(dtype).name}; allowed: "
-                           f"{', '.join(DTYPES)}")
+    try:
+        name = dtypes.dtype(dtype).name
+    except ClayoutError:
+        name = str(dtype)
+    if name not in DTYPES:
+        raise ClayoutError(f"from_frame: dtype {name}; allowed: {', '.join(DTYPES)}")
     try:
         image = image_layout(layout)
     except ClayoutError as not_layout:

@@ -58,8 +58,8 @@ class FrameFormat:
         if self.is_yuv and len(shape) == 2:
             why = f" (its height {shape[0]} is not h*3/2 of an even h)" if shape[0] % 3 else \
                 f" (its width {shape[1]} is odd)" if shape[1] % 2 else ""
-        raise ClayoutError(f"frame of shape {shape} is not a {self.name} frame: {self.name} is "
-                           f"a u8 array {self.shape_text}{why}")
+        raise ClayoutError(f"frame of shape {shape} does not fit format {self.name}: a "
+                           f"{self.name} frame is a u8 array {self.shape_text}{why}")
 
     def shape(self, height: int, width: int) -> tuple[int, ...]:
         """The array shape of a frame of (height, width) pixels."""

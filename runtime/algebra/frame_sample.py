@@ -149,13 +149,15 @@ def sample(plan: FramePlan, frame: np.ndarray, out: np.ndarray | None = None) ->
     if out is None:
         out = np.empty(plan.dims[1:], np.float32)
     fill_border(plan, out)
-    sample_rows(plan, frame, out, 0, plan.y.scaled)
+    for first, stop in bands(plan):
+        sample_rows(plan, frame, out, first, stop)
     return out
 
 
-def bands(plan: FramePlan, parts: int) -> list[tuple[int, int]]:
-    """The scaled region's rows cut into ``parts`` bands of consecutive rows
-    (one a thread: smaller bands measured slower, each numpy step then too
-    short to amortize the GIL's hand-over)."""
-    rows = max(1, -(-plan.y.scaled // max(1, parts)))
+def bands(plan: FramePlan) -> list[tuple[int, int]]:
+    """The scaled region's rows cut into bands whose float32 temporaries (a
+    band's rows by both x taps) stay near 100 KiB, in the cache: at
+    1280x720 NV21 -> 320x320 a call took 5.8 ms in one band, 3.9 ms in bands
+    of 40 rows (20-row bands pay more in numpy calls than they save)."""
+    rows = max(1, 25600 // (2 * plan.x.scaled))
     return [(a, min(a + rows, plan.y.scaled)) for a in range(0, plan.y.scaled, rows)]

@@ -18,7 +18,6 @@ from ..algebra import frame_sample as frame_stages
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine
 from . import copy
-from .geometry import THREADS
 from .plan import plan
 
 
@@ -85,15 +84,16 @@ class CpuEngine(HostEngine):
         reorder_into(np.asarray(data).reshape(-1), src, target, dst, zeroed)
 
     def sample(self, frame, data) -> np.ndarray:
-        """The frame's stages in bands of rows on the shared pool (numpy
-        releases the GIL while it computes)."""
+        """The frame's stages in bands of rows, the bands shared out to the
+        pool's threads (numpy releases the GIL while it computes)."""
         data = np.asarray(data).reshape(frame.shape)
         out = np.empty(frame.dims[1:], np.float32)
         frame_stages.fill_border(frame, out)
 
-        def work(band):
-            frame_stages.sample_rows(frame, data, out, *band)
-        copy.run_all([lambda b=b: work(b) for b in frame_stages.bands(frame, THREADS)])
+        def work(bands):
+            for first, stop in bands:
+                frame_stages.sample_rows(frame, data, out, first, stop)
+        copy.split(work, frame_stages.bands(frame))
         return out
 
 

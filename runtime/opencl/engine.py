@@ -52,7 +52,7 @@ from ..contract import Engine
 from ..errors import ClayoutError
 from . import images, programs, tiles
 from .device import pick_context, storage_limits
-from .contexts import engine_of, register
+from .contexts import engine_of, register, track
 from .shared import SharedStorage
 from . import transform as transform_kernel
 from .plan import ByteCopy, plan
@@ -104,10 +104,9 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         self.domain = ("opencl", self.context.int_ptr)
         self._stage: cl.Buffer | None = None
         self._stage_lock = threading.Lock()
+        track(self)   # waited for at exit
 
-    @property
-    def device_name(self) -> str:
-        return self.device.name.strip()
+    device_name = property(lambda self: self.device.name.strip())
 
     def __repr__(self) -> str:
         return f"<clayout engine opencl: {self.device_name} ({self.device.platform.name})>"

@@ -108,7 +108,8 @@ def _scaled_region(crop, size, fit):
         return W, H, 0, 0
     assert fit == "letterbox", fit
     r = min(W / cw, H / ch)
-    sw, sh = round(cw * r), round(ch * r)
+    # at least one pixel: a sliver whose scaled side rounds to 0 still shows
+    sw, sh = max(1, round(cw * r)), max(1, round(ch * r))
     return sw, sh, (W - sw) // 2, (H - sh) // 2
 
 
