@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "runtime"
 
 # imported inside functions so that the cpu engine works without them
-OPTIONAL = {"pyopencl", "mako", "onnx", "matplotlib", "safetensors", "torch", "onnxruntime"}
+OPTIONAL = {"pyopencl", "mako", "onnx", "matplotlib", "safetensors", "torch", "onnxruntime",
+            "PIL"}
 # runtime modules a function may import although they need nothing of OPTIONAL
 LAZY_ALLOWED: set = set()
 # a script, not a module: importing it runs the command line

@@ -19,7 +19,8 @@ DTYPE_OPTIONS = {"to-image": {"dtype": "image"}, "from-image": {"dtype": "buffer
 # what each command writes with -o: the extension its output must have
 OUTPUT_KINDS = {"to-image": (".npy", "a .npy array"), "from-image": (".npy", "a .npy array"),
                 "reorder": (".npy", "a .npy array"), "model": (".safetensors", "a safetensors file"),
-                "demo": (".safetensors", "a safetensors file"), "show": (".png", "a PNG picture")}
+                "demo": (".safetensors", "a safetensors file"), "show": (".png", "a PNG picture"),
+                "frame": (".npy", "a .npy array")}
 
 
 def check_dtype_options(args) -> None:

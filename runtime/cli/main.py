@@ -25,12 +25,13 @@ import sys
 
 from .. import engine as engines
 from .. import fileio, model, placement
-from ..algebra import dtypes
+from ..algebra import dtypes, frame
 from ..errors import ClayoutError
 from ..version import __version__
 from .checks import PROG, check_dtype_options
 from .commands import (cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
+from .frame import cmd_frame, parse_crop, parse_numbers, parse_wh
 from .info import cmd_caches, cmd_info
 
 
@@ -113,6 +114,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dst", required=True, metavar="TAG")
     p.add_argument("--dims", type=parse_dims, metavar="D")
     p.add_argument("--dtype", metavar="T", help=dtype_help)
+    p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+
+    p = command("frame", cmd_frame, "a camera frame or picture as a model input (1,C,H,W) in a "
+                "layout: colour, crop, resize, normalize in one pass (docs/frames.md)")
+    p.add_argument("input", metavar="IN", help="a .npy u8 frame, a raw frame (.yuv, .nv12, "
+                   ".nv21, .i420, or any name with --frame-size) or a PNG/JPEG")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.npy")
+    p.add_argument("--format", choices=tuple(frame.FORMATS), help="the frame's format (needed "
+                   "for .npy and .yuv; a picture: what it holds, rgb, rgba or gray)")
+    p.add_argument("--frame-size", type=parse_wh, metavar="WxH",
+                   help="a raw frame's size (else checked)")
+    p.add_argument("--size", type=parse_wh, metavar="WxH", help="output size (default: the crop)")
+    p.add_argument("--crop", type=parse_crop, metavar="X,Y,W,H", help="crop first (frame pixels)")
+    p.add_argument("--fit", choices=frame.FITS, default="stretch", help="stretch (default) or "
+                   "letterbox: keep the aspect ratio, centred, the border --fill")
+    p.add_argument("--fill", type=parse_numbers, default=0, metavar="V", help="the letterbox "
+                   "border, 0..255 before normalizing: one number or one per channel (0)")
+    p.add_argument("--resize", choices=frame.RESIZES, default="bilinear", help="(bilinear)")
+    p.add_argument("--mean", type=parse_numbers, default=0.0, metavar="M", help="subtracted per "
+                   "output channel (in --order), in pixel units: one number or three (0)")
+    p.add_argument("--std", type=parse_numbers, default=1.0, metavar="S",
+                   help="then divided by, per output channel (1)")
+    p.add_argument("--order", choices=frame.ORDERS, default="rgb", help="output channel order")
+    p.add_argument("--yuv", choices=tuple(frame.YUVS), default="bt601",
+                   help="the YUV matrix of nv12/nv21/i420 (default bt601, limited range)")
+    p.add_argument("--layout", required=True, metavar="NAME",
+                   help="an activation image layout or a 4-D buffer tag such as nchw")
+    p.add_argument("--dtype", default="f32", metavar="T", help=f"output dtype: "
+                   f"{', '.join(frame.DTYPES)} (default f32)")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
 
     p = command("model", cmd_model, "convert every weight of an ONNX model into image layouts, "

@@ -1,0 +1,233 @@
+"""``clayout frame`` (docs/cli.md; the rules of the conversion: docs/frames.md):
+one camera frame or picture as a model input, through ``runtime.from_frame``.
+
+The input is a ``.npy`` u8 array of the format's shape, a raw frame file
+(``.yuv``, ``.nv12``, ``.nv21``, ``.i420``, or any name with ``--frame-size``:
+exactly the frame's bytes, no header) or a PNG / JPEG read with Pillow (the
+optional extra ``clayout[image]``). Everything that can be checked before the
+frame is read is: the output path, ``--dtype``, ``--layout``, the raw file's
+size against ``--frame-size``. Each failure is one ClayoutError naming the
+file or the option as typed; the output is written whole or not at all.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import stat
+
+import numpy as np
+
+from ..algebra import dtypes
+from ..algebra.frame import DTYPES, frame_target
+from ..algebra.frame_formats import FORMATS, frame_format
+from ..algebra.layout import ImageDesc
+from ..algebra.storage import image_text
+from ..call import parse_from_frame, run
+from ..errors import ClayoutError
+from ..fileio import check_output, file_kind, load_npy, save_npy
+from .checks import check_output_kind
+
+RAW_SUFFIXES = {".yuv": None, ".nv12": "nv12", ".nv21": "nv21", ".i420": "i420"}
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+INSTALL_HINT = "reading PNG/JPEG frames needs Pillow: pip install 'clayout[image]'"
+# the Pillow mode a picture is converted to for each packed format (bgr, bgra: then swapped)
+PICTURE_MODES = {"rgb": "RGB", "bgr": "RGB", "rgba": "RGBA", "bgra": "RGBA", "gray": "L"}
+# the format a picture gives by default, by its Pillow mode (others: rgb)
+DEFAULT_FORMATS = {"RGBA": "rgba", "RGBa": "rgba", "PA": "rgba", "L": "gray", "LA": "gray",
+                   "La": "gray", "1": "gray"}
+# the API's argument names in its messages, said as the options that gave them
+OPTION_WORDS = ("size", "crop", "fill", "mean", "std")
+
+
+# -- argument types (argparse: a bad value is a usage error, exit 2) ----------------------------
+def parse_wh(text: str) -> tuple[int, int]:
+    """'320x320' or '320,320' -> (320, 320): a width, then a height, both at least 1."""
+    parts = text.lower().replace("x", ",").split(",")
+    try:
+        size = tuple(int(p) for p in parts)
+    except ValueError:
+        size = ()
+    if len(size) != 2 or min(size) < 1:
+        raise argparse.ArgumentTypeError(f"size {text!r}: expected WIDTHxHEIGHT or WIDTH,HEIGHT, "
+                                         "two integers of at least 1 such as 320x320")
+    return size[0], size[1]
+
+
+def parse_crop(text: str) -> tuple[int, int, int, int]:
+    """'X,Y,W,H' -> (x, y, w, h) in frame pixels."""
+    try:
+        crop = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        crop = ()
+    if len(crop) != 4 or min(crop) < 0:
+        raise argparse.ArgumentTypeError(f"crop {text!r}: expected X,Y,W,H, four non-negative "
+                                         "integers such as 0,80,1280,720")
+    return crop
+
+
+def parse_numbers(text: str):
+    """'114' -> 114.0; '123.675,116.28,103.53' -> a tuple, one number per output channel."""
+    try:
+        values = tuple(float(p) for p in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number or comma-separated "
+                                         "numbers, one per output channel, such as "
+                                         "123.675,116.28,103.53") from None
+    return values[0] if len(values) == 1 else values
+
+
+# -- reading the frame ----------------------------------------------------------------------------
+def regular_file(path: str) -> int:
+    """The size of the regular file ``path``; anything else is refused unread."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ClayoutError(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ClayoutError(f"cannot read {path}: it is a {file_kind(st.st_mode)}, not a regular "
+                           "file; give a frame file")
+    return st.st_size
+
+
+def input_kind(args) -> str:
+    """'npy', 'picture' or 'raw', by the input's name (any name with --frame-size is raw)."""
+    ext = os.path.splitext(args.input)[1].lower()
+    if ext == ".npy":
+        return "npy"
+    if ext in IMAGE_SUFFIXES:
+        return "picture"
+    if ext in RAW_SUFFIXES or args.frame_size is not None:
+        return "raw"
+    raise ClayoutError(f"{args.input}: not a frame file clayout knows by its name: give a .npy "
+                       "array, a PNG/JPEG picture (.png, .jpg, .jpeg), or a raw frame (.yuv, "
+                       ".nv12, .nv21, .i420, or any name with --frame-size WxH)")
+
+
+def need_format(args, what: str) -> str:
+    fmt = args.format or RAW_SUFFIXES.get(os.path.splitext(args.input)[1].lower())
+    if fmt is None:
+        raise ClayoutError(f"{args.input}: give --format ({', '.join(FORMATS)}): {what} does not "
+                           "say which format it holds")
+    return fmt
+
+
+def read_raw(args) -> tuple[np.ndarray, str]:
+    """A raw frame: exactly the bytes of a --frame-size frame of its format, no header."""
+    fmt = frame_format(need_format(args, "a raw frame file"))
+    if args.frame_size is None:
+        raise ClayoutError(f"{args.input}: a raw frame file has no header; give its size with "
+                           "--frame-size WxH (such as 1280x720)")
+    width, height = args.frame_size
+    if fmt.is_yuv and (width % 2 or height % 2):
+        raise ClayoutError(f"--frame-size {width}x{height}: {fmt.name} needs an even width and "
+                           "height (4:2:0 chroma holds one sample per 2x2 pixels)")
+    shape = fmt.shape(height, width)
+    need, have = math.prod(shape), regular_file(args.input)
+    if need != have:
+        raise ClayoutError(f"{args.input}: a {width}x{height} {fmt.name} frame is {need} bytes "
+                           f"({'x'.join(map(str, shape))}), but the file holds {have} bytes; "
+                           "check --frame-size and --format")
+    return np.fromfile(args.input, dtype=np.uint8, count=need).reshape(shape), fmt.name
+
+
+def read_picture(args) -> tuple[np.ndarray, str]:
+    """A PNG/JPEG decoded by Pillow: RGB, RGBA or gray by what the file holds, or
+    converted to the packed --format asked for."""
+    regular_file(args.input)
+    try:   # Pillow is an optional extra: imported only here
+        from PIL import Image as image_module
+    except ImportError:
+        raise ClayoutError(f"{args.input}: {INSTALL_HINT}") from None
+    try:
+        with image_module.open(args.input) as picture:
+            picture.load()
+            mode = picture.mode
+            if mode.startswith("I") or mode == "F":
+                raise ClayoutError(f"{args.input}: a picture of Pillow mode {mode!r} (16 or 32 "
+                                   "bits a pixel); a frame is 8 bits a channel")
+            fmt = args.format or DEFAULT_FORMATS.get(mode, "rgb")
+            if fmt not in PICTURE_MODES:
+                raise ClayoutError(f"{args.input}: --format {fmt} is a raw YUV layout; a PNG/JPEG "
+                                   f"decodes to one of {', '.join(PICTURE_MODES)}")
+            want = PICTURE_MODES[fmt]
+            arr = np.asarray(picture if mode == want else picture.convert(want), dtype=np.uint8)
+    except ClayoutError:   # a ValueError too: already one line of its own
+        raise
+    except (OSError, ValueError, SyntaxError, EOFError, image_module.DecompressionBombError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ClayoutError(f"{args.input}: not a readable PNG/JPEG picture ({text})") from None
+    if fmt in ("bgr", "bgra"):
+        arr = np.concatenate([arr[..., 2::-1], arr[..., 3:]], axis=-1)
+    return np.ascontiguousarray(arr), fmt
+
+
+def read_frame(args) -> tuple[np.ndarray, str]:
+    """(the frame's u8 array, its format name), its shape checked against the format."""
+    kind = input_kind(args)
+    if kind == "raw":
+        return read_raw(args)
+    if kind == "picture":
+        arr, fmt = read_picture(args)
+    else:
+        fmt = need_format(args, "a .npy frame")
+        arr = load_npy(args.input)
+    try:
+        height, width = frame_format(fmt).size_of(arr.shape)
+    except ClayoutError as exc:
+        raise ClayoutError(f"{args.input}: {exc}") from None
+    if args.frame_size is not None and args.frame_size != (width, height):
+        raise ClayoutError(f"{args.input}: --frame-size {args.frame_size[0]}x"
+                           f"{args.frame_size[1]}, but the frame is {width}x{height}")
+    return arr, fmt
+
+
+# -- the command ----------------------------------------------------------------------------------
+def as_options(exc: ClayoutError) -> ClayoutError:
+    """The API's 'mean= ...' said as the option: '--mean ...'."""
+    text = str(exc)
+    for name in OPTION_WORDS:
+        if text.startswith(f"{name}="):
+            return ClayoutError(f"--{name} {text[len(name) + 1:].lstrip()}")
+    return exc
+
+
+def check_target(args) -> None:
+    """--dtype and --layout, before any file is read."""
+    try:
+        name = dtypes.dtype(args.dtype).name
+    except ClayoutError:
+        name = None
+    if name not in DTYPES:
+        raise ClayoutError(f"--dtype {args.dtype}: clayout frame writes {', '.join(DTYPES)}")
+    try:
+        frame_target(args.layout, name)
+    except ClayoutError as exc:
+        text = str(exc).replace("from_frame: ", "--layout ", 1)
+        raise ClayoutError(text.replace("from_frame writes", "clayout frame writes", 1)) from None
+
+
+def cmd_frame(args) -> int:
+    check_output_kind(args)
+    check_output(args.output, [args.input])
+    check_target(args)
+    arr, fmt = read_frame(args)
+    try:
+        call = parse_from_frame(arr, args.layout, format=fmt, size=args.size, crop=args.crop,
+                                fit=args.fit, fill=args.fill, resize=args.resize, mean=args.mean,
+                                std=args.std, order=args.order, yuv=args.yuv, dtype=args.dtype,
+                                engine=args.engine, what=args.input)
+    except ClayoutError as exc:
+        raise as_options(exc) from None
+    out = run(call)
+    save_npy(args.output, out, [args.input])
+    plan, dst = call.src, call.dst
+    dims = "x".join(map(str, plan.dims))
+    side = f"{dst.layout.name} {image_text(dst)} {dst.dtype.name}" \
+        if isinstance(dst, ImageDesc) else f"{args.layout} {dst.dtype.name}"
+    print(f"wrote {args.output}: {side} of dims {dims}, array {out.shape} "
+          f"(from {args.input}: {plan.describe()})")
+    return 0
+
+
+__all__ = ["cmd_frame", "parse_wh", "parse_crop", "parse_numbers", "read_frame"]
