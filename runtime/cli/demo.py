@@ -5,7 +5,14 @@ built by tools/make_sample_model.py) into image layouts with ``clayout model``,
 prints the manifest, then checks every stored image: ``from_image`` of it must
 give back the ONNX weight bit for bit, and the image must equal what the
 reference engine (the layout table's formulas, evaluated element by element)
-makes. With ``--ppocr`` it then does the same for a real export, PaddleOCR's
+makes. On an OpenCL device it then runs the sample end to end through the
+accessor kernels against onnxruntime, twice: on a random input placed by
+``to_image``, and from a camera frame: :func:`sample_frame` (a 640x480 NV21
+frame of a made-up outdoor scene) turned on the device by ``from_frame``
+into the model's input image (resized to the input's W x H declared in the
+ONNX file, normalized with the ImageNet mean and std, RGB order: the usual
+preprocessing of CNNs trained on ImageNet), while onnxruntime gets the
+reference engine's ``from_frame`` of the same frame. With ``--ppocr`` it then does the same for a real export, PaddleOCR's
 PP-OCRv4 text detector, fetched from PyPI (the wheel of rapidocr-onnxruntime,
 cached; see :func:`fetch_ppocr`) when PyPI is reachable.
 """
@@ -30,6 +37,9 @@ from ..model import manifest as mf
 SAMPLE = "data/sample_cnn.onnx"
 PPOCR_WHEEL = ("rapidocr-onnxruntime", "1.4.4")
 PPOCR_MODELS = ("ch_PP-OCRv4_det_infer.onnx", "ch_PP-OCRv4_rec_infer.onnx")
+FRAME_SIZE = (640, 480)                      # (W, H) of the demo's camera frame
+IMAGENET_MEAN = (123.675, 116.28, 103.53)   # per RGB channel, in pixel units (0..255)
+IMAGENET_STD = (58.395, 57.12, 57.375)
 
 
 def sample_path() -> str:
@@ -136,6 +146,7 @@ def run(args) -> int:
         out = args.output or os.path.join(tmp, "sample_cnn.safetensors")
         ok = _convert_and_check(path, out, engine, None)
         ok = _end_to_end(path, out, engine) and ok
+        ok = _frame_end_to_end(path, out, engine) and ok
         if getattr(args, "ppocr", False):
             ok = _ppocr(tmp, engine) and ok
     if not args.output:
@@ -153,6 +164,90 @@ def _end_to_end(path: str, weights: str, engine) -> bool:
     line, same = compare_with_onnxruntime(path, weights, engine)
     print(line)
     return same
+
+
+def _frame_end_to_end(path: str, weights: str, engine) -> bool:
+    """The sample run from a camera frame (from_frame on the device) against onnxruntime."""
+    if engine.domain == "host":
+        print("end to end from a frame: needs an OpenCL device (from_frame's kernel and the "
+              f"compute kernels run on it); the {engine.name} engine was used, so it was not run")
+        return True
+    from ..compute.network import compare_frame_with_onnxruntime   # pyopencl: a device is here
+    line, same = compare_frame_with_onnxruntime(path, weights, engine, sample_frame(),
+                                                format="nv21", mean=IMAGENET_MEAN,
+                                                std=IMAGENET_STD)
+    print(line)
+    return same
+
+
+# -- the demo's camera frame ------------------------------------------------------------------
+def _paint(img: np.ndarray, alpha: np.ndarray, colour) -> None:
+    img += alpha[..., None] * (np.asarray(colour, np.float64) - img)
+
+
+def _edge(distance: np.ndarray, soft: float) -> np.ndarray:
+    """Coverage of a shape from its signed distance in pixels (negative
+    inside): a ramp ``soft`` pixels wide, as a lens blurs an edge."""
+    return np.clip(0.5 - distance / soft, 0.0, 1.0)
+
+
+def sample_rgb(width: int = FRAME_SIZE[0], height: int = FRAME_SIZE[1],
+               seed: int = 0) -> np.ndarray:
+    """A photo-like (height, width, 3) u8 RGB picture, the same for the same
+    arguments: a sky and a field in smooth gradients under a wavy horizon, a
+    sun with a glow, a house with a window and a door, a tree; soft edges, a
+    vignette and mild sensor noise (sigma 2 levels)."""
+    y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+    u, v = x / width, y / height
+    img = np.empty((height, width, 3))
+    t = np.clip(v / 0.6, 0, 1)[..., None]
+    img[:] = (1 - t) * (60, 115, 190) + t * (195, 215, 232)                  # sky
+    horizon = (0.58 + 0.025 * np.sin(2 * np.pi * (1.3 * u + 0.2))) * height
+    g = np.clip((v - 0.55) / 0.45, 0, 1)[..., None]
+    field = (1 - g) * (112, 140, 70) + g * (58, 84, 38) + \
+        (12 * np.sin(2 * np.pi * (3 * u + 9 * v)))[..., None]
+    img += _edge(horizon - y, 3.0)[..., None] * (field - img)
+    sun = np.hypot(x - 0.8 * width, y - 0.18 * height)
+    _paint(img, 0.35 * np.exp(-(sun / (0.12 * height)) ** 2), (255, 236, 190))   # glow
+    _paint(img, _edge(sun - 0.06 * height, 4.0), (255, 246, 215))
+    box = lambda x0, y0, x1, y1: np.maximum(np.maximum(x0 * width - x, x - x1 * width),   # noqa
+                                            np.maximum(y0 * height - y, y - y1 * height))
+    _paint(img, _edge(box(0.12, 0.40, 0.36, 0.74), 1.5), (168, 70, 52))          # house
+    roof = np.maximum(y - 0.41 * height, np.abs(x - 0.24 * width) * 0.55 -
+                      (y - 0.27 * height))
+    _paint(img, _edge(roof, 1.5), (92, 48, 40))
+    _paint(img, _edge(box(0.16, 0.48, 0.22, 0.57), 1.2), (236, 224, 150))         # window
+    _paint(img, _edge(box(0.27, 0.56, 0.32, 0.74), 1.2), (70, 42, 30))            # door
+    _paint(img, _edge(box(0.585, 0.52, 0.605, 0.78), 1.5), (84, 60, 38))          # trunk
+    crown = (np.hypot((x - 0.595 * width) / (0.09 * width), (y - 0.45 * height) /
+                      (0.13 * height)) - 1) * 0.09 * width
+    _paint(img, _edge(crown, 5.0), (46, 102, 48))
+    img *= (1 - 0.28 * ((u - 0.5) ** 2 + (v - 0.5) ** 2) * 2)[..., None]          # vignette
+    img += np.random.default_rng(seed).normal(0.0, 2.0, img.shape)
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def rgb_to_nv21(rgb: np.ndarray) -> np.ndarray:
+    """An (h, w, 3) u8 RGB picture (h, w even) as an NV21 frame, (h*3/2, w)
+    u8: the BT.601 limited-range forward formulas (Y in 16..235, Cb and Cr
+    in 16..240, from R, G, B in 0..255), Cb and Cr averaged over each 2x2
+    block, then the Y plane followed by V, U interleaved at half resolution."""
+    h, w, _ = rgb.shape
+    if h % 2 or w % 2:
+        raise ClayoutError(f"NV21 takes an even width and height, got {w}x{h}")
+    r, g, b = np.moveaxis(rgb.astype(np.float64), -1, 0)
+    luma = 16 + (65.481 * r + 128.553 * g + 24.966 * b) / 255
+    cb = 128 + (-37.797 * r - 74.203 * g + 112.0 * b) / 255
+    cr = 128 + (112.0 * r - 93.786 * g - 18.214 * b) / 255
+    half = lambda p: p.reshape(h // 2, 2, w // 2, 2).mean(axis=(1, 3))   # noqa: E731
+    vu = np.stack([half(cr), half(cb)], axis=-1).reshape(h // 2, w)
+    return np.clip(np.rint(np.concatenate([luma, vu])), 0, 255).astype(np.uint8)
+
+
+def sample_frame(width: int = FRAME_SIZE[0], height: int = FRAME_SIZE[1],
+                 seed: int = 0) -> np.ndarray:
+    """The demo's camera frame: :func:`sample_rgb` as NV21, (height*3/2, width) u8."""
+    return rgb_to_nv21(sample_rgb(width, height, seed))
 
 
 def _ppocr(tmp: str, engine) -> bool:

@@ -1,6 +1,8 @@
 """A small ONNX CNN run end to end through the compute kernels (runtime/compute/ops.py):
 the weights as ``clayout model`` placed them (read from its safetensors file),
-the activations placed by ``to_image``, every op through the accessor kernels.
+the activations placed by ``to_image`` (or the input already on the device,
+e.g. a camera frame ``from_frame`` converted there), every op through the
+accessor kernels.
 
 The runner takes the ops a small CNN is made of: Conv (any group, stride,
 padding, dilation; a depthwise weight on ``dw_conv2d_filter``),
@@ -16,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api import from_image, to_image
+from ..algebra.desc import MemoryDesc
+from ..api import from_frame, from_image, to_image
 from ..errors import ClayoutError
 from ..memory import Memory
 from ..model import onnx_graph
@@ -50,15 +53,25 @@ def weights_on(engine, images: dict, manifest: dict) -> dict:
     return out
 
 
-def run(model, images: dict, manifest: dict, x: np.ndarray, engine,
+def input_shape(model) -> tuple[int, ...]:
+    """The shape of ``model``'s first input as its ONNX file declares it (a
+    symbolic or unknown dimension taken as 1)."""
+    return tuple(d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim)
+
+
+def run(model, images: dict, manifest: dict, x, engine,
         activations: str = "in_out_channel") -> np.ndarray:
     """The output of ``model`` (an ONNX ModelProto with one input and one
-    output) for the input ``x`` (NCHW float32), every op on ``engine``'s
-    device with activations on ``activations`` images."""
+    output) for the input ``x``, every op on ``engine``'s device with
+    activations on ``activations`` images. ``x`` is NCHW float32 on the host
+    (placed on an ``activations`` image by ``to_image``), or a Memory
+    already on ``engine``'s device (an image in any activation layout, e.g.
+    what ``from_frame`` made there, or a buffer), used as it is: no host
+    work before the first op. Its dims must be the ones the model declares."""
     weights = weights_on(engine, images, manifest)
     layouts = {e["name"]: e["layout"] for e in manifest["tensors"]}
     graph = model.graph
-    values = {graph.input[0].name: to_image_memory(x, activations, engine)}
+    values = {graph.input[0].name: input_memory(model, x, activations, engine)}
     for node in graph.node:
         ins = [i for i in node.input if i]
         if not any(i in values for i in ins):
@@ -70,6 +83,25 @@ def run(model, images: dict, manifest: dict, x: np.ndarray, engine,
     out = values[graph.output[0].name]
     host = from_image(out.to_numpy(), out.layout, out.dims)
     return host.reshape(host.shape[:2]) if host.shape[2:] == (1, 1) else host
+
+
+def input_memory(model, x, activations: str, engine) -> Memory:
+    """The model's input as a Memory on ``engine``: ``x`` itself when it is
+    a Memory there, else the host array placed on an ``activations`` image;
+    its dims checked against the ones ``model`` declares (those not symbolic)."""
+    declared = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    if isinstance(x, Memory):
+        if x.engine.domain != engine.domain:
+            raise ClayoutError(f"the input {x!r} is not on the engine the model runs on "
+                               f"({engine.name}); make it there, or pass a host array")
+        mem = x
+    else:
+        mem = to_image_memory(x, activations, engine)
+    if len(mem.dims) != len(declared) or \
+            any(d and d != got for d, got in zip(declared, mem.dims)):
+        raise ClayoutError(f"the input's dims {tuple(mem.dims)}; the model declares "
+                           f"{tuple(d or '?' for d in declared)}")
+    return mem
 
 
 def to_image_memory(x: np.ndarray, layout: str, engine) -> Memory:
@@ -138,7 +170,34 @@ def _node(node, ins, values, weights, layouts, engine, activations) -> Memory:
     return y
 
 
-__all__ = ["run", "weights_on", "to_image_memory"]
+__all__ = ["run", "weights_on", "to_image_memory", "input_memory", "input_shape",
+           "compare_with_onnxruntime", "compare_frame_with_onnxruntime"]
+
+
+def _onnxruntime_session(model_path: str):
+    """An onnxruntime CPU session of the model, or None without onnxruntime."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    return onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+
+
+NO_ONNXRUNTIME = "onnxruntime is not installed (pip install onnxruntime), so the sample CNN " \
+    "was not compared"
+
+
+def _against(session, model, weights_path: str, x, x_host: np.ndarray, engine):
+    """(largest difference, largest |output|, agrees): ``model`` run on
+    ``engine`` for ``x`` (a host array or a Memory there) against
+    onnxruntime's ``session`` for ``x_host`` (the same values, f32), agreeing
+    within 1e-4 of the largest output."""
+    images, manifest = read_manifest(weights_path)
+    got = run(model, images, manifest, x, engine)
+    want = session.run(None, {model.graph.input[0].name: x_host})[0]
+    diff = float(np.abs(got - want.reshape(got.shape)).max())
+    top = float(np.abs(want).max())
+    return diff, top, diff <= 1e-4 * top + 1e-6
 
 
 def compare_with_onnxruntime(model_path: str, weights_path: str, engine,
@@ -147,20 +206,45 @@ def compare_with_onnxruntime(model_path: str, weights_path: str, engine,
     to end on ``engine`` through the accessor kernels against onnxruntime on
     one random input (agreeing within 1e-4 of the largest output), or why it
     was not run (which agrees: nothing was wrong)."""
-    try:
-        import onnxruntime
-    except ImportError:
-        return ("end to end: onnxruntime is not installed (pip install onnxruntime), so the "
-                "sample CNN was not compared"), True
+    session = _onnxruntime_session(model_path)
+    if session is None:
+        return f"end to end: {NO_ONNXRUNTIME}", True
     model = onnx_graph.load(model_path)
-    shape = [d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim]
-    x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-    images, manifest = read_manifest(weights_path)
-    got = run(model, images, manifest, x, engine)
-    session = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
-    want = session.run(None, {model.graph.input[0].name: x})[0]
-    diff = float(np.abs(got - want.reshape(got.shape)).max())
-    top = float(np.abs(want).max())
+    x = np.random.default_rng(seed).standard_normal(input_shape(model)).astype(np.float32)
+    diff, top, same = _against(session, model, weights_path, x, x, engine)
     return (f"end to end: the sample CNN on {engine.name} through accessor kernels (weights "
             f"placed by clayout model, activations by to_image): largest difference to "
-            f"onnxruntime {diff:.2g} (outputs up to {top:.3g})"), diff <= 1e-4 * top + 1e-6
+            f"onnxruntime {diff:.2g} (outputs up to {top:.3g})"), same
+
+
+def compare_frame_with_onnxruntime(model_path: str, weights_path: str, engine, frame, *,
+                                   format: str = "nv21", mean=0.0, std=1.0,
+                                   activations: str = "in_out_channel") -> tuple[str, bool]:
+    """(one line for ``clayout demo``, whether it agrees): the model run end
+    to end from a camera frame (a u8 host array in ``format``). The frame
+    goes into a u8 buffer Memory on ``engine``, ``from_frame`` turns it on
+    the device into the model's input (an ``activations`` image of the
+    declared (W, H); ``mean``, ``std`` as from_frame takes them), and that
+    image goes through the accessor kernels as it is. onnxruntime gets the
+    reference engine's ``from_frame`` of the same frame (float64, rounded to
+    f32), so the comparison covers the frame kernel and the network together
+    (agreeing within 1e-4 of the largest output)."""
+    session = _onnxruntime_session(model_path)
+    if session is None:
+        return f"end to end from a frame: {NO_ONNXRUNTIME}", True
+    model = onnx_graph.load(model_path)
+    n, c, h, w = input_shape(model)
+    opts = dict(format=format, size=(w, h), mean=mean, std=std)
+    src = Memory(MemoryDesc(frame.shape, "u8"), engine=engine, data=frame)
+    x = from_frame(src, activations, engine=engine, **opts)
+    x_host = from_frame(frame, "nchw", engine="reference", **opts)
+    diff, top, same = _against(session, model, weights_path, x, x_host, engine)
+    fh, fw = (frame.shape[0] * 2 // 3, frame.shape[1]) if format in ("nv12", "nv21", "i420") \
+        else frame.shape[:2]
+    made = from_image(x.to_numpy(), x.layout, x.dims)   # read back after the run, to report
+    how = "one kernel" + (" and a buffer-to-image copy" if engine.staged(x.side) else "")
+    return (f"end to end from a frame: {fw}x{fh} {format.upper()} -> from_frame ({how}, "
+            f"to a {w}x{h} {activations} image on {engine.name}) -> sample CNN through "
+            f"accessor kernels: largest difference to onnxruntime {diff:.2g} (outputs up to "
+            f"{top:.3g}; the device's input against the reference's "
+            f"{float(np.abs(made - x_host).max()):.2g})"), same
