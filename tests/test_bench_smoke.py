@@ -46,3 +46,34 @@ def test_model_start_up_says_where_the_time_goes(cl_engine):
     bench_model.phase_table(up["phases"], lines.append)
     assert [line.split(" |")[0] for line in lines[3:]] == \
         [f"| {name}" for name in bench_model.PHASES] + ["| interpreter"]
+
+
+def test_frame_rows_tiny_cpu(monkeypatch):
+    """The frame case on the cpu engine (its checks: from_frame agrees with
+    itself on every door, and with the cv2 chain within its rounding), and
+    without cv2 (those rows left out, a line says so)."""
+    import bench_frame
+    lines = []
+    (row,) = bench_frame.rows(["tiny"], repeat=1, inner=1, opencl=False, report=lines.append)
+    want = {"from_frame cpu out=", "from_frame cpu"}
+    if bench_frame._cv2() is not None:
+        want |= {"chain cpu", "cv2 alone"}
+        assert set(bench_frame.ratios(row["ms"])) == {"chain / from_frame, cpu"}
+    assert set(row["ms"]) == want and all(v > 0 for v in row["ms"].values())
+    bench_frame.print_table([row], lines.append)
+    assert lines[0].split()[:2] == ["size", "call"]
+    monkeypatch.setattr(bench_frame, "_cv2", lambda: None)
+    lines = []
+    (row,) = bench_frame.rows(["tiny"], repeat=1, inner=1, opencl=False, report=lines.append)
+    assert set(row["ms"]) == {"from_frame cpu out=", "from_frame cpu"}
+    assert lines[0].startswith("cv2 not installed")
+
+
+@pytest.mark.slow
+def test_frame_rows_tiny_opencl(cl_engine):
+    """The frame case with the opencl rows: the host frame on each engine and
+    the frame already on the device agree bit for bit (checked by the bench)."""
+    import bench_frame
+    (row,) = bench_frame.rows(["tiny"], repeat=1, inner=1, engine=cl_engine, report=print)
+    assert {"from_frame opencl out=", "from_frame opencl", "device frame"} <= set(row["ms"])
+    assert all(v > 0 for v in row["ms"].values())

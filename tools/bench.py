@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 
+import bench_frame
 import bench_model
 from bench_call import geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
@@ -205,6 +206,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="224 and C17 only, fewer rounds")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-opencl", action="store_true")
+    ap.add_argument("--frames", action="store_true",
+                    help="only the frame case: a camera frame to a model input, runtime.from_frame "
+                    "against the cv2 + numpy + to_image chain and cv2 alone")
     ap.add_argument("--model", metavar="M.onnx",
                     help="instead: the load time of a whole model on each engine (programs "
                     "built, cold, warm, cpu); 'synthetic' makes one with 60 weight shapes")
@@ -217,6 +221,11 @@ def main(argv=None) -> int:
         if s not in SIZES:
             ap.error(f"unknown size {s!r}; allowed: {', '.join(SIZES)}")
     repeat = 3 if args.quick else args.repeat
+    frames = lambda: bench_frame.run(repeat=3 * repeat, inner=2 if args.quick else 4,  # noqa: E731
+                                     opencl=not args.no_opencl)
+    if args.frames:
+        frames()
+        return 0
     print(f"clayout bench: f32, medians of {repeat} rounds; % = memcpy time / conversion time "
           f"(higher is better; 100% = copy speed); {geometry.THREADS} threads")
     rows = cpu_rows(sizes, repeat, inner=4)
@@ -238,6 +247,9 @@ def main(argv=None) -> int:
                   "and a map) and with copies (host_in_place=False); % = the device's copy of "
                   "the destination's bytes / call time")
             host_in_place_rows(sizes, repeat)
+    if sizes != ["tiny"]:   # the smoke size is for the bench itself, not for timing frames
+        print()
+        frames()
     return 0
 
 
