@@ -161,8 +161,8 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_readme_opencl_snippet_runs_as_written(cl_engine):
-    block = re.findall(r"```python\n(.*?)```", README, re.S)[1]
-    assert "OpenCLEngine()" in block
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S)
+                 if "OpenCLEngine()" in b)
     ns = {}                                          # nothing given: the block defines it all
     exec(block.replace("    ...", "    seen = a.copy()"), ns)
     want = ns["nchw_array"].transpose(0, 2, 3, 1).reshape(-1)

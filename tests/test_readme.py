@@ -19,5 +19,24 @@ def test_opencl_example_runs(cl_engine):
     dims = (1, 6, 2, 3)
     x = np.arange(36, dtype=np.float32).reshape(dims)
     ns = {"nchw_array": x, "dims": dims}
-    exec(BLOCKS[1].replace("    ...", "    seen = a.copy()"), ns)
+    block = next(b for b in BLOCKS[1:] if "    ..." in b)
+    exec(block.replace("    ...", "    seen = a.copy()"), ns)
     assert np.array_equal(ns["seen"], x.transpose(0, 2, 3, 1).reshape(-1))
+
+
+def test_frame_example_runs():
+    """The chain and the one call agree within 2 pixel units (values times std)."""
+    import cv2
+    block = next(b for b in BLOCKS if "from_frame" in b)
+    rng = np.random.default_rng(0)
+    smooth = np.add.outer(np.arange(540) % 200, np.arange(640) % 50).astype(np.uint8)
+    nv21 = np.clip(smooth + rng.integers(0, 6, smooth.shape), 0, 255).astype(np.uint8)
+    import runtime
+    ns = {"cv2": cv2, "np": np, "runtime": runtime, "nv21": nv21,
+          "mean": np.array((123.675, 116.28, 103.53), np.float32),
+          "std": np.array((58.395, 57.12, 57.375), np.float32)}
+    exec(block.replace("img = runtime.to_image(x[None]", "chain = runtime.to_image(x[None]"), ns)
+    got, chain = ns["img"].astype(np.float64), ns["chain"].astype(np.float64)
+    assert got.shape == chain.shape == (320, 320, 4)
+    # f16 rounding adds up to 0.002 of a value, 0.12 pixel units at std 58
+    assert (np.abs(got[..., :3] - chain[..., :3]) * ns["std"]).max() <= 2.2

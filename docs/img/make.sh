@@ -29,3 +29,4 @@ show tflite_texture_2d 1,6,3,5
 show tflite_single_texture_2d 1,3,3,5
 show tflite_texture_array 1,6,3,5
 show tflite_texture_3d 1,6,3,5
+python frame_path.py
