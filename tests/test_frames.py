@@ -39,15 +39,17 @@ LAYOUTS = ("in_out_channel", "in_out_height", "in_out_width", "texture_2d",
 DTYPES = ("f32", "f16", "bf16", "u8", "s8")
 
 
-def frame(fmt: str, w: int = 98, h: int = 66, seed: int = 0) -> np.ndarray:
-    """A smooth frame with noise (values over the whole u8 range) of ``fmt``."""
+def frame(fmt: str, w: int | None = None, h: int | None = None, seed: int = 0) -> np.ndarray:
+    """A smooth frame with noise (values over the whole u8 range) of ``fmt``;
+    by default 97x65 packed, 98x66 for 4:2:0 (its sides are even)."""
+    w, h = w or (98 if fmt in YUV else 97), h or (66 if fmt in YUV else 65)
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:h, 0:w]
     planes = [127 + 120 * np.sin(xx / (5 + 3 * k) + yy / (7 + k) + k) for k in range(4)]
     img = np.stack(planes, -1) + rng.normal(0, 12, (h, w, 4))
     img = np.clip(np.rint(img), 0, 255).astype(np.uint8)
     if fmt in PACKED:
-        return img[..., :PACKED[fmt]] if fmt != "gray" else img[..., 0]
+        return np.ascontiguousarray(img[..., :PACKED[fmt]] if fmt != "gray" else img[..., 0])
     chroma = img[::2, ::2, 1:3]
     if fmt == "i420":
         tail = np.concatenate([chroma[..., 0].reshape(-1), chroma[..., 1].reshape(-1)])
@@ -123,6 +125,23 @@ def test_the_kernel_places_values_as_to_image_does(cl_engine):
         got = runtime.from_frame(f, layout, dtype="f16", engine=cl_engine, **kw)
         want = runtime.to_image(plain, layout, dtype="f16", engine="reference")
         assert np.array_equal(bits(got), bits(want)), layout
+
+
+@pytest.mark.parametrize("layout", ["in_out_channel", "tflite_texture_array", "tflite_texture_3d",
+                                    "tflite_single_texture_2d"])
+def test_both_ways_of_reaching_images(layout, cl_image_engine):
+    """write_imagef into the image object (what GPUs use) and the staged
+    buffer plus copy (what CPU devices use) give the cpu engine's bits."""
+    for fmt, dt in (("nv21", "f16"), ("rgba", "u8"), ("gray", "f32")):
+        f, kw = frame(fmt), args(fmt, "letterbox", "bilinear")
+        want = runtime.from_frame(f, layout, dtype=dt, engine="cpu", **kw)
+        got = runtime.from_frame(f, layout, dtype=dt, engine=cl_image_engine, **kw)
+        assert np.array_equal(bits(got), bits(want)), (fmt, dt)
+        if layout == "tflite_single_texture_2d":   # 3 lanes: no device image holds it
+            continue
+        mem = runtime.Memory(runtime.MemoryDesc(f.shape, "u8"), engine=cl_image_engine, data=f)
+        img = runtime.from_frame(mem, layout, dtype=dt, **kw)
+        assert np.array_equal(bits(img.to_numpy()), bits(want)), (fmt, dt, "Memory")
 
 
 @pytest.mark.parametrize("yuv", ["bt601", "bt601-full", "bt709"])
@@ -288,11 +307,22 @@ def test_frames_of_the_wrong_kind_or_shape():
         runtime.from_frame(mem, "nchw", format="nv21")
 
 
+def test_a_strided_view_is_a_frame_too(cl_engine):
+    """A view (the RGB bytes of an RGBA picture, a region of a larger frame)
+    converts as its contiguous copy does, on both engines."""
+    rgba = frame("rgba")
+    for eng in ("cpu", cl_engine):
+        for view, fmt in ((rgba[..., :3], "rgb"), (rgba[::2, ::3, 0], "gray")):
+            got = runtime.from_frame(view, "nchw", format=fmt, engine=eng)
+            want = runtime.from_frame(np.ascontiguousarray(view), "nchw", format=fmt, engine=eng)
+            assert np.array_equal(got, want)
+
+
 def test_gray_in_either_shape_and_bgr_order():
     g = frame("gray")
     a = runtime.from_frame(g, "nchw", format="gray", engine="cpu")
     b = runtime.from_frame(g[..., None], "nchw", format="gray", engine="cpu")
-    assert a.shape == (1, 1, 66, 98) and np.array_equal(a, b)
+    assert a.shape == (1, 1, 65, 97) and np.array_equal(a, b)
     rgb = runtime.from_frame(frame("rgb"), "nchw", format="rgb", engine="cpu")
     bgr = runtime.from_frame(frame("rgb"), "nchw", format="rgb", order="bgr", engine="cpu")
     assert np.array_equal(rgb[0, ::-1], bgr[0])
