@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..algebra import dtypes
-from ..algebra import frame_sample as frame_stages
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine
 from . import copy
@@ -82,19 +81,6 @@ class CpuEngine(HostEngine):
 
     def reorder_into(self, data, src, target, dst, zeroed):
         reorder_into(np.asarray(data).reshape(-1), src, target, dst, zeroed)
-
-    def sample(self, frame, data) -> np.ndarray:
-        """The frame's stages in bands of rows, the bands shared out to the
-        pool's threads (numpy releases the GIL while it computes)."""
-        data = np.asarray(data).reshape(frame.shape)
-        out = np.empty(frame.dims[1:], np.float32)
-        frame_stages.fill_border(frame, out)
-
-        def work(bands):
-            for first, stop in bands:
-                frame_stages.sample_rows(frame, data, out, first, stop)
-        copy.split(work, frame_stages.bands(frame))
-        return out
 
 
 ENGINE = CpuEngine()
