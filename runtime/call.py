@@ -27,7 +27,7 @@ from .algebra import dtypes
 from .algebra.catalog import check_fits, image_layout
 from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
-from .algebra.frame import frame_plan, frame_target
+from .algebra.frame import frame_side, frame_target
 from .algebra.hostarray import dims_from_shape, nonzero_padding, physical_input, physical_shape
 from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tiles import TilePlan, plan_of, tile_plan
@@ -275,7 +275,7 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
             raise ClayoutError(f"{what}: a frame is a u8 array (numpy uint8), got {arr.dtype}; "
                                "camera and decoded frames are 8 bits a channel")
         shape = arr.shape
-    plan = frame_plan(shape, format, size=size, crop=crop, fit=fit, fill=fill, resize=resize,
+    plan = frame_side(shape, format, size=size, crop=crop, fit=fit, fill=fill, resize=resize,
                       mean=mean, std=std, order=order, yuv=yuv)
     target = frame_target(layout, dtype)
     dst = _image_side(target, plan.dims, dtype) if isinstance(target, ImageLayout) else \
