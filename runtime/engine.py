@@ -56,11 +56,8 @@ def engine_for(engine, data=None, queue=None) -> Engine:
 
 
 def opencl_available() -> bool:
-    try:
-        from .opencl import engine as cl_engine
-    except ImportError:
-        return False
-    return cl_engine.available()
+    """True when 'auto' chooses opencl (``auto_fallback`` is the one rule)."""
+    return auto_fallback() is None
 
 
 def get(name=None) -> Engine:
@@ -76,7 +73,7 @@ def get(name=None) -> Engine:
     if name not in NAMES:
         raise ClayoutError(f"unknown engine {name!r}; allowed: {', '.join(NAMES)}")
     if name == "auto":
-        name = "opencl" if opencl_available() else "cpu"
+        name = "opencl" if auto_fallback() is None else "cpu"
         log.info("clayout: engine auto chose %s", name)
     if name == "opencl":
         try:
