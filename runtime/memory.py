@@ -193,10 +193,7 @@ def convert(mem: Memory, target) -> Memory:
     a new Memory on mem's engine) or a Memory to write into, on the same
     engine's storage (runtime.call checked the engines). Returns the
     destination Memory."""
-    if isinstance(target, Memory):
-        out, fresh = target, False
-    else:
-        out, fresh = Memory(target, mem.engine), True
+    out, fresh = _destination(mem, target)
     conversion.check(mem.side, out.side)
     if mem.storage is not None and out.storage is not None:
         mem.engine.convert_storage(mem.side, mem.storage, out.side, out.storage, fresh)
@@ -207,10 +204,16 @@ def from_frame(frame, mem: Memory, target) -> Memory:
     """The frame ``frame`` (a runtime.algebra.frame.FramePlan) held in the
     u8 buffer Memory ``mem``, converted into ``target``: a side (a new Memory
     on mem's engine) or a Memory to write into (runtime.call checked it)."""
-    if isinstance(target, Memory):
-        out, fresh = target, False
-    else:
-        out, fresh = Memory(target, mem.engine), True
+    out, fresh = _destination(mem, target)
     if mem.storage is not None and out.storage is not None:
         mem.engine.frame_storage(frame, mem.side, mem.storage, out.side, out.storage, fresh)
     return out
+
+
+def _destination(mem: Memory, target) -> tuple[Memory, bool]:
+    """(the Memory a conversion of ``mem`` writes, whether it is fresh):
+    ``target`` itself, or a new zeroed Memory of the side ``target`` on
+    mem's engine."""
+    if isinstance(target, Memory):
+        return target, False
+    return Memory(target, mem.engine), True

@@ -25,11 +25,7 @@ __kernel void ${name}(${src_param}, ${dst_param}${params})
     ${dst_type} v${j};
 % endfor
 % for run in runs:
-%   if run["guard"] is None and not run["load"]:
-%     for j, value in run["fast"]:
-    v${j} = ${value};
-%     endfor
-%   elif run["guard"] is None:
+%   if run["guard"] is None:
     {
         ${run["load"]}
 %     for j, value in run["fast"]:

@@ -4,9 +4,9 @@ A frame is a u8 picture in one of the ``FORMATS`` (packed RGB-like, gray,
 or YUV 4:2:0); ``from_frame`` turns it into a model input of logical dims
 (1, C, H, W) in three stages, each held here as frozen data:
 
-* **colour**: the frame's pixel at (x, y) as R, G, B (``Colour``: YUV to
-  RGB by a ``YUV`` matrix, or the packed channels picked), each clamped to
-  [0, 255], never rounded;
+* **colour**: the frame's pixel at (x, y) as R, G, B (YUV to RGB by a
+  ``YUV`` matrix of runtime/algebra/frame_formats.py, or the packed
+  channels picked), each clamped to [0, 255], never rounded;
 * **sample**: the output pixel's source taps (``Axis``: crop, resize, the
   letterbox's border), along x and along y;
 * **normalize**: (p - mean) / std per output channel, in the output order.
@@ -254,9 +254,7 @@ def frame_plan(shape, format, *, size=None, crop=None, fit="stretch", fill=0, re
         raise ClayoutError(f"resize= {resize!r}; allowed: {', '.join(RESIZES)}")
     if order not in ORDERS:
         raise ClayoutError(f"order= {order!r}; allowed: {', '.join(ORDERS)}")
-    matrix = yuv_matrix(yuv) if fmt.is_yuv else None
-    if not fmt.is_yuv and yuv not in YUVS:
-        yuv_matrix(yuv)
+    matrix = yuv_matrix(yuv)   # checked for every format; used by the YUV ones
     w_out, h_out = size
     if fit == "letterbox":
         r = min(w_out / cw, h_out / ch)
@@ -269,12 +267,11 @@ def frame_plan(shape, format, *, size=None, crop=None, fit="stretch", fill=0, re
     channels = fmt.channels
     rgb = (0, 1, 2) if order == "rgb" else (2, 1, 0)
     source = (0,) if channels == 1 else rgb
-    return FramePlan(fmt, height, width, (cx, cy, cw, ch), x, y, fit, resize, matrix, source,
+    return FramePlan(fmt, height, width, (cx, cy, cw, ch), x, y, fit, resize,
+                     matrix if fmt.is_yuv else None, source,
                      _per_channel(mean, channels, "mean"),
                      _per_channel(std, channels, "std", positive=True),
                      _per_channel(fill, channels, "fill"), order)
-
-
 
 
 def _frozen(value):

@@ -31,12 +31,14 @@ from .frame import Axis, FramePlan
 @dataclass(frozen=True)
 class _Planes:
     """A frame array seen as its planes: ``pixels`` (h, w[, bytes]) for a
-    packed format; ``y``, ``u``, ``v`` (the chroma at half size) for YUV."""
+    packed format; for YUV ``y`` and the chroma at half size, ``pairs``
+    (h/2, w/2, 2) for NV12/NV21 (U and V side by side, gathered together),
+    ``u`` and ``v`` for I420."""
     pixels: np.ndarray | None = None
     y: np.ndarray | None = None
     u: np.ndarray | None = None
     v: np.ndarray | None = None
-    pairs: np.ndarray | None = None    # NV12/NV21: (h/2, w/2, 2), gathered once for U and V
+    pairs: np.ndarray | None = None
 
 
 def planes(plan: FramePlan, frame: np.ndarray) -> _Planes:
@@ -48,9 +50,7 @@ def planes(plan: FramePlan, frame: np.ndarray) -> _Planes:
         flat, q = frame.reshape(-1), (h // 2) * (w // 2)
         u = flat[h * w:h * w + q].reshape(h // 2, w // 2)
         return _Planes(y=luma, u=u, v=flat[h * w + q:h * w + 2 * q].reshape(h // 2, w // 2))
-    pairs = frame[h:].reshape(h // 2, w // 2, 2)
-    iu, iv = (0, 1) if fmt.chroma == "uv" else (1, 0)
-    return _Planes(y=luma, u=pairs[..., iu], v=pairs[..., iv], pairs=pairs)
+    return _Planes(y=luma, pairs=frame[h:].reshape(h // 2, w // 2, 2))
 
 
 def _centred(values: np.ndarray, zero: int, k: np.float32 | None, floor: bool = False
@@ -79,16 +79,14 @@ def rgb_at(plan: FramePlan, p: _Planes, ys: np.ndarray, xs: np.ndarray, wanted) 
         return {k: px[..., plan.format.rgb[k]].astype(np.float32) for k in wanted}
     k = plan.yuv.f32()
     ty = _centred(np.take(p.y[ys], xs, axis=1), plan.yuv.y0, k["ky"], floor=True)
-    cy, cx = ys // 2, xs // 2
+    cy, cx = ys // 2, xs // 2   # YUV: C = 3, all three components wanted
     if p.pairs is not None:   # one gather for both: U and V sit side by side
         both = np.take(p.pairs[cy], cx, axis=1)
         iu = 0 if plan.format.chroma == "uv" else 1
         u, v = both[..., iu], both[..., 1 - iu]
     else:
-        v = np.take(p.v[cy], cx, axis=1) if 0 in wanted or 1 in wanted else None
-        u = np.take(p.u[cy], cx, axis=1) if 1 in wanted or 2 in wanted else None
-    v = _centred(v, 128, None) if v is not None else None   # V - 128, exact
-    u = _centred(u, 128, None) if u is not None else None
+        u, v = np.take(p.u[cy], cx, axis=1), np.take(p.v[cy], cx, axis=1)
+    u, v = _centred(u, 128, None), _centred(v, 128, None)   # U - 128, V - 128: exact
     out = {}
     for c in wanted:
         if c == 0:
@@ -102,13 +100,11 @@ def rgb_at(plan: FramePlan, p: _Planes, ys: np.ndarray, xs: np.ndarray, wanted) 
     return out
 
 
-def sample_rows(plan: FramePlan, frame: np.ndarray, out: np.ndarray, first: int, stop: int
-                ) -> None:
+def sample_rows(plan: FramePlan, p: _Planes, out: np.ndarray, first: int, stop: int) -> None:
     """Write rows [first, stop) of the scaled region (the output rows
-    y.pad + first ...) of ``out`` (C, H, W) float32: colour, sample and
-    normalize in float32, every operation in the documented order (the
-    OpenCL kernel's, so the two give the same bits)."""
-    p = planes(plan, frame)
+    y.pad + first ...) of ``out`` (C, H, W) float32 from the frame's planes
+    ``p``: colour, sample and normalize in float32, every operation in the
+    documented order (the OpenCL kernel's, so the two give the same bits)."""
     xi0, xi1, xw1 = _axis_taps(plan.x)
     yi0, yi1, yw1 = (t[first:stop] for t in _axis_taps(plan.y))
     wanted = sorted(set(plan.source))
@@ -154,13 +150,13 @@ def _axis_taps(axis: Axis):
 
 def sample(plan: FramePlan, frame: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The model input (C, H, W) float32 of ``frame`` (an array of
-    ``plan.shape``): the three stages on the host, in one piece (the cpu
-    engine runs ``sample_rows`` in bands on its threads)."""
+    ``plan.shape``): the three stages on the host, band by band."""
     if out is None:
         out = np.empty(plan.dims[1:], np.float32)
     fill_border(plan, out)
+    p = planes(plan, frame)
     for first, stop in bands(plan):
-        sample_rows(plan, frame, out, first, stop)
+        sample_rows(plan, p, out, first, stop)
     return out
 
 

@@ -1,32 +1,28 @@
 """A camera frame as the source of a conversion kernel (docs/frames.md).
 
 The frame's stages (runtime/algebra/frame.py: colour, sample, normalize)
-become one C function, ``clayout_frame(src, c, y, x)``: the model input's
-value at output channel c, row y, column x, in float32. The conversion
-kernel (runtime/opencl/render.py) calls it where it would load a source
-element, and everything after the load (the dtype rule, padding, the
-destination's index, the store into any layout or storage) is the kernel of
-every other conversion. One work item computes its elements from the frame
-bytes in registers: no intermediate RGB, resized or normalized array.
+become one C function, ``clayout_frame_pixel(src, y, x)``: the model
+input's channels at row y, column x, as a float4 (lanes past C are 0). The
+conversion kernel (runtime/opencl/render.py) calls it where it would load a
+source element (``loads``: one call serves every element at that pixel),
+and everything after the load (the dtype rule, padding, the destination's
+index, the store into any layout or storage) is the kernel of every other
+conversion. One work item computes its elements from the frame bytes in
+registers: no intermediate RGB, resized or normalized array.
 
 The function evaluates the same float32 operations, in the same order, as
-the host evaluation (runtime.algebra.frame.sample_rows), under
+the host evaluation (runtime/algebra/frame_sample.py), under
 ``FP_CONTRACT OFF`` (no fused multiply-adds), so the two give the same bits.
 Every number of the plan is baked in: a camera's frames share one plan, so
 one program serves them all.
 """
 from __future__ import annotations
 
-from ..algebra.c_index import f32_literal as _literal
+from ..algebra.c_index import f32_literal
 from ..algebra.frame import FramePlan
 from ..cache import memoized
 
 FUNCTION = "clayout_frame"
-
-
-def _array(name: str, ctype: str, values) -> str:
-    items = ", ".join(_literal(v) if ctype == "float" else str(int(v)) for v in values)
-    return f"__constant {ctype} {name}[{len(values)}] = {{{items}}};"
 
 
 def _taps(plan: FramePlan) -> list[tuple[str, str, str]]:
@@ -39,13 +35,13 @@ def _taps(plan: FramePlan) -> list[tuple[str, str, str]]:
 def _colour(plan: FramePlan, tap: str, x: str, y: str, wanted) -> list[str]:
     """C lines giving ``tap``_k, RGB component k of the frame pixel (x, y),
     clamped to [0, 255], for each k in ``wanted``: the float32 operations
-    of runtime.algebra.frame.rgb_at, in its order."""
+    of runtime.algebra.frame_sample.rgb_at, in its order."""
     fmt, w, h = plan.format, plan.width, plan.height
     if not fmt.is_yuv:
         at = f"({y} * {w} + {x}) * {fmt.bytes}"
         return [f"const float {tap}_{k} = (float)src[{at} + {fmt.rgb[k]}];" for k in wanted]
     m = plan.yuv
-    c = {name: _literal(v) for name, v in m.f32().items()}
+    c = {name: f32_literal(v) for name, v in m.f32().items()}
     if fmt.chroma == "planes":
         q = (h // 2) * (w // 2)
         u_at = f"{h * w} + ({y} / 2) * {w // 2} + {x} / 2"
@@ -53,11 +49,10 @@ def _colour(plan: FramePlan, tap: str, x: str, y: str, wanted) -> list[str]:
     else:
         pair = f"{h * w} + ({y} / 2) * {w} + ({x} / 2) * 2"
         u_at, v_at = (pair, f"{pair} + 1") if fmt.chroma == "uv" else (f"{pair} + 1", pair)
-    lines = [f"const float {tap}_y = {c['ky']} * (float)max((int)src[{y} * {w} + {x}] - {m.y0}, 0);"]
-    if 0 in wanted or 1 in wanted:
-        lines.append(f"const float {tap}_v = (float)((int)src[{v_at}] - 128);")
-    if 1 in wanted or 2 in wanted:
-        lines.append(f"const float {tap}_u = (float)((int)src[{u_at}] - 128);")
+    luma = f"(float)max((int)src[{y} * {w} + {x}] - {m.y0}, 0)"
+    lines = [f"const float {tap}_y = {c['ky']} * {luma};",   # YUV: C = 3, all three wanted
+             f"const float {tap}_v = (float)((int)src[{v_at}] - 128);",
+             f"const float {tap}_u = (float)((int)src[{u_at}] - 128);"]
     value = {0: f"{tap}_y + {tap}_v * {c['rv']}",
              1: f"({tap}_y + {tap}_v * {c['gv']}) + {tap}_u * {c['gu']}",
              2: f"{tap}_y + {tap}_u * {c['bu']}"}
@@ -84,8 +79,8 @@ def function(plan: FramePlan) -> str:
     for c, k in enumerate(plan.source):
         p = f"({along_x('0', k)}) * y0w + ({along_x('1', k)}) * yw" if by else along_x("0", k)
         body.append(f"const float p{c} = {p};")
-        outs.append(f"(p{c} - {_literal(plan.mean32[c])}) * {_literal(plan.scale[c])}")
-        fills.append(_literal(plan.fill_values()[c]))
+        outs.append(f"(p{c} - {f32_literal(plan.mean32[c])}) * {f32_literal(plan.scale[c])}")
+        fills.append(f32_literal(plan.fill_values()[c]))
     outs += ["0.0f"] * (4 - len(outs))
     fills += ["0.0f"] * (4 - len(fills))
     if plan.has_border:
@@ -95,8 +90,8 @@ def function(plan: FramePlan) -> str:
         body.append(f"return (float4)({', '.join(outs)});")
     lines = [f"// {plan.describe()}",
              "#pragma OPENCL FP_CONTRACT OFF",
-             "// always inlined: a call left in the work-group loop keeps PoCL from",
-             "// vectorizing it (0.93 -> 0.71 ms at 1280x720 NV21 -> 320x320)",
+             "// always inlined: PoCL left it a call in the work-group loop, paid per",
+             "// work item (0.93 -> 0.71 ms at 1280x720 NV21 -> 320x320)",
              f"inline __attribute__((always_inline)) float4 {FUNCTION}_pixel(",
              "    __global const uchar *restrict src, const int oy, const int ox)",
              "{"]
