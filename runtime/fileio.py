@@ -149,10 +149,12 @@ def _keep_mode(fd: int, target: str) -> None:
     os.fchmod(fd, mode)
 
 
-def _refuse_special(path: str, mode: int) -> None:
+def refuse_special(path: str, mode: int, want: str = "a .npy file") -> None:
+    """Refuse an input that is not a regular file (a folder, FIFO, device...),
+    saying what to give instead (``want``)."""
     if not stat.S_ISREG(mode):
         raise ClayoutError(f"cannot read {path}: it is a {file_kind(mode)}, not a regular file; "
-                           "give a .npy file")
+                           f"give {want}")
 
 
 def _npy_header(path: str, f):
@@ -180,13 +182,13 @@ def load_npy(path: str) -> np.ndarray:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         try:  # a socket cannot be opened at all: say what it is
-            _refuse_special(path, os.stat(path).st_mode)
+            refuse_special(path, os.stat(path).st_mode)
         except OSError:
             pass
         raise ClayoutError(f"cannot read {path}: {exc.strerror}") from None
     st = os.fstat(fd)
     try:
-        _refuse_special(path, st.st_mode)
+        refuse_special(path, st.st_mode)
     except ClayoutError:
         os.close(fd)
         raise

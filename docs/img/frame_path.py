@@ -7,36 +7,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import runtime  # noqa: E402
+from runtime.cli.demo import sample_frame  # noqa: E402   (the demo's photo-like NV21 frame)
 
 MEAN, STD = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
 
 
-def scene(w=640, h=480) -> np.ndarray:
-    """An RGB scene: sky, sun, hills, noise."""
-    y, x = np.mgrid[0:h, 0:w] / np.array([h, w])[:, None, None]
-    rgb = np.stack([90 + 80 * y, 140 + 60 * y, 230 - 40 * y], -1)
-    sun = np.exp(-(((x - 0.72) / 0.08) ** 2 + ((y - 0.25) / 0.1) ** 2))[..., None]
-    rgb = rgb * (1 - sun) + np.array([255, 220, 120]) * sun
-    hill = y > 0.62 + 0.08 * np.sin(9 * x)
-    rgb[hill] = np.stack([60 + 40 * x, 120 + 50 * y, 50 + 0 * x], -1)[hill]
-    rgb += np.random.default_rng(0).normal(0, 4, rgb.shape)
-    return np.clip(rgb, 0, 255)
-
-
-def nv21(rgb: np.ndarray) -> np.ndarray:
-    """BT.601 limited range, chroma averaged over 2x2 blocks, V before U."""
-    r, g, b = np.moveaxis(rgb, -1, 0)
-    yy = 16 + 0.257 * r + 0.504 * g + 0.098 * b
-    u = 128 - 0.148 * r - 0.291 * g + 0.439 * b
-    v = 128 + 0.439 * r - 0.368 * g - 0.071 * b
-    h, w = yy.shape
-    half = [c.reshape(h // 2, 2, w // 2, 2).mean((1, 3)) for c in (v, u)]
-    vu = np.stack(half, -1).reshape(h // 2, w)
-    return np.clip(np.rint(np.concatenate([yy, vu])), 0, 255).astype(np.uint8)
-
-
 def main() -> None:
-    frame = nv21(scene())
+    frame = sample_frame()   # 640x480 NV21
     crop = (80, 40, 480, 400)
     rgb = runtime.from_frame(frame, "nhwc", format="nv21", crop=crop, engine="cpu")[0]
     box = runtime.from_frame(frame, "nhwc", format="nv21", crop=crop, size=(320, 320),
@@ -60,7 +37,7 @@ def main() -> None:
         a.set_xticks([])
         a.set_yticks([])
     fig.suptitle("runtime.from_frame: one conversion, one kernel on OpenCL", fontsize=13)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.92))   # room for the suptitle
     fig.savefig("frame_path.png", dpi=70)
 
 

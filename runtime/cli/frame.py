@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import stat
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from ..algebra.layout import ImageDesc
 from ..algebra.storage import image_text
 from ..call import parse_from_frame, run
 from ..errors import ClayoutError
-from ..fileio import check_output, file_kind, load_npy, save_npy
+from ..fileio import check_output, load_npy, refuse_special, save_npy
 from .checks import check_output_kind
 
 RAW_SUFFIXES = {".yuv": None, ".nv12": "nv12", ".nv21": "nv21", ".i420": "i420"}
@@ -84,9 +83,7 @@ def regular_file(path: str) -> int:
         st = os.stat(path)
     except OSError as exc:
         raise ClayoutError(f"cannot read {path}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise ClayoutError(f"cannot read {path}: it is a {file_kind(st.st_mode)}, not a regular "
-                           "file; give a frame file")
+    refuse_special(path, st.st_mode, "a frame file")
     return st.st_size
 
 
