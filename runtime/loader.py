@@ -25,7 +25,7 @@ from .algebra.tiles import plan_of
 from .errors import ClayoutError
 from .memory import Memory
 from .model.manifest import read_manifest, stored_image
-from .model.onnx_graph import printable
+from .model.graph import printable
 
 
 def load_images(path, engine=None) -> dict[str, Memory]:

@@ -329,19 +329,55 @@ def cl_image_engine(request, cl_engine):
     return OpenCLEngine(queue=cl_engine.queue, image_access=request.param)
 
 
+def cache_folder() -> str:
+    """Where the tests keep what they fetch: $CLAYOUT_TEST_CACHE or ~/.cache/clayout-test."""
+    return os.environ.get("CLAYOUT_TEST_CACHE") or \
+        os.path.join(os.path.expanduser("~"), ".cache", "clayout-test")
+
+
+def fetched(what: str, fetch):
+    """``fetch(cache)``, or the test fails saying what it downloads and where
+    (CI reaches PyPI, so a failed download fails instead of skipping)."""
+    cache = cache_folder()
+    try:
+        return fetch(cache)
+    except Exception as exc:  # noqa: BLE001 - any failure to fetch is the message
+        pytest.fail(f"cannot fetch {what} ({exc}); these tests download it from PyPI into "
+                    f"{cache} (set CLAYOUT_TEST_CACHE to use another folder)", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def ppocr():
-    """The PP-OCRv4 det and rec models, from the pinned PyPI wheel (fetched once,
-    into $CLAYOUT_TEST_CACHE or ~/.cache/clayout-test; the package is never
-    installed or imported). CI reaches PyPI, so a failed download fails."""
+    """The PP-OCRv4 det and rec models, from the pinned PyPI wheel of
+    rapidocr-onnxruntime 1.4.4 (fetched once; the package is never installed
+    or imported)."""
     from runtime.cli.demo import fetch_ppocr
-    cache = os.environ.get("CLAYOUT_TEST_CACHE") or \
-        os.path.join(os.path.expanduser("~"), ".cache", "clayout-test")
-    try:
-        paths = fetch_ppocr(cache)
-    except Exception as exc:  # noqa: BLE001 - any failure to fetch is the message
-        pytest.fail(f"cannot fetch the PP-OCRv4 models ({exc}); these tests download "
-                    f"rapidocr-onnxruntime==1.4.4 from PyPI into {cache} (set "
-                    "CLAYOUT_TEST_CACHE to use another folder)", pytrace=False)
+    paths = fetched("the PP-OCRv4 models (rapidocr-onnxruntime==1.4.4)", fetch_ppocr)
     return {"det": paths["ch_PP-OCRv4_det_infer.onnx"],
             "rec": paths["ch_PP-OCRv4_rec_infer.onnx"]}
+
+
+MEDIAPIPE_WHEEL = ("mediapipe", "0.10.14")
+MEDIAPIPE_MODELS = {   # file name: its path inside the wheel
+    "face_detection_short_range.tflite":
+        "mediapipe/modules/face_detection/face_detection_short_range.tflite",
+    "face_detection_full_range_sparse.tflite":
+        "mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
+    "selfie_segmentation.tflite":
+        "mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+    "hand_landmark_lite.tflite": "mediapipe/modules/hand_landmark/hand_landmark_lite.tflite",
+    "face_landmark.tflite": "mediapipe/modules/face_landmark/face_landmark.tflite",
+}
+
+
+@pytest.fixture(scope="session")
+def mediapipe_models():
+    """{file name: path} of MediaPipe's .tflite models, from the pinned PyPI
+    wheel of mediapipe 0.10.14 (fetched once; the package is never installed
+    or imported): float16 weights behind DEQUANTIZE, sparse ones behind
+    DENSIFY (the full-range face detector), PRELU (face landmarks), FULLY_CONNECTED
+    (hand landmarks) and the custom op Convolution2DTransposeBias (selfie segmentation)."""
+    from runtime.cli.demo import fetch_from_wheel
+    name, version = MEDIAPIPE_WHEEL
+    return fetched(f"MediaPipe's models ({name}=={version})",
+                   lambda cache: fetch_from_wheel(cache, name, version, MEDIAPIPE_MODELS))

@@ -169,8 +169,6 @@ def _zip(path, member):
 
 
 MAKERS = {
-    "m.tflite": (lambda p: p.write_bytes(b"\x1c\x00\x00\x00TFL3" + bytes(56)),
-                 "is a TensorFlow Lite flatbuffer"),
     "m.pt": (lambda p: _zip(p, "m/data.pkl"), "is a PyTorch checkpoint (a zip archive)"),
     "m.zip": (lambda p: _zip(p, "notes.txt"), "is a zip archive"),
     "m.npy": (lambda p: np.save(p, np.zeros(3, np.float32)), "is a NumPy .npy array"),
@@ -187,7 +185,7 @@ def test_other_formats_are_named(tmp_path, capsys, name):
         code, _, err = run(capsys, "model", tmp_path / name, *extra)
         assert code == 1 and err.count("\n") == 1, err
         assert err == (f"clayout: error: {tmp_path / name} {words}, not an ONNX model; "
-                       "clayout model reads ONNX (.onnx)\n")
+                       "clayout model reads ONNX (.onnx) and TensorFlow Lite (.tflite) models\n")
         assert files(tmp_path) == before
 
 

@@ -156,7 +156,7 @@ def test_qdq_folded(tmp_path, capsys, case):
     assert e["origin"] == "initializer -> DequantizeLinear dq"
     assert {s["name"]: s["folded_into"] for s in manifest["skipped"]} == \
         {"q": ["w"], "s": ["w"], "z": ["w"]}
-    assert manifest["quantized"] == "fold" and manifest["format"] == "clayout-model/4"
+    assert manifest["quantized"] == "fold" and manifest["format"] == "clayout-model/5"
 
 
 @pytest.mark.parametrize("case", list(QDQ_CASES))

@@ -97,7 +97,7 @@ def test_each_engine(tmp_path, capsys, engine):
     by = {e["name"]: e for e in manifest["tensors"]}
     got = {n: e["layout"] for n, e in by.items() if "transform" in e}
     assert got == want
-    assert manifest["winograd"] == engine and manifest["format"] == "clayout-model/4"
+    assert manifest["winograd"] == engine and manifest["format"] == "clayout-model/5"
     for name, layout_name in want.items():
         e, layout = by[name], image_layout(layout_name)
         assert e["transform"] == layout.transform.name

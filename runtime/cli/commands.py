@@ -23,7 +23,7 @@ from ..call import parse_reorder, parse_to_image, run
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from ..model.manifest import summary, table, totals, verified_line
-from ..model.onnx_graph import printable
+from ..model.graph import printable
 from . import figure
 from .checks import check_not_empty, check_output_kind
 from .demo import run as run_demo

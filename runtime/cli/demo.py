@@ -58,27 +58,40 @@ def cache_dir() -> str:
 
 def fetch_ppocr(cache: str, timeout: int = 60) -> dict[str, str]:
     """The PP-OCRv4 models as {file name: path}, taken from the PyPI wheel of
-    rapidocr-onnxruntime 1.4.4: ``pip download --no-deps`` into ``cache`` (once),
-    then only the two .onnx files are unzipped (the package is never imported
-    or installed). A failed download is a ClayoutError with pip's last line."""
+    rapidocr-onnxruntime 1.4.4 (:func:`fetch_from_wheel`)."""
     name, version = PPOCR_WHEEL
+    folder = name.replace("-", "_")
+    return fetch_from_wheel(cache, name, version, {m: f"{folder}/models/{m}" for m in PPOCR_MODELS},
+                            timeout)
+
+
+def fetch_from_wheel(cache: str, name: str, version: str, members: dict[str, str],
+                     timeout: int = 60) -> dict[str, str]:
+    """Files of the PyPI wheel ``name==version`` as {file name: path}: the
+    wheel is fetched with ``pip download --no-deps`` into ``cache`` (once, the
+    wheel pip picks for this Python and platform), then only ``members``
+    ({file name: path inside the wheel}) are unzipped beside it; the package is
+    never imported or installed. A failed download is a ClayoutError with
+    pip's last line."""
     os.makedirs(cache, exist_ok=True)
-    paths = {m: os.path.join(cache, m) for m in PPOCR_MODELS}
+    paths = {m: os.path.join(cache, m) for m in members}
     if all(os.path.isfile(p) for p in paths.values()):
         return paths
-    wheel = os.path.join(cache, f"{name.replace('-', '_')}-{version}-py3-none-any.whl")
-    if not os.path.isfile(wheel):
+    prefix = f"{name.replace('-', '_')}-{version}-"
+    wheels = [f for f in os.listdir(cache) if f.startswith(prefix) and f.endswith(".whl")]
+    if not wheels:
         done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
                                "--disable-pip-version-check", "--timeout", str(timeout),
                                "-d", cache, f"{name}=={version}"],
                               capture_output=True, text=True)
-        if done.returncode or not os.path.isfile(wheel):
+        wheels = [f for f in os.listdir(cache) if f.startswith(prefix) and f.endswith(".whl")]
+        if done.returncode or not wheels:
             lines = [ln for ln in (done.stderr + done.stdout).splitlines() if ln.strip()]
             raise ClayoutError(f"pip download {name}=={version} failed (exit "
                                f"{done.returncode}): {lines[-1] if lines else 'no output'}")
-    with zipfile.ZipFile(wheel) as z:
+    with zipfile.ZipFile(os.path.join(cache, sorted(wheels)[0])) as z:
         for m, path in paths.items():
-            data = z.read(f"{name.replace('-', '_')}/models/{m}")
+            data = z.read(members[m])
             tmp = f"{path}.{os.getpid()}.tmp"
             with open(tmp, "wb") as f:
                 f.write(data)

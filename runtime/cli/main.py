@@ -145,9 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
                    f"{', '.join(frame.DTYPES)} (default f32)")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
 
-    p = command("model", cmd_model, "convert every weight of an ONNX model into image layouts, "
-                "in one safetensors file")
-    p.add_argument("input", metavar="MODEL.onnx")
+    p = command("model", cmd_model, "convert every weight of an ONNX or TensorFlow Lite model "
+                "into image layouts, in one safetensors file")
+    p.add_argument("input", metavar="MODEL", help="an ONNX model (.onnx) or a TensorFlow Lite "
+                   "flatbuffer (.tflite, told by its TFL3 identifier)")
     p.add_argument("-o", "--output", metavar="OUT.safetensors",
                    help="the safetensors file to write (needed unless --dry-run)")
     p.add_argument("--dry-run", action="store_true",
@@ -158,10 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the weights' own float type: f16 when every float weight is "
                    "float16, else f32)")
     p.add_argument("--quantized", choices=model.QUANTIZED_FORMS, default="fold",
-                   help="a DequantizeLinear weight (QDQ): 'fold' stores (q - zero_point) * scale "
+                   help="a quantized weight (an ONNX DequantizeLinear, a TFLite integer tensor "
+                   "with a scale): 'fold' stores (q - zero_point) * scale "
                    "in f32 (default); 'keep' stores q on an s8/u8/s32 image and its scale and "
-                   "zero point as NAME.scale, NAME.zero_point (integer operators' weights are "
-                   "always kept)")
+                   "zero point as NAME.scale, NAME.zero_point (ONNX integer operators' weights "
+                   "are always kept)")
     p.add_argument("--max-image", type=parse_size, default=model.MAX_IMAGE, metavar="W,H",
                    help="largest image allowed (default 8192,8192, the OpenCL minimum); a weight "
                    "over it goes to the next candidate layout of its role that fits, else its "
@@ -182,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "one that no layout fits within --max-image fails the command, or with "
                    "--keep-buffers is stored as a buffer")
     p.add_argument("--verify", action="store_true",
-                   help="read every stored tensor back and compare it with its ONNX weight, "
+                   help="read every stored tensor back and compare it with the model's weight, "
                    "bit for bit, before writing; exit 1 on any difference")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print nothing but errors (no progress bar, table or summary)")

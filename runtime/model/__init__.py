@@ -11,7 +11,7 @@ conversion's functions are importable from here:
 from .convert import (MAX_IMAGE, QUANTIZED_FORMS, check_dtype, convert_file, convert_model,
                       convert_plan, plan, plan_file, read_back, verify, weight_arrays,
                       winograd_layouts, write_plan)
-from .onnx_graph import load
+from .front_ends import load
 from .placements import ModelPlan, Options, Placement, plan_model, plan_table
 from .roles import Weight, logical_weight, onnx_weight, stored_values
 

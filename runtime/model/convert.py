@@ -88,7 +88,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import manifest as mf, onnx_graph
+from . import front_ends, manifest as mf
 from .. import engine as engines
 from ..algebra import dtypes
 from ..algebra.catalog import image_layout
@@ -96,7 +96,8 @@ from ..api import from_image, to_image
 from ..errors import ClayoutError
 from ..fileio import atomic_write, check_output
 from .integer_weights import attach_parameters
-from .onnx_graph import load, printable  # noqa: F401  (load is part of this module's API)
+from .front_ends import load  # noqa: F401  (load is part of this module's API)
+from .graph import printable
 from .placements import (MAX_IMAGE, QUANTIZED_FORMS, ModelPlan, Options,  # noqa: F401
                          check_dtype, plan_model)
 from .roles import Weight, logical_weight, onnx_weight, roles, stored_values
@@ -113,7 +114,7 @@ def plan(constants, quantized: str = "fold") -> list[Weight]:
 def plan_file(path: str, options: Options = Options()) -> tuple[ModelPlan, dict]:
     """(plan, sources) of the model at ``path``: :func:`plan_model` of what
     :func:`runtime.model.onnx_graph.load` reads; nothing is converted or written."""
-    return plan_model(onnx_graph.load(path), path, options)
+    return plan_model(front_ends.load(path), path, options)
 
 
 # -- conversion --------------------------------------------------------------------------------
@@ -280,6 +281,6 @@ def _write_chunks(f, data: bytes, chunk: int = 8 << 20) -> None:
 def weight_arrays(path: str) -> dict[str, np.ndarray]:
     """Every readable constant of the model at ``path`` by (qualified) name:
     the ONNX weights a stored file is checked against."""
-    model = onnx_graph.load(path)
-    return {c.name: c.array for c in onnx_graph.read_constants(model, path)
+    model = front_ends.load(path)
+    return {c.name: c.array for c in front_ends.read_constants(model, path)
             if c.array is not None}

@@ -66,4 +66,4 @@ def refuse_foreign(path: str) -> None:
     kind = foreign_format(path)
     if kind is not None:
         raise ClayoutError(f"{path} is {kind}, not an ONNX model; clayout model reads ONNX "
-                           "(.onnx)")
+                           "(.onnx) and TensorFlow Lite (.tflite) models")

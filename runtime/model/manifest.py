@@ -1,14 +1,16 @@
 """The manifest ``clayout model`` stores with the images, and how it is printed.
 
-The safetensors file holds one tensor per converted weight, named after the ONNX
-tensor, and a JSON manifest in its metadata under the key ``clayout``:
+The safetensors file holds one tensor per converted weight, named after the
+model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest in its metadata under the key ``clayout``:
 
 * ``tensors``: one entry per stored tensor. An image entry has ``role`` (what
   the weight does: filter, depthwise, fc_weight, argument), ``layout`` (its
   role's own layout, or another after a ``--max-image`` fallback, which also
   sets ``fallback_from``), ``choice`` (why that layout: runtime.placement's reason,
   with the size of every candidate it rejected), logical ``dims``, image
-  ``width``/``height``, ``dtype``, ``bytes``, the ONNX ``onnx_shape``/``onnx_dtype``, the ``consumer`` node, the
+  ``width``/``height``, ``dtype``, ``bytes``, the source tensor's ``onnx_shape``/``onnx_dtype`` (the names
+  say ONNX, a TFLite model's tensor fills them too) and ``source_layout``
+  when its format names one (TFLite's ``OHWI``), the ``consumer`` node, the
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
   buffer entry (``--keep-buffers``) has ``layout: "buffer"``, a plain ``tag``,
@@ -29,7 +31,8 @@ tensor, and a JSON manifest in its metadata under the key ``clayout``:
   ``layout`` is the Winograd layout, ``dims`` the filter's logical ones).
 * ``skipped``: every other constant, with ``consumer`` and ``reason`` (a
   constant stored as a weight's parameter is not listed again).
-* top level: ``format`` (``clayout-model/4``), ``source``, ``dtype`` (of float
+* top level: ``format`` (``clayout-model/5``), ``source``, ``source_format``
+  (``onnx`` or ``tflite``), ``dtype`` (of float
   images), ``quantized`` (fold or keep), ``max_image``, ``engine`` and
   ``host_converted`` (the images over that engine's device limit, converted
   by the cpu engine), and with ``--winograd`` ``winograd`` (the engine or
@@ -51,14 +54,15 @@ import numpy as np
 
 from ..algebra.tiles import plan_of
 from ..errors import ClayoutError
-from .onnx_graph import printable
+from .graph import printable
 from .roles import COMPUTE_OPS
 
 # safetensors (the optional model extra) is imported inside the two functions
 # that read and write the file, so that the manifest's printing works without it.
 
 MANIFEST_KEY = "clayout"
-FORMAT = "clayout-model/4"   # 3: tiles, choice; 4: quantized, host_converted, role = the role
+FORMAT = "clayout-model/5"   # 3: tiles, choice; 4: quantized, host_converted, role = the role;
+#                              5: source_format (onnx, tflite), source_layout
 PLAIN = "abcdefghijkl"
 
 
@@ -75,7 +79,7 @@ def _common(p) -> dict:
              "consumer": p.consumer, "origin": p.origin, "mapping": p.mapping,
              "steps": [[kind, list(arg)] for kind, arg in p.steps],
              "transposed": any(kind == "transpose" for kind, _ in p.steps)}
-    for key in ("param_of", "onnx_name", "quantization", "dequantized"):
+    for key in ("param_of", "onnx_name", "source_layout", "quantization", "dequantized"):
         value = getattr(p, key)
         if value:
             entry[key] = dict(value) if isinstance(value, Mapping) else value
@@ -276,15 +280,18 @@ def verified_line(manifest: dict, verified: int) -> str:
     folded, kept, params = (sum(key in e for e in tensors)
                             for key in ("dequantized", "quantization", "param_of"))
     exact = verified - winograd
-    parts = [(exact - folded - kept - params, "to their ONNX weights"),
-             (folded, "to (q - zero_point) * scale of their DequantizeLinear"),
+    fmt = {"tflite": "TFLite"}.get(manifest.get("source_format"), "ONNX")
+    dequantize = "DEQUANTIZE" if fmt == "TFLite" else "DequantizeLinear"
+    parts = [(exact - folded - kept - params, f"to their {fmt} weights"),
+             (folded, f"to (q - zero_point) * scale of their {dequantize}"),
              (kept, "to their integers q"),
-             (params, "scales and zero points to their ONNX constants")]
+             (params, "scales and zero points to their " + (
+                 "TFLite quantization parameters" if fmt == "TFLite" else "ONNX constants"))]
     shown = ", ".join(f"{count} {what}" for count, what in parts if count)
     if winograd:   # Winograd images read back within a bound, the others bit for bit
         return (f"verified {verified} tensors: {winograd} Winograd filter image(s) read back "
                 "to their weights within their transform's inverse_bound"
                 + (f"; bit for bit: {shown}" if exact else ""))
     if not folded + kept + params:
-        return f"verified {verified} tensors: each reads back to its ONNX weight bit for bit"
+        return f"verified {verified} tensors: each reads back to its {fmt} weight bit for bit"
     return f"verified {verified} tensors, bit for bit: {shown}"

@@ -30,8 +30,6 @@ from __future__ import annotations
 import math
 import os
 from collections import ChainMap
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from . import quantization
@@ -39,6 +37,7 @@ from ..errors import ClayoutError
 from ..fileio import file_kind
 from ..limits import check_host_bytes
 from .formats import refuse_foreign
+from .graph import Constant, GraphIndex, Use, printable  # noqa: F401  (printable: re-exported)
 
 # onnx (the optional model extra) is imported inside functions: need_onnx() says
 # what to install; the others run only on a model it loaded.
@@ -56,55 +55,6 @@ def need_onnx():
         raise ClayoutError("clayout model needs the onnx and safetensors packages: "
                            "pip install 'clayout[model]'") from None
     return onnx
-
-
-def printable(name: str) -> str:
-    """``name`` safe to print: control and other invisible characters escaped
-    (``'w\\x1b[2J'`` prints as ``w\\x1b[2J``, not as a terminal command)."""
-    if name.isprintable():
-        return name
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
-
-
-@dataclass
-class GraphIndex:
-    """Which node makes and which nodes read each value of one graph, for
-    patterns around a node (runtime.model.quantization.traced_scale)."""
-    producers: dict = field(default_factory=dict)    # value -> (NodeProto, label)
-    consumers: dict = field(default_factory=dict)    # value -> [(NodeProto, label), ...]
-    names: ChainMap | None = None                    # visible name -> qualified constant name
-    found: dict | None = None                        # qualified name -> Constant
-
-    def constant(self, name: str):
-        """The Constant a node input ``name`` reads, or None."""
-        qualified = self.names.get(name) if name and self.names is not None else None
-        return self.found.get(qualified) if qualified else None
-
-
-@dataclass
-class Use:
-    """One node input that reads a constant."""
-    op: str
-    node: str          # the node's qualified label
-    index: int
-    proto: object = None   # the NodeProto (attributes decide some roles)
-    graph: GraphIndex | None = None   # the graph the node is in
-
-    def __str__(self) -> str:
-        return f"{self.op} {self.node} input {self.index}"
-
-
-@dataclass
-class Constant:
-    """A constant tensor: its qualified name, host data and where it came from."""
-    name: str
-    array: np.ndarray | None       # None for tensors clayout cannot read (strings, sparse)
-    onnx_dtype: str
-    shape: tuple[int, ...]
-    origin: str                    # "initializer", "Constant node c0", "Constant node c0 -> Cast k"
-    uses: list[Use] = field(default_factory=list)
-    folded_into: list[str] = field(default_factory=list)   # names made from it by folding
-    quant: quantization.QuantSource | None = None   # made by folding a DequantizeLinear
 
 
 # -- reading one tensor ------------------------------------------------------------------
@@ -391,7 +341,7 @@ def load(path: str):
     except Exception as exc:  # protobuf DecodeError and friends
         text = " ".join(str(exc).split()) or type(exc).__name__
         raise ClayoutError(f"{path}: not an ONNX model (the protobuf does not parse: "
-                           f"{text[:200]})") from None
+                           f"{text[:200]}), nor a TensorFlow Lite one (no TFL3 at byte 4)") from None
     if not model.HasField("graph") or not model.ir_version or not len(model.graph.node):
         raise ClayoutError(f"{path}: not an ONNX model (no graph with nodes; a truncated or "
                            "foreign file?)")

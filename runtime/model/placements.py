@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from . import manifest as mf, onnx_graph
+from . import front_ends, manifest as mf
 from .. import engine as engines
 from .. import placement
 from ..algebra import catalog, dtypes
@@ -38,7 +38,7 @@ from ..algebra.layout import ImageDesc
 from ..algebra.tiles import Tile, tile_plan
 from ..errors import ClayoutError
 from .integer_weights import attach_parameters
-from .onnx_graph import printable
+from .graph import printable
 from .roles import FLOAT_DTYPES, Weight, float_dtype, roles
 from .winograd_weights import fits, winograd_layout, winograd_layouts, winograd_note
 
@@ -105,6 +105,7 @@ class Placement:
     quantization: Mapping | None = None   # a kept integer weight's parameters (manifest field)
     dequantized: Mapping | None = None    # a folded DequantizeLinear: what it was made of
     folded_into: tuple[str, ...] = ()     # a step of a folded chain: the tensors made from it
+    source_layout: str = ""         # the stored tensor's layout in its format's letters ("OHWI")
 
     @property
     def kind(self) -> str:
@@ -125,6 +126,7 @@ class ModelPlan:
     placements: tuple[Placement, ...]   # stored, in the file's order (images, then buffers);
     #                                     then the skipped ones, in graph order
     winograd_note: str = ""             # --winograd took no filter: why (the manifest has no room)
+    source_format: str = "onnx"         # the front end that read the model: onnx or tflite
 
     @property
     def stored(self) -> tuple[Placement, ...]:
@@ -137,7 +139,8 @@ class ModelPlan:
     def manifest(self) -> dict:
         """The JSON-ready manifest of runtime.model.manifest."""
         o = self.options
-        manifest = {"format": mf.FORMAT, "source": self.source, "dtype": self.dtype,
+        manifest = {"format": mf.FORMAT, "source": self.source,
+                    "source_format": self.source_format, "dtype": self.dtype,
                     "quantized": o.quantized, "max_image": list(o.max_image),
                     "engine": self.engine,
                     "host_converted": [p.name for p in self.stored if p.on_host]}
@@ -158,7 +161,7 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
     image without --keep-buffers, clashing names) is refused here."""
     layouts = winograd_layouts(options.winograd, options.dtype)
     eng = engines.get(options.engine)
-    constants = onnx_graph.read_constants(model, path)
+    constants = front_ends.read_constants(model, path)
     weights, values = attach_parameters(roles(constants), constants, options.quantized)
     if not any(w.onnx_dtype in FLOAT_DTYPES or w.compute for w in weights):
         raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants "
@@ -207,7 +210,7 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
                for w, *_ in images + buffers}
     note = winograd_note(weights, uses, winograd, layouts) if layouts and not qualified else ""
     return ModelPlan(os.path.basename(path), options, eng.name, dt.name, tuple(placements),
-                     note), sources
+                     note, front_ends.source_format(model)), sources
 
 
 def _choose_layout(w: Weight, max_image) -> tuple:
@@ -230,7 +233,7 @@ def _described(w: Weight) -> dict:
               for key in ("quantization", "dequantized")}
     return dict(onnx_shape=tuple(w.onnx_shape), onnx_dtype=w.onnx_dtype, consumer=w.consumer,
                 origin=w.origin, mapping=w.mapping, steps=tuple(w.steps), param_of=w.param_of,
-                onnx_name=w.onnx_name, **frozen)
+                onnx_name=w.onnx_name, source_layout=w.source_layout, **frozen)
 
 
 def _image(w: Weight, layout, fallback: str, why: str, split, dt, limits) -> Placement:

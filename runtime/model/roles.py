@@ -24,8 +24,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import quantization
+from . import quantization, tflite_roles
 from ..algebra import dtypes
+from .graph import Role, argument_role
 from .onnx_graph import attr
 from .quantization import INTEGER_OPS, QDQ_OPS
 
@@ -40,18 +41,6 @@ ARGUMENT_INPUTS = {"Conv": (2,), "ConvTranspose": (2,), "Gemm": (2,),
 FLOAT_COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU", "RNN",
                      "Attention", "MultiHeadAttention")
 COMPUTE_OPS = FLOAT_COMPUTE_OPS + tuple(INTEGER_OPS)
-
-
-@dataclass(frozen=True)
-class Role:
-    """What one use of a constant makes of it: its role (None: none), the
-    logical dims, the steps from the ONNX tensor and those in words; or why
-    it has no role."""
-    role: str | None = None
-    dims: tuple[int, ...] = ()
-    steps: tuple = ()
-    mapping: str = ""
-    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +69,7 @@ class Weight:
     quantization: Mapping | None = None   # an integer weight: its parameters (manifest field)
     dequantized: Mapping | None = None    # a folded DequantizeLinear: what it was made of
     claimed: bool = False         # stored as a weight's parameter: not listed as skipped
+    source_layout: str = ""       # the stored tensor's layout in its format's letters ("OHWI")
 
 
 # -- roles ------------------------------------------------------------------------------------
@@ -173,19 +163,23 @@ def role_of(shape: tuple, op: str, index: int, node) -> Role:
         return Role(reason=f"MatMul weight of rank {len(shape)}: 2-D and 3-D weights are mapped")
     if index not in ARGUMENT_INPUTS.get(op, ()):
         return Role(reason=f"{op} input {index} has no image role")
-    big = [d for d in shape if d != 1]
-    if not big and op in ELEMENTWISE_OPS:   # broadcast to every element, not one per channel
-        return Role(reason="scalar constant: pass it as a kernel argument")
-    if len(big) > 1:
-        return Role(reason=f"{op} input {index} of shape {shape} is not a per-channel vector")
-    length = big[0] if big else 1           # a bias of one output channel is still a vector
-    return Role("argument", (length,), (("reshape", (length,)),),
-                "as stored" if len(shape) == 1 else f"ONNX {shape} flattened")
+    return argument_role(op, index, shape, elementwise=op in ELEMENTWISE_OPS, source="ONNX")
+
+
+def use_role(shape: tuple, use) -> Role:
+    """The role one use gives a constant of ``shape``, by the table of the
+    front end that read the model (this module's for ONNX, runtime.model.tflite_roles')."""
+    if use.front == "tflite":
+        return tflite_roles.role_of(shape, use)
+    return role_of(shape, use.op, use.index, use.proto)
 
 
 def is_weight_input(use, onnx_dtype: str) -> bool:
     """Whether ``use`` reads a weight that must never be dropped: a float input
-    of a FLOAT_COMPUTE_OPS op, or an integer operator's weight or bias."""
+    of a FLOAT_COMPUTE_OPS op, or an integer operator's weight or bias; any
+    constant input of a TFLite compute operator (runtime.model.tflite_roles)."""
+    if use.front == "tflite":
+        return tflite_roles.is_weight_input(use, onnx_dtype)
     spec = INTEGER_OPS.get(use.op)
     if spec is not None:
         return use.index in (spec.weight, spec.bias)
@@ -204,9 +198,10 @@ def _weight(c) -> Weight:
     gives it, or why it has none."""
     known = dict(name=c.name, onnx_shape=c.shape, onnx_dtype=c.onnx_dtype, origin=c.origin)
     integer_weight = any(u.op in INTEGER_OPS and is_weight_input(u, c.onnx_dtype) for u in c.uses)
+    compute = any(is_weight_input(u, c.onnx_dtype) for u in c.uses)
     if c.array is None:
-        return Weight(**known, reason=f"{c.onnx_dtype} constant: clayout reads numeric tensors "
-                      "only")
+        return Weight(**known, consumer=str(c.uses[0]) if c.uses else "", compute=compute,
+                      reason=f"{c.onnx_dtype} constant: clayout reads numeric tensors only")
     if not c.uses and c.folded_into:
         return Weight(**known, consumer="(folded)", folded_into=tuple(c.folded_into),
                       reason="a step of a folded chain: the tensor named in folded_into holds "
@@ -215,21 +210,22 @@ def _weight(c) -> Weight:
         return Weight(**known, reason="not used by any node")
     if c.onnx_dtype not in FLOAT_DTYPES and not integer_weight:
         use = c.uses[0]
-        return Weight(**known, consumer=str(use), reason=_param_reason(use.op, use.index) or (
+        return Weight(**known, consumer=str(use), compute=compute,
+                      reason=_param_reason(use.op, use.index) or (
             f"{c.onnx_dtype} tensor (shape, index or quantized data): "
             "only float weights go on images"))
     if c.array.size == 0:
         return Weight(**known, consumer=str(c.uses[0]), reason="empty tensor (0 elements)")
     use, found = c.uses[0], None
     for trial_use in c.uses:     # the first use that gives a role decides, else the first use
-        trial = role_of(c.shape, trial_use.op, trial_use.index, trial_use.proto)
+        trial = use_role(c.shape, trial_use)
         if trial.role is not None or found is None:
             use, found = trial_use, trial
         if trial.role is not None:
             break
     return Weight(**known, consumer=str(use), role=found.role, dims=found.dims, steps=found.steps,
-                  mapping=found.mapping, reason=found.reason, use=use,
-                  compute=any(is_weight_input(u, c.onnx_dtype) for u in c.uses))
+                  mapping=found.mapping, reason=found.reason, use=use, compute=compute,
+                  source_layout=found.source_layout)
 
 
 def float_dtype(weights) -> str:

@@ -21,7 +21,9 @@ from ..api import from_image
 from ..errors import ClayoutError
 from ..winograd import engine_layouts
 from . import manifest as mf
-from .onnx_graph import attr, printable
+from .graph import printable
+from . import tflite_roles
+from .onnx_graph import attr
 from .roles import Weight, logical_weight, stored_values
 
 
@@ -41,13 +43,34 @@ def winograd_layouts(winograd, dtype=None) -> dict[int, ImageLayout]:
     return layouts
 
 
-def conv_allows(node) -> bool:
-    """Whether a Conv node is one a Winograd convolution computes: every
+CONV_OPS = ("Conv", "CONV_2D")   # the 2-D convolutions of ONNX and TFLite
+
+
+def conv_settings(use) -> tuple[tuple, tuple, int]:
+    """(strides, dilations, group) of the convolution ``use`` reads a filter
+    for, in ONNX's terms (TFLite: its options, and the group its input's
+    channels give)."""
+    if use.front == "tflite":
+        options = use.proto.options
+        strides = (int(options.get("stride_h", 1)), int(options.get("stride_w", 1)))
+        dilations = (int(options.get("dilation_h_factor", 1)),
+                     int(options.get("dilation_w_factor", 1)))
+        channels = tflite_roles.input_channels(use)
+        per_group = use.graph.tensors[use.proto.inputs[1]].shape[-1]
+        group = channels // per_group if channels and per_group and \
+            channels % per_group == 0 else 1
+        return strides, dilations, group
+    node = use.proto
+    return (tuple(attr(node, "strides") or ()), tuple(attr(node, "dilations") or ()),
+            int(attr(node, "group", 1)))
+
+
+def conv_allows(use) -> bool:
+    """Whether a convolution is one a Winograd convolution computes: every
     stride 1, every dilation 1, group 1 (ONNX's defaults when absent)."""
-    strides = attr(node, "strides") or ()
-    dilations = attr(node, "dilations") or ()
-    return (all(int(s) == 1 for s in strides) and all(int(d) == 1 for d in dilations)
-            and int(attr(node, "group", 1)) == 1)
+    strides, dilations, group = conv_settings(use)
+    return all(int(s) == 1 for s in strides) and all(int(d) == 1 for d in dilations) \
+        and group == 1
 
 
 def winograd_layout(w: Weight, uses, layouts) -> ImageLayout | None:
@@ -63,12 +86,12 @@ def winograd_layout(w: Weight, uses, layouts) -> ImageLayout | None:
 def winograd_refusal(w: Weight, uses, layouts) -> str | None:
     """Why the weight ``w`` does not go in a Winograd layout of ``layouts``:
     "" when it does, None when it is no Conv node's filter at all."""
-    if w.use is None or w.use.op != "Conv" or w.use.index != 1:
+    if w.use is None or w.use.op not in CONV_OPS or w.use.index != 1:
         return None
     if w.store_dtype:
         return "an integer weight"
     if w.role != "filter":
-        return (f"depthwise (group {attr(w.use.proto, 'group', 1)})" if w.role == "depthwise"
+        return (f"depthwise (group {conv_settings(w.use)[2]})" if w.role == "depthwise"
                 else "a filter with no image role")
     if len(w.onnx_shape) != 4:
         return "a 1-D convolution's filter"
@@ -76,13 +99,13 @@ def winograd_refusal(w: Weight, uses, layouts) -> str | None:
     if k_h != k_w or k_h not in layouts:
         return f"a {k_h}x{k_w} kernel"
     for u in uses:
-        if u.op != "Conv" or u.index != 1 or u.proto is None:
+        if u.op not in CONV_OPS or u.index != 1 or u.proto is None:
             return f"also read by {printable(str(u))}"
-        if not conv_allows(u.proto):
-            node = u.proto
-            found = [f"{key} {','.join(map(str, attr(node, key)))}" for key in
-                     ("strides", "dilations") if any(int(v) != 1 for v in attr(node, key) or ())]
-            group = int(attr(node, "group", 1))
+        if not conv_allows(u):
+            strides, dilations, group = conv_settings(u)
+            found = [f"{key} {','.join(map(str, values))}" for key, values in
+                     (("strides", strides), ("dilations", dilations))
+                     if any(int(v) != 1 for v in values)]
             return (", ".join(found + ([f"group {group}"] if group != 1 else []))
                     + f" ({printable(str(u))})")
     return ""

@@ -1,0 +1,39 @@
+"""Which front end reads a model file: ONNX or TensorFlow Lite.
+
+A ``.tflite`` flatbuffer is told by its file identifier (``TFL3`` at byte 4,
+whatever the file's name); anything else is read as ONNX, whose reader names
+any other known format (runtime.model.formats) or says the protobuf does not
+parse. Both front ends fill the same graph record (runtime.model.graph), so
+the plan does not ask which one read the model but to record it.
+
+Example::
+
+    >>> model = load("face.tflite")                                   # doctest: +SKIP
+    >>> source_format(model), len(read_constants(model, "face.tflite"))  # doctest: +SKIP
+    ('tflite', 89)
+"""
+from __future__ import annotations
+
+from . import onnx_graph, tflite_file, tflite_graph
+
+
+def load(path: str):
+    """The model at ``path``: a runtime.model.tflite_file.TFLiteModel for a
+    TensorFlow Lite file, else an ONNX ModelProto; a file that is neither is
+    a one-line ClayoutError."""
+    if tflite_file.is_tflite(path):
+        return tflite_file.load(path)
+    return onnx_graph.load(path)
+
+
+def source_format(model) -> str:
+    """"tflite" or "onnx": the format ``model`` was read from."""
+    return "tflite" if isinstance(model, tflite_file.TFLiteModel) else "onnx"
+
+
+def read_constants(model, path: str) -> list:
+    """Every constant of ``model`` (read from ``path``) with the operators
+    that read it (runtime.model.graph.Constant records)."""
+    if source_format(model) == "tflite":
+        return tflite_graph.read_constants(model, path)
+    return onnx_graph.read_constants(model, path)
