@@ -182,3 +182,22 @@ def test_the_readme_shows_what_the_command_prints(tmp_path, capsys, mediapipe_mo
     printed = out.splitlines()
     assert len(shown) > 8 and all(line in printed for line in shown), \
         [line for line in shown if line not in printed]
+
+
+def test_dry_run_max_image_and_the_graph_ends(tmp_path, capsys, mediapipe_models):
+    path = mediapipe_models["face_landmark.tflite"]
+    code, planned, err = run(capsys, "model", path, "--dry-run", "--max-image", "2048,2048")
+    assert code == 0, err
+    out = tmp_path / "w.safetensors"
+    code, done, err = run(capsys, "model", path, "-o", out, "--verify", "--max-image",
+                          "2048,2048")
+    assert code == 0, err
+    images, manifest = read_manifest(out)
+    wide = next(e for e in manifest["tensors"] if e["name"] == "conv2d_21/Kernel_dequantize")
+    assert wide["width"] <= 2048 and wide["height"] <= 2048 or "tiles" in wide
+    totals = [line for line in done.splitlines() if line.startswith("wrote ")][0]
+    assert totals.replace("wrote ", "would write ", 1).split(":", 1)[1] in planned
+    it = interpreter_module.Interpreter(model_path=str(path))
+    for key, details in (("inputs", it.get_input_details()), ("outputs", it.get_output_details())):
+        assert [(v["name"], v["shape"], v["dtype"]) for v in manifest[key]] == \
+            [(d["name"], d["shape"].tolist(), np.dtype(d["dtype"]).name) for d in details]

@@ -45,6 +45,8 @@ scale, B; per-channel
 Add/Sub/Mul/Div constants
 =======================  ==================  ==============================================
 
+A TensorFlow Lite model's operators have their own table
+(runtime.model.tflite_roles): the same roles, from channels-last tensors.
 A weight reaches a role through the first op reading it that gives one. Other
 tensors are listed in the manifest's ``skipped`` list with the op that reads
 them and the reason (integer tensors, scalars, other ops, steps of a folded

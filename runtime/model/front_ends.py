@@ -31,6 +31,23 @@ def source_format(model) -> str:
     return "tflite" if isinstance(model, tflite_file.TFLiteModel) else "onnx"
 
 
+def interface(model) -> dict:
+    """The model's graph inputs and outputs, as an engine looks them up:
+    {"inputs": [...], "outputs": [...]}, each {"name", "shape", "dtype"}
+    (an ONNX dim without a value is its symbol, or null; TFLite: subgraph 0's
+    tensors, their dtype as clayout names a TFLite type). ONNX inputs that
+    are initializers (constants with a default) are left out."""
+    if source_format(model) == "tflite":
+        sub = model.subgraphs[0] if model.subgraphs else None
+        ends = {}
+        for key, indices in (("inputs", sub.inputs if sub else ()),
+                             ("outputs", sub.outputs if sub else ())):
+            ends[key] = [{"name": sub.tensors[i].name, "shape": list(sub.tensors[i].shape),
+                          "dtype": sub.tensors[i].dtype} for i in indices]
+        return ends
+    return onnx_graph.interface(model)
+
+
 def read_constants(model, path: str) -> list:
     """Every constant of ``model`` (read from ``path``) with the operators
     that read it (runtime.model.graph.Constant records)."""

@@ -36,7 +36,9 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   images), ``quantized`` (fold or keep), ``max_image``, ``engine`` and
   ``host_converted`` (the images over that engine's device limit, converted
   by the cpu engine), and with ``--winograd`` ``winograd`` (the engine or
-  layout name given).
+  layout name given); ``inputs`` and ``outputs``: the graph's, each
+  ``{name, shape, dtype}`` (runtime.model.front_ends.interface), the names an
+  engine binds its input and output images to.
 
 Example::
 

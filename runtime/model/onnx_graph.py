@@ -324,6 +324,27 @@ def read_constants(model, path: str) -> list[Constant]:
     return list(reader.found.values())
 
 
+def interface(model) -> dict:
+    """{"inputs": [...], "outputs": [...]} of the main graph, each {"name",
+    "shape", "dtype"}: a dim is its value, its symbol (dim_param) or None;
+    inputs that are initializers are left out."""
+    onnx = need_onnx()
+    constant = {t.name for t in model.graph.initializer}
+
+    def describe(value) -> dict:
+        kind = value.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                 for d in kind.shape.dim] if kind.HasField("shape") else None
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(kind.elem_type)).name
+        except (KeyError, ValueError, TypeError):
+            dtype = f"type {kind.elem_type}"
+        return {"name": value.name, "shape": shape, "dtype": dtype}
+
+    return {"inputs": [describe(v) for v in model.graph.input if v.name not in constant],
+            "outputs": [describe(v) for v in model.graph.output]}
+
+
 def load(path: str):
     """Read an ONNX model (external data is read later, checked, by
     :func:`tensor_array`); anything that is not one is a one-line error."""

@@ -127,6 +127,7 @@ class ModelPlan:
     #                                     then the skipped ones, in graph order
     winograd_note: str = ""             # --winograd took no filter: why (the manifest has no room)
     source_format: str = "onnx"         # the front end that read the model: onnx or tflite
+    interface: Mapping | None = None    # the graph's inputs and outputs (front_ends.interface)
 
     @property
     def stored(self) -> tuple[Placement, ...]:
@@ -146,6 +147,9 @@ class ModelPlan:
                     "host_converted": [p.name for p in self.stored if p.on_host]}
         if o.winograd is not None:
             manifest["winograd"] = o.winograd
+        if self.interface is not None:
+            manifest.update(inputs=[dict(v) for v in self.interface["inputs"]],
+                            outputs=[dict(v) for v in self.interface["outputs"]])
         manifest.update(tensors=[mf.tensor_entry(p) for p in self.stored],
                         skipped=[mf.skipped_entry(p) for p in self.skipped])
         return manifest
@@ -210,7 +214,8 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
                for w, *_ in images + buffers}
     note = winograd_note(weights, uses, winograd, layouts) if layouts and not qualified else ""
     return ModelPlan(os.path.basename(path), options, eng.name, dt.name, tuple(placements),
-                     note, front_ends.source_format(model)), sources
+                     note, front_ends.source_format(model),
+                     MappingProxyType(front_ends.interface(model))), sources
 
 
 def _choose_layout(w: Weight, max_image) -> tuple:
