@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass
 
 from . import engine as engines
-from .algebra import catalog, dtypes
+from .algebra import catalog, dtypes, peers
 from .algebra.catalog import NAMED, ROLES
 from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.storage import STORAGES, Limits, Storage, size_text
@@ -226,11 +226,28 @@ def candidates(role: str) -> tuple[str, ...]:
     return tuple(name for tier in catalog.candidates(role) for name in tier)
 
 
-def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> LayoutChoice:
+def tiers(role: str, layouts_of: str | None = None) -> tuple[tuple[str, ...], ...]:
+    """The candidates of ``role`` tier by tier: clayout's (runtime.algebra.catalog),
+    or with ``layouts_of`` that engine's layouts for the role in its order,
+    one per tier (runtime.algebra.peers)."""
+    if layouts_of is None:
+        return catalog.candidates(role)
+    if role not in ROLES:
+        catalog.candidates(role)            # the unknown role's error
+    return tuple((name,) for name in peers.candidates(layouts_of, role))
+
+
+def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None,
+                  layouts_of=None) -> LayoutChoice:
     """Measure every candidate of ``role`` for ``dims`` and choose (the rule
     is in this module's docstring). Never raises for a tensor too big for
-    every candidate: the result says ``fits=False``."""
-    names = candidates(role)
+    every candidate: the result says ``fits=False``. ``layouts_of`` (an
+    engine of runtime.algebra.peers: tvm, tinygrad, acl, mace, ...) chooses
+    among that engine's layouts instead, under the limits it checks itself
+    when no ``limits`` are given (TVM's 16384 and 2048 array layers,
+    tinygrad's 16384), else the device's."""
+    groups = tiers(role, layouts_of)
+    names = tuple(name for tier in groups for name in tier)
     dt = dtypes.image_dtype(dtype)
     first = NAMED[names[0]]
     try:
@@ -238,9 +255,11 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
     except ClayoutError:
         shown = tuple(dims) if isinstance(dims, (list, tuple)) else dims
         raise ClayoutError(f"role {role!r} takes dims {ROLES[role].dims}; got {shown!r}") from None
+    if limits is None and layouts_of is not None:
+        limits = peers.peer(layouts_of).limits
     limits = resolve_limits(limits, engine)
     measured, skipped = [], []
-    for tier, group in enumerate(catalog.candidates(role)):
+    for tier, group in enumerate(groups):
         for name in group:
             try:
                 image = ImageDesc(NAMED[name], dims, dt)
@@ -265,7 +284,8 @@ def layout_choice(role: str, dims, dtype="f32", limits=None, engine=None) -> Lay
                         tuple(measured), tuple(skipped))
 
 
-def choose_layout(role: str, dims, dtype="f32", limits=None, engine=None) -> ImageLayout:
+def choose_layout(role: str, dims, dtype="f32", limits=None, engine=None,
+                  layouts_of=None) -> ImageLayout:
     """The image layout for a tensor of ``role`` (activation, filter,
     depthwise, argument, fc_weight) with logical ``dims``: the first candidate
     whose image fits ``limits`` (a 2-D (width, height) or a storage.Limits;
@@ -285,8 +305,14 @@ def choose_layout(role: str, dims, dtype="f32", limits=None, engine=None) -> Ima
     'in_out_channel'
     >>> choose_layout("activation", (4, 64, 224, 224), limits=(2048, 4096)).name
     'texture_2d'
+    >>> choose_layout("activation", (1, 64, 224, 224), layouts_of="tvm").name
+    'tvm_texture_array'
+    >>> choose_layout("activation", (200, 64, 8, 8), layouts_of="tvm").name   # > 2048 layers
+    'tvm_texture_nhwc_array'
+
+    ``layouts_of`` chooses among one engine's layouts (``layout_choice``).
     """
-    choice = layout_choice(role, dims, dtype, limits, engine)
+    choice = layout_choice(role, dims, dtype, limits, engine, layouts_of)
     if not choice.fits:
         raise ClayoutError(choice.reason + " (to_image(..., max_image=...) or "
                            "`clayout to-image --max-image W,H` splits it)")

@@ -172,7 +172,11 @@ def test_gather_and_scatter_every_image_layout(cl_engine, generic, data):
         assert np.array_equal(gather(cl_engine, prg, acc, image, True), x.astype(VALUE[dt]))
     if out is not None:
         back = scatter(cl_engine, prg, out, x.astype(VALUE[dt]))
-        assert np.array_equal(bits(back), bits(image)), (name, dims, dt)
+        # the pixels that hold an element (stores write no other: docs/kernels.md)
+        held = np.asarray(runtime.to_image(np.ones(side.dims, np.float32), layout)) != 0
+        held = held.any(-1, keepdims=True) if layout.lanes else held
+        held = np.broadcast_to(held, np.shape(image))
+        assert np.array_equal(bits(back)[held], bits(image)[held]), (name, dims, dt)
 
 
 BUFFERS = ["nchw", "nhwc", "nChw16c", "nChw4c", "Acdb4a", "ABcd8b16a2b", "chwn"]

@@ -82,6 +82,35 @@ TABLE = {
     "tflite_texture_3d": (
         lambda N, C, H, W: (W * N, H, cdiv(C, 4)),
         lambda n, c, h, w, N, C, H, W: (w * N + n, h, c // 4, c % 4)),
+    # other engines' layouts (docs/engine-layouts.md); filters read (o, i, kh, kw) as (n, c, h, w)
+    "tvm_texture": (
+        lambda N, C, H, W: (W, N * cdiv(C, 4) * H),
+        lambda n, c, h, w, N, C, H, W: (w, (n * cdiv(C, 4) + c // 4) * H + h, c % 4)),
+    "tvm_texture_nhwc": (
+        lambda N, C, H, W: (H * W, N * cdiv(C, 4)),
+        lambda n, c, h, w, N, C, H, W: (h * W + w, n * cdiv(C, 4) + c // 4, c % 4)),
+    "tvm_texture_weight": (
+        lambda O, I, H, W: (I * H * W, cdiv(O, 4)),
+        lambda o, i, h, w, O, I, H, W: ((i * H + h) * W + w, o // 4, o % 4)),
+    "tvm_texture_array": (
+        lambda N, C, H, W: (W, H, N * cdiv(C, 4)),
+        lambda n, c, h, w, N, C, H, W: (w, h, n * cdiv(C, 4) + c // 4, c % 4)),
+    "tvm_texture_nhwc_array": (
+        lambda N, C, H, W: (H * W, cdiv(C, 4), N),
+        lambda n, c, h, w, N, C, H, W: (h * W + w, c // 4, n, c % 4)),
+    "tinygrad_image": (
+        lambda N, C, H, W: (cdiv(C, 4) * W, N * H),
+        lambda n, c, h, w, N, C, H, W: (w * cdiv(C, 4) + c // 4, n * H + h, c % 4)),
+    "tinygrad_conv_weight": (
+        lambda O, I, H, W: (H * cdiv(I, 4) * W * 4, cdiv(O, 4)),
+        lambda o, i, h, w, O, I, H, W: (((h * cdiv(I, 4) + i // 4) * W + w) * 4 + i % 4, o // 4,
+                                        o % 4)),
+    "acl_nhwc_image": (
+        lambda N, C, H, W: (cdiv(C, 4), N * H * W),
+        lambda n, c, h, w, N, C, H, W: (c // 4, (n * H + h) * W + w, c % 4)),
+    "acl_ohwi_image": (
+        lambda O, I, H, W: (cdiv(I, 4), O * H * W),
+        lambda o, i, h, w, O, I, H, W: (i // 4, (o * H + h) * W + w, i % 4)),
 }
 
 # the 5-D forms (dims N,C,D,H,W; index n,c,d,h,w), as docs/storage.md writes them
@@ -111,7 +140,7 @@ TABLE5["tflite_texture_3d"] = TABLE5["tflite_texture_array"]
 
 def test_table_covers_every_named_layout():
     assert set(TABLE) == set(NAMED) and set(ALL_NAMED) == set(FORMULAS)
-    assert len(NAMED) == 17 and len(ALL_NAMED) == 24
+    assert len(NAMED) == 26 and len(ALL_NAMED) == 33
     assert set(TABLE5) == {n for n, layout in NAMED.items() if layout.volume is not None}
 
 
@@ -312,7 +341,8 @@ def test_nothing_fits():
     with pytest.raises(ClayoutError, match="no named layout of its kind fits these limits"):
         check_fits(ImageDesc(NAMED["in_out_channel"], (1, 4096, 64, 64)),
                    Limits((256, 256), (256, 256, 256), 256, 65536, 1 << 20))
-    with pytest.raises(ClayoutError, match=r"layouts that fit: weight_height \(27x16\)$"):
+    with pytest.raises(ClayoutError, match=r"layouts that fit: weight_height \(27x16\), "
+                       r"tvm_texture_weight \(27x16\), tinygrad_conv_weight \(36x16\)$"):
         check_fits(ImageDesc(NAMED["conv2d_filter"], (64, 3, 3, 3)), (4096, 16))
 
 

@@ -188,7 +188,10 @@ TILE_DIMS = {"in_out_channel": (2, 9, 3, 5), "in_out_height": (2, 3, 9, 5),
              "conv2d_filter": (5, 6, 2, 3), "dw_conv2d_filter": (2, 17, 2, 3),
              "argument": (41,), "weight_height": (17, 3, 2, 1), "weight_width": (6, 9, 2, 1),
              "image_2d_weights_c4_fyx_b": (6, 5, 2, 2), "image_2d_weights_c1_b_fyx": (6, 3, 2, 1),
-             "tflite_texture_2d": (2, 9, 3, 5)}
+             "tflite_texture_2d": (2, 9, 3, 5), "tvm_texture": (2, 9, 3, 5),
+             "tvm_texture_nhwc": (2, 9, 3, 5), "tvm_texture_weight": (5, 6, 2, 3),
+             "tinygrad_image": (2, 9, 3, 5), "tinygrad_conv_weight": (5, 6, 2, 3),
+             "acl_nhwc_image": (2, 9, 3, 5), "acl_ohwi_image": (5, 6, 2, 3)}
 
 
 @st.composite

@@ -29,4 +29,14 @@ show tflite_texture_2d 1,6,3,5
 show tflite_single_texture_2d 1,3,3,5
 show tflite_texture_array 1,6,3,5
 show tflite_texture_3d 1,6,3,5
+# other engines' layouts (docs/engine-layouts.md)
+show tvm_texture 1,6,3,5
+show tvm_texture_nhwc 1,6,3,5
+show tvm_texture_weight 6,3,2,2
+show tvm_texture_array 1,6,3,5
+show tvm_texture_nhwc_array 2,6,3,5
+show tinygrad_image 1,6,3,5
+show tinygrad_conv_weight 6,3,2,2
+show acl_nhwc_image 1,6,3,5
+show acl_ohwi_image 6,3,2,2
 python frame_path.py

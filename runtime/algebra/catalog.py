@@ -148,6 +148,26 @@ LAYOUTS = (
          "x=w*N+n, y=h, z=s (5-D: z=d*S+s)", "TFLite GPU", {"activation": 4},
          storage="image3d",
          layers=1, volume=("cBdea4b", 1, 2)),
+    # Other engines' layouts (docs/engine-layouts.md): TVM's Adreno textures, tinygrad's
+    # image mode, Arm Compute Library's images over NHWC buffers
+    _row("tvm_texture", "aBcd4b", 3, "activation", "W × N·⌈C/4⌉·H",
+         "x=w, y=(n*ceil(C/4)+c/4)*H+h, k=c%4", "TVM", {}),
+    _row("tvm_texture_nhwc", "aBcd4b", 2, "activation", "H·W × N·⌈C/4⌉",
+         "x=h*W+w, y=n*ceil(C/4)+c/4, k=c%4", "TVM", {}),
+    _row("tvm_texture_weight", "Abcd4a", 1, "filter", "I·H·W × ⌈O/4⌉",
+         "x=(i*H+h)*W+w, y=o/4, k=o%4", "TVM", {}),
+    _row("tvm_texture_array", "aBcd4b", 1, "activation", "W × H × N·⌈C/4⌉ layers",
+         "x=w, y=h, z=n*ceil(C/4)+c/4, k=c%4", "TVM", {}, storage="image2d_array", layers=2),
+    _row("tvm_texture_nhwc_array", "aBcd4b", 1, "activation", "H·W × ⌈C/4⌉ × N layers",
+         "x=h*W+w, y=c/4, z=n, k=c%4", "TVM", {}, storage="image2d_array", layers=1),
+    _row("tinygrad_image", "acdB4b", 2, "activation", "⌈C/4⌉·W × N·H",
+         "x=w*ceil(C/4)+c/4, y=n*H+h, k=c%4", "tinygrad", {}),
+    _row("tinygrad_conv_weight", "AcBd4b4a", 1, "filter", "4·⌈I/4⌉·H·W × ⌈O/4⌉",
+         "x=((h*ceil(I/4)+i/4)*W+w)*4+i%4, y=o/4, k=o%4", "tinygrad", {}),
+    _row("acl_nhwc_image", "acdB4b", 3, "activation", "⌈C/4⌉ × N·H·W",
+         "x=c/4, y=(n*H+h)*W+w, k=c%4", "Arm Compute Library", {}),
+    _row("acl_ohwi_image", "acdB4b", 3, "filter", "⌈I/4⌉ × O·H·W",
+         "x=i/4, y=(o*H+h)*W+w, k=i%4", "Arm Compute Library", {}),
     # Winograd filters: the image holds U = G·g·Gᵀ (T x T per (o, i)), not g; the
     # formula gives the placed index (o, i, u, v) of U (clDNN: (o, i, t, w); TFLite:
     # (o, q, j, u, v) with i = 4q + j).
@@ -175,6 +195,9 @@ LAYOUTS = (
 )
 ROW = {row.name: row for row in LAYOUTS}
 NAMED = {row.name: row.layout for row in LAYOUTS}
+# other names of named layouts: the same layout object, so a tensor placed by
+# either name is the same image (docs/engine-layouts.md says why each is one)
+ALIASES = {"tinygrad_dw_weight": "tvm_texture_weight"}
 
 
 def image_layout(name) -> ImageLayout:
@@ -186,6 +209,8 @@ def image_layout(name) -> ImageLayout:
         return name
     if isinstance(name, str) and name in NAMED:
         return NAMED[name]
+    if isinstance(name, str) and name in ALIASES:
+        return NAMED[ALIASES[name]]
     if isinstance(name, str) and ":" in name:
         placing, _, where = name.partition("@")
         tag, _, rest = placing.partition(":")

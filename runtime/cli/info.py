@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from .. import cache, placement
-from ..algebra import catalog, dtypes, tiles
+from ..algebra import catalog, dtypes, peers, tiles
 from ..algebra.catalog import NAMED, image_layout
 from ..algebra.layout import ImageDesc
 from ..algebra.storage import Limits
@@ -46,7 +46,8 @@ def choose(args, dims, dtype, engine=None):
     """The layout 'any' picks for ``dims``, its reason printed on stderr; the
     tile limit (--max-image for a 2-D image, or the 2-D limit nothing
     fitted: tiles then); and the LayoutChoice."""
-    choice = placement.layout_choice(args.role, dims, dtype, args.max_image, engine)
+    choice = placement.layout_choice(args.role, dims, dtype, args.max_image, engine,
+                                     getattr(args, "peer", None))
     verdict = "chose" if choice.fits else "will split"
     print(f"{PROG}: layout any {verdict} {choice.layout.name}: "
           f"{choice.explain('give --max-image W,H')}", file=sys.stderr)
@@ -66,6 +67,18 @@ def two_d_limit(layout, dims, max_image):
 
 
 def cmd_info(args) -> int:
+    if args.peer is not None and args.layout is None:
+        if args.dims is not None or args.role is not None or args.max_image is not None:
+            raise ClayoutError("--engine alone lists an engine's layouts; to choose among "
+                               "them give: any --role R --dims D --engine NAME")
+        return peer_listing(args.peer)
+    if args.layout is None or args.dims is None:
+        raise ClayoutError("give a layout and --dims D (clayout info conv2d_filter --dims "
+                           "64,3,3,3), or --engine NAME to list an engine's layouts")
+    if args.peer is not None and args.layout != "any":
+        raise ClayoutError(f"--engine {args.peer} with the layout {args.layout!r}: --engine "
+                           "goes alone (list its layouts) or with 'any' --role R (choose "
+                           "among them)")
     layout = layout_arg(args)
     choice = None
     if args.layout == "any":
@@ -79,6 +92,8 @@ def cmd_info(args) -> int:
     slots = math.prod(image.shape) * image.lanes
     count = int(np.prod(image.placed))   # a Winograd image holds U's elements
     print(f"layout    {layout.name} ({layout.kind}: {layout.dims_text})")
+    if args.layout in catalog.ALIASES:
+        print(f"alias     {args.layout} is another name of {layout.name} (the same layout)")
     print(f"tag       {_tag_text(layout)}")
     print(f"storage   {store.name} ({store.c_type}): pixel ({', '.join(store.coords)}); "
           f"reads as zero (TFLite GPU's kernels): {store.border}")
@@ -124,6 +139,31 @@ def cmd_info(args) -> int:
     if choice is not None:
         for line in candidate_lines(choice):
             print(line)
+    return 0
+
+
+def peer_listing(name: str) -> int:
+    """`clayout info --engine NAME`: the engine's layouts by its own names,
+    clayout's name and image size of each, its limits and roles."""
+    p = peers.peer(name)
+    print(f"engine    {p.name}: {p.title} (read from {p.source})")
+    rows = [(n.theirs, n.layout, image_layout(n.layout).kind, catalog.ROW[image_layout(
+        n.layout).name].size, n.note) for n in p.names]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in
+              enumerate(("its name", "clayout layout", "kind", "image"))]
+    if rows:
+        head = ("its name", "clayout layout", "kind", "image")
+        print("  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  note")
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + (r[4] or "-"))
+    limit = "the device's" if p.limit is None else f"{p.limit[0]}x{p.limit[1]}" + (
+        f", {p.layers} array layers" if p.layers else "")
+    print(f"limits    {limit}")
+    for role, names in p.roles.items():
+        if names:
+            print(f"role      {role}: {', '.join(names)}")
+    if p.notes:
+        print(f"note      {p.notes}")
     return 0
 
 

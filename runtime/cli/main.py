@@ -14,6 +14,7 @@ Example::
     clayout to-image x.npy -o img.npy --layout in_out_channel --src nhwc
     clayout info conv2d_filter --dims 64,3,3,3
     clayout info any --role fc_weight --dims 4096,1000,1,1 --max-image 2048,2048
+    clayout info --engine tvm
     clayout where in_out_channel --dims 1,17,5,7 --pixel 30,2,1
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .checks import PROG, check_dtype_options
 from .commands import (cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image,
                        cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
 from .frame import cmd_frame, parse_crop, parse_numbers, parse_wh
+from ..algebra.peers import PEERS
 from .info import cmd_caches, cmd_info
 
 
@@ -189,15 +191,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print nothing but errors (no progress bar, table or summary)")
 
-    for name, func, text in (("info", cmd_info, "describe an image layout for some dims"),
+    for name, func, text in (("info", cmd_info, "describe an image layout for some dims, or "
+                              "list an engine's layouts (--engine NAME)"),
                              ("show", cmd_show, "draw an image layout as a labelled PNG "
                               "(needs matplotlib: pip install 'clayout[plot]')")):
         p = command(name, func, text)
-        p.add_argument("layout", metavar="NAME")
-        p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+        p.add_argument("layout", metavar="NAME", nargs="?" if name == "info" else None)
+        p.add_argument("--dims", type=parse_dims, required=name == "show", metavar="D")
         if name == "show":
             p.add_argument("-o", "--output", required=True, metavar="PIC.png")
         else:
+            p.add_argument("--engine", metavar="ENGINE", dest="peer",
+                           help="an inference engine whose image layouts clayout names ("
+                           + ", ".join(PEERS) + "): alone, list them with its own names; "
+                           "with 'any' and --role, choose among them under its own limits")
             p.add_argument("--role", choices=tuple(placement.ROLES),
                            help="with the layout 'any': choose for this role (reason on stderr)")
             p.add_argument("--max-image", type=parse_size, metavar="W,H",

@@ -123,6 +123,68 @@ FORMULAS = {  # name -> (pixel -> logical, dims -> (width, height))
 }
 
 
+# Other engines' layouts (Cb = ceil(C/4), Ib = ceil(I/4), Ob = ceil(O/4))
+def _tvm_texture(x, y, k, d):
+    N, C, H, W = d
+    Cb = _cdiv(C, 4)
+    return y // (Cb * H), 4 * ((y // H) % Cb) + k, y % H, x
+
+
+def _tvm_texture_nhwc(x, y, k, d):
+    N, C, H, W = d
+    Cb = _cdiv(C, 4)
+    return y // Cb, 4 * (y % Cb) + k, x // W, x % W
+
+
+def _tvm_texture_weight(x, y, k, d):
+    O, I, H, W = d
+    return 4 * y + k, x // (H * W), (x // W) % H, x % W
+
+
+def _tvm_texture_array(x, y, z, k, d):
+    N, C, H, W = d
+    Cb = _cdiv(C, 4)
+    return z // Cb, 4 * (z % Cb) + k, y, x
+
+
+def _tvm_texture_nhwc_array(x, y, z, k, d):
+    N, C, H, W = d
+    return z, 4 * y + k, x // W, x % W
+
+
+def _tinygrad_image(x, y, k, d):
+    N, C, H, W = d
+    Cb = _cdiv(C, 4)
+    return y // H, 4 * (x % Cb) + k, y % H, x // Cb
+
+
+def _tinygrad_conv_weight(x, y, k, d):
+    O, I, H, W = d
+    Ib = _cdiv(I, 4)
+    column = x // 4               # (h*Ib + i/4)*W + w
+    return 4 * y + k, 4 * ((column // W) % Ib) + x % 4, column // (W * Ib), column % W
+
+
+def _acl_nhwc(x, y, k, d):
+    N, C, H, W = d
+    return y // (H * W), 4 * x + k, (y // W) % H, y % W
+
+
+FORMULAS.update({
+    "tvm_texture": (_tvm_texture, lambda d: (d[3], d[0] * _cdiv(d[1], 4) * d[2])),
+    "tvm_texture_nhwc": (_tvm_texture_nhwc, lambda d: (d[2] * d[3], d[0] * _cdiv(d[1], 4))),
+    "tvm_texture_weight": (_tvm_texture_weight, lambda d: (d[1] * d[2] * d[3], _cdiv(d[0], 4))),
+    "tvm_texture_array": (_tvm_texture_array, lambda d: (d[3], d[2], d[0] * _cdiv(d[1], 4))),
+    "tvm_texture_nhwc_array": (_tvm_texture_nhwc_array,
+                               lambda d: (d[2] * d[3], _cdiv(d[1], 4), d[0])),
+    "tinygrad_image": (_tinygrad_image, lambda d: (_cdiv(d[1], 4) * d[3], d[0] * d[2])),
+    "tinygrad_conv_weight": (_tinygrad_conv_weight,
+                             lambda d: (4 * _cdiv(d[1], 4) * d[2] * d[3], _cdiv(d[0], 4))),
+    "acl_nhwc_image": (_acl_nhwc, lambda d: (_cdiv(d[1], 4), d[0] * d[2] * d[3])),
+    "acl_ohwi_image": (_acl_nhwc, lambda d: (_cdiv(d[1], 4), d[0] * d[2] * d[3])),
+})
+
+
 # TFLite's storages (S = ceil(C/4) slices; c = 4s + k)
 def _tflite_buffer(x, k, d):
     N, C, H, W = d
