@@ -6,6 +6,7 @@ The public API (docs/ has every detail; the command line is ``clayout``):
   ``max_image=`` tiles), ``reorder`` between two ``MemoryDesc``;
   ``from_frame``: a camera frame (RGB, gray, NV12/NV21/I420) to a model
   input in one pass (colour, crop, resize, normalize, layout);
+  ``row_pitch=`` and ``image_pitch``: 2-D images over pitched buffers;
 * layouts: ``image_layout(name)``, ``IMAGE_LAYOUTS`` (the named ones),
   ``ImageLayout``, ``ImageDesc``, ``physical_shape``; tags: ``parse_tag``;
 * buffers: ``MemoryDesc``, ``Axis``, ``Memory`` (data on an engine, e.g. a
@@ -38,7 +39,7 @@ from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tags import parse_tag
 from .algebra.tiles import TilePlan, tile_plan
 from .algebra.transform import Transform
-from .api import from_frame, from_image, reorder, to_image
+from .api import from_frame, from_image, image_pitch, reorder, to_image
 from .errors import BufferCopyWarning, ClayoutError
 from .loader import load_images
 from .memory import Memory
@@ -71,6 +72,6 @@ def __dir__() -> list[str]:
 
 __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
-           "from_frame",
+           "from_frame", "image_pitch",
            "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning",
            "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np  # noqa: F401  (the doctests use np)
 
 from .algebra.desc import MemoryDesc
-from .call import (host_out, parse_from_frame, parse_from_image, parse_reorder, parse_to_image,
-                   run)
+from .call import parse_from_frame, parse_from_image, parse_reorder, parse_to_image, run
+from .hostside import host_out, image_pitch
 
 
 def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None):
@@ -42,11 +42,15 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
 
 
 def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
-             max_image=None):
+             max_image=None, row_pitch=None):
     """Place a tensor onto an image; returns (height, width, 4), or
     (height, width) for one-channel layouts, of the image dtype.
     With ``max_image=(W, H)`` an image over that limit comes as a tuple of
     tiles instead (the rule: runtime.algebra.tiles), which from_image accepts.
+    With ``row_pitch=BYTES`` (a layout on image2d storage) each row is
+    ``BYTES`` long: (height, BYTES // pixel_bytes[, 4]), the columns past the
+    width zero, so that ``.tobytes()`` is an image over a pitched buffer
+    (``out``: an array of that shape; docs/engines.md, "Row pitch").
 
     ``src`` is the tag of ``array`` (default nchw / oihw / mihw / x by the
     layout's kind); a plain-tagged array comes in its physical shape, a
@@ -57,11 +61,12 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     Memory on the same engine (``out``: an image Memory of that layout, dims
     and, where ``dtype`` is given, that dtype, to write into).
     """
-    return run(parse_to_image(array, layout, src, dtype, engine, dims, out, max_image))
+    return run(parse_to_image(array, layout, src, dtype, engine, dims, out, max_image,
+                              row_pitch))
 
 
 def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
-               check_padding=True):
+               check_padding=True, row_pitch=None):
     """Read a tensor back from an image array (height, width, 4) (or
     (height, width)); returns the buffer in tag ``dst`` (default nchw /
     oihw / ...), in its physical shape when plain, else 1-D; ``dtype`` is the
@@ -76,8 +81,14 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
     sits in a padding lane of theirs). Pass False for an image another
     engine wrote with garbage in its tails. Only the tails are read. A
     Memory carries its own dims and is not checked.
+
+    ``row_pitch=BYTES``: ``image`` is the pitched form ``to_image(...,
+    row_pitch=BYTES)`` gives, (height, BYTES // pixel_bytes[, 4]), or 1-D of
+    as many elements (the device buffer's contents in the image's dtype);
+    the columns past the width are not read.
     """
-    return run(parse_from_image(image, layout, dims, dst, dtype, engine, out, check_padding))
+    return run(parse_from_image(image, layout, dims, dst, dtype, engine, out, check_padding,
+                                row_pitch))
 
 
 def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
@@ -110,4 +121,4 @@ def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fi
                                 yuv=yuv, dtype=dtype, engine=engine, out=out))
 
 
-__all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out"]
+__all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out", "image_pitch"]

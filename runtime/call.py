@@ -17,6 +17,7 @@ checks" lives here.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,7 @@ from .algebra.tiles import TilePlan, plan_of, tile_plan
 from .cache import LRU
 from .contract import Engine
 from .errors import ClayoutError
+from .hostside import host_out, pitch_pixels, pitched, pitched_shape, unpitched
 from .limits import check_host_bytes
 from .memory import Memory
 
@@ -52,8 +54,9 @@ class Call:
     split image, or the source Memory), ``out`` (a checked host array, a
     destination Memory, or None), ``tiles`` (to_image: the cut of an image
     over ``max_image``; from_image: the plan of the tiles given; None
-    otherwise) and ``shape`` (the host result's shape: from_image gives a
-    plain tag's physical shape)."""
+    otherwise), ``shape`` (the host result's shape: from_image gives a
+    plain tag's physical shape) and ``pitch`` (to_image: the result's rows
+    are this many pixels long, runtime.hostside; None otherwise)."""
     door: str
     src: object
     dst: object
@@ -62,6 +65,7 @@ class Call:
     out: object = None
     tiles: TilePlan | None = None
     shape: tuple[int, ...] | None = None
+    pitch: int | None = None
 
     @property
     def on_memory(self) -> bool:
@@ -86,6 +90,8 @@ def run(call: Call):
         if call.door == "to_image":
             return eng.to_tiles(call.src, call.dst, call.data, call.tiles)
         return eng.from_tiles(call.src, call.data, call.tiles, call.dst).reshape(call.shape)
+    if call.pitch is not None:   # to_image: the image, then its rows widened
+        return pitched(eng.convert(call.src, call.dst, call.data), call.pitch, call.out)
     if call.out is not None:
         eng.convert(call.src, call.dst, call.data, call.out.reshape(-1) if call.door ==
                     "from_image" else call.out)
@@ -129,13 +135,17 @@ def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
 
 # -- to_image -------------------------------------------------------------------------------
 def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
-                   max_image=None, hint: str = "dims=", what: str = "to_image input") -> Call:
+                   max_image=None, row_pitch=None, hint: str = "dims=",
+                   what: str = "to_image input") -> Call:
     """``hint``: the option that gives dims, named when they are missing;
     ``what``: the input's name in messages (the CLI gives its file)."""
     layout = image_layout(layout)
     if isinstance(array, Memory):
-        if max_image is not None:
-            raise ClayoutError("max_image= goes with a host array; a Memory image is one image")
+        if max_image is not None or row_pitch is not None:
+            raise ClayoutError("max_image= goes with a host array; a Memory image is one image"
+                               if row_pitch is None else "to_image of a Memory: row_pitch= goes "
+                               "with a host array; a Memory image is one image (an image over a "
+                               "pitched cl.Buffer: Memory.from_buffer(..., row_pitch=))")
         if array.is_image:
             raise ClayoutError(f"to_image takes a buffer Memory; {array!r} is an image")
         if out is not None and not isinstance(out, Memory):
@@ -156,22 +166,26 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
     desc = _tagged(dims if dims is not None else dims_from_shape(arr.shape, tag, hint),
                    src_dt, tag)
     image = _image_side(layout, desc.dims, dtype if dtype is not None else src_dt)
+    pitch = None if row_pitch is None else pitch_pixels(image, row_pitch, "to_image")
+    shape = image.array_shape if pitch is None else pitched_shape(image, pitch)
     if out is None:   # before the input's size: dims this large are the first thing wrong
-        check_host_bytes(image.nbytes, f"the {layout.name} image of dims {desc.dims}")
+        check_host_bytes(math.prod(shape) * image.dtype.itemsize,
+                         f"the {layout.name} image of dims {desc.dims}")
     flat = physical_input(arr, desc, what)
     eng = engines.get(engine)
     plan = None
     if max_image is not None:
-        if out is not None:
-            raise ClayoutError("to_image: out= and max_image= do not go together (tiles are "
-                               "new arrays); pass one of them")
+        if out is not None or pitch is not None:
+            raise ClayoutError(f"to_image: {'out' if pitch is None else 'row_pitch'}= and "
+                               "max_image= do not go together (tiles are new arrays); pass "
+                               "one of them")
         plan = tile_plan(layout, desc.dims, max_image)
         _check_device_limit(eng, plan.max_image)
     else:
         check_fits(image, eng.limits)
     if out is not None:
-        host_out(out, image.array_shape, image.dtype, flat, "to_image")
-    return Call("to_image", desc, image, eng, flat, out, plan)
+        host_out(out, shape, image.dtype, flat, "to_image")
+    return Call("to_image", desc, image, eng, flat, out, plan, pitch=pitch)
 
 
 def _check_device_limit(engine, max_image) -> None:
@@ -183,15 +197,20 @@ def _check_device_limit(engine, max_image) -> None:
 
 # -- from_image -----------------------------------------------------------------------------
 def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
-                     check_padding=True) -> Call:
+                     check_padding=True, row_pitch=None) -> Call:
     layout = image_layout(layout)
     if isinstance(image, Memory):
         _no_host_out(out, "from_image", "dst")
+        if row_pitch is not None:
+            raise ClayoutError("from_image of a Memory: row_pitch= goes with a pitched host "
+                               "array; a Memory is read as the image it holds (a pitched "
+                               "cl.Buffer: Memory.from_buffer(..., row_pitch=))")
         return _from_image_memory(image, layout, dims, dst, dtype, engine)
     eng = engines.get(engine)
     if isinstance(image, tuple):
-        if out is not None:
-            raise ClayoutError("from_image: out= goes with one image array, not a tuple of tiles")
+        if out is not None or row_pitch is not None:
+            raise ClayoutError(f"from_image: {'out' if row_pitch is None else 'row_pitch'}= "
+                               "goes with one image array, not a tuple of tiles")
         plan = plan_of(layout, dims, image)
         if plan.split:
             dims = as_ints(dims, "dims")
@@ -208,6 +227,9 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
     img_dt = dtypes.image_dtype(dtypes.of_array(arr))
     dims = as_ints(dims, "dims")
     side = _image_side(layout, dims, img_dt)
+    source = arr   # out= may not overlap what the caller gave
+    if row_pitch is not None:   # the pitched host form: the first width columns of each row
+        arr = unpitched(arr, side, pitch_pixels(side, row_pitch, "from_image"), "from_image")
     if arr.shape != side.array_shape:
         raise ClayoutError(f"image of shape {arr.shape} does not match layout {layout.name!r} "
                            f"for dims {dims}: expected {side.array_shape} "
@@ -220,7 +242,7 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
     if out is None:
         check_host_bytes(desc.span_bytes, f"from_image output {desc.describe()}")
     else:
-        host_out(out, shape, desc.dtype, arr, "from_image")
+        host_out(out, shape, desc.dtype, source, "from_image")
     return Call("from_image", side, desc, eng, arr, out, None, shape)
 
 
@@ -343,30 +365,6 @@ def _held(data) -> bool:
         return False
 
 
-def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> np.ndarray:
-    """``out`` when a result of ``shape`` and ``dtype`` can be written into it
-    in place: a writable, C-contiguous numpy array of exactly that shape and
-    dtype, not overlapping ``source`` (the engines read the input while they
-    write the output). ``what`` names the call in the message."""
-    def want() -> str:   # the message, made only for a refusal (a call's cost counts)
-        return (f"a writable, C-contiguous {dtype.name} ({dtype.np}) numpy array of shape "
-                f"{tuple(shape)}")
-    if not isinstance(out, np.ndarray):
-        raise ClayoutError(f"{what}: out= must be {want()}; got {type(out).__name__}")
-    flags = out.flags
-    if out.shape != tuple(shape) or out.dtype != dtype.np or not flags.c_contiguous \
-            or not flags.writeable:
-        wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
-        wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
-        wrong += [] if flags.c_contiguous else ["a layout that is not C-contiguous"]
-        wrong += [] if flags.writeable else ["read-only"]
-        raise ClayoutError(f"{what}: out= must be {want()}; got one with {', '.join(wrong)}")
-    if np.may_share_memory(out, source):
-        raise ClayoutError(f"{what}: out= overlaps the input; a conversion does not run in "
-                           "place (pass a separate array)")
-    return out
-
-
 def _check_out_side(out: Memory, want, dtype, what: str) -> None:
     """Refuse a destination Memory that is not the side the call asks for
     (layout, dims and, where the call names it, dtype): a conversion writes
@@ -389,5 +387,4 @@ def _no_host_out(out, what: str, where: str) -> None:
 
 
 __all__ = ["Call", "run", "parse_reorder", "parse_to_image", "parse_from_image",
-           "parse_from_frame", "host_out",
-           "SIDES"]
+           "parse_from_frame", "host_out", "SIDES"]

@@ -137,6 +137,12 @@ class Engine:
         (``fresh``: dst_storage is known to be zero)."""
         raise NotImplementedError
 
+    def pitch_alignment(self) -> int:
+        """The row pitch alignment, in pixels, of a 2-D image over a buffer
+        (CL_DEVICE_IMAGE_PITCH_ALIGNMENT; runtime.image_pitch); 0: none, as
+        for host arrays."""
+        return 0
+
     def __repr__(self) -> str:
         return f"<clayout engine {self.name}>"
 

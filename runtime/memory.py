@@ -29,6 +29,7 @@ from .algebra.desc import MemoryDesc
 from .algebra.hostarray import check_shape, host_shape, physical_input
 from .algebra.layout import ImageDesc
 from .errors import BufferCopyWarning, ClayoutError
+from .hostside import pitch_pixels
 
 
 class Memory:
@@ -39,8 +40,10 @@ class Memory:
     engine; used in place through USE_HOST_PTR on OpenCL), or the user's
     ``cl.Buffer`` / ``cl.Image``. ``side`` is the MemoryDesc or ImageDesc it
     holds (``Memory(side)`` takes either); ``desc`` its memory (an image's
-    dense desc). ``zero_copy`` and ``copy_reason`` are set by ``from_buffer``
-    (None otherwise).
+    dense desc). ``zero_copy``, ``copy_reason`` and ``row_pitch`` (bytes
+    from one row of a 2-D image to the next in the caller's buffer) are set
+    by ``from_buffer`` (None otherwise; ``row_pitch`` None for a layout on a
+    buffer storage).
 
     Every constructor ends in ``__init__``: the side, the engine it lives on
     (runtime.engine.engine_for: a device object or queue brings its
@@ -55,10 +58,13 @@ class Memory:
                                "for an image use Memory.image(layout, dims, dtype)")
         self.side = desc
         self.engine = engines.engine_for(engine, data, queue)
-        self.zero_copy = self.copy_reason = None
+        self.zero_copy = self.copy_reason = self.row_pitch = None
         if view:   # Memory.from_buffer: the engine views the buffer or copies it, and says why
-            taken = self.engine.view_buffer(desc, data, row_pitch)
+            pitch = None if row_pitch is None else \
+                pitch_pixels(desc, row_pitch, "Memory.from_buffer")   # bytes -> pixels
+            taken = self.engine.view_buffer(desc, data, pitch)
             self.storage, self.copy_reason = taken.storage, taken.reason
+            self.row_pitch = taken.row_pitch
             self.zero_copy = taken.reason is None
             if taken.first:
                 warnings.warn(f"clayout: Memory.from_buffer: {taken.reason}", BufferCopyWarning,
@@ -95,11 +101,13 @@ class Memory:
         caller's ``cl.Buffer``, without a copy where the device allows it
         (runtime/opencl/shared.py): a layout on a buffer storage holds the
         buffer itself; a 2-D image views it where the device has
-        cl_khr_image2d_from_buffer (``row_pitch``: pixels from one row to the
-        next, by default the width rounded up to the device's pitch
-        alignment). Elsewhere the buffer's bytes are copied into a new image
-        on the device, and a BufferCopyWarning says why (once per engine and
-        reason). ``zero_copy`` tells which; ``copy_reason`` why not."""
+        cl_khr_image2d_from_buffer (``row_pitch``: BYTES from one row to the
+        next, as clCreateImage's image_row_pitch, a whole number of pixels;
+        by default the row's bytes rounded up to the device's pitch
+        alignment, runtime.image_pitch). Elsewhere the buffer's bytes are
+        copied into a new image on the device, and a BufferCopyWarning says
+        why (once per engine and reason). ``zero_copy`` tells which;
+        ``copy_reason`` why not; ``row_pitch`` the pitch in bytes it read."""
         side = ImageDesc(image_layout(layout), dims, dtype)
         if not engines.is_device_object(buffer):
             raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "

@@ -4,9 +4,11 @@
   (PoCL) a 2-D image layout copies the buffer into a new image, says why
   once per engine and reason (BufferCopyWarning), and holds the buffer's
   exact bits; a layout on a buffer storage holds the caller's buffer itself,
-  writes through either seen through the other; the row pitch, base address
-  and size checks refuse with one clear message (the device's numbers given
-  by a stand-in where PoCL cannot reach the view path); bad input is refused.
+  writes through either seen through the other; the row pitch (bytes, as
+  clCreateImage's), base address and size checks refuse with one clear
+  message (the device's numbers given by a stand-in where PoCL cannot reach
+  the view path); bad input is refused. tests/test_row_pitch.py has the
+  pitched host arrays and the pitch refusals.
 - ``host_in_place``: a host-array conversion works on the caller's arrays
   (the buffers' host memory is the arrays' own), and without it on copies.
 - Threads: from_buffer and in-place conversions from eight threads on one
@@ -92,14 +94,15 @@ def test_copy_fallback_with_a_row_pitch_and_conversions(fresh):
         pytest.skip(f"{fresh.device_name} views buffers as images: no copy to check")
     side = image_side("in_out_channel", DIMS)
     pixels = _pixels(side, 1)
-    pitch = side.width + 5
+    pitch = side.width + 5                      # pixels; row_pitch= takes bytes
     wide = np.zeros((side.height, pitch, 4), np.float32)
     wide[:, :side.width] = pixels
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", BufferCopyWarning)
         mem = Memory.from_buffer(_buffer(fresh, wide), "in_out_channel", DIMS, engine=fresh,
-                                 row_pitch=pitch)
+                                 row_pitch=pitch * 16)
     assert np.array_equal(bits(mem.to_numpy()), bits(pixels))
+    assert mem.row_pitch == pitch * 16
     x = np.random.default_rng(2).standard_normal(DIMS).astype(np.float32)
     src = Memory.from_numpy(x.reshape(-1), MemoryDesc(DIMS), engine=fresh)
     runtime.memory.convert(src, mem)   # a write into the Memory, then back out
@@ -149,28 +152,29 @@ def test_buffer_storage_is_the_callers_buffer(cl_engine, layout):
 
 # -- the checks --------------------------------------------------------------------------------
 def test_pitch_alignment_and_size_with_a_stand_in_device():
+    """shared.buffer_pitch works in pixels (Memory turned the caller's bytes
+    into pixels: runtime.hostside.pitch_pixels) and speaks bytes."""
     side = image_side("in_out_channel", DIMS)      # 35 x 5 RGBA f32: 16-byte pixels
     pixel, need = 16, lambda p: p * side.height * 16
-    pitch = shared.image_pitch(side, need(64), None, 64, 0, None, "dev", view=True)
+    pitch = shared.buffer_pitch(side, need(64), None, 64, 0, None, "dev", view=True)
     assert pitch == 64                                       # 35 rounded up to 64
-    assert shared.image_pitch(side, need(128), 128, 64, 0, None, "dev", view=True) == 128
-    assert shared.image_pitch(side, need(35), None, 64, 0, None, "dev", view=False) == 35
-    assert shared.image_pitch(side, need(40), 40, 64, 16, 8, "dev", view=False) == 40
-    with pytest.raises(ClayoutError, match=r"row_pitch 100 pixels is not a multiple of dev's "
-                       r"CL_DEVICE_IMAGE_PITCH_ALIGNMENT 64 pixels; allowed: a multiple of 64 "
-                       r">= 35, e\.g\. 64"):
-        shared.image_pitch(side, need(100), 100, 64, 0, None, "dev", view=True)
-    for bad in (34, 2.5, "64", True):
-        with pytest.raises(ClayoutError, match="row_pitch .*whole number of pixels >= the "
-                                               "image width 35"):
-            shared.image_pitch(side, need(64), bad, 1, 0, None, "dev", view=True)
+    assert runtime.image_pitch("in_out_channel", DIMS, device=64) == 64 * pixel
+    assert shared.buffer_pitch(side, need(128), 128, 64, 0, None, "dev", view=True) == 128
+    assert shared.buffer_pitch(side, need(35), None, 64, 0, None, "dev", view=False) == 35
+    assert shared.buffer_pitch(side, need(40), 40, 64, 16, 8, "dev", view=False) == 40
+    with pytest.raises(ClayoutError, match=r"row_pitch 1600 bytes \(100 pixels of 16 bytes\) is "
+                       r"not a multiple of dev's CL_DEVICE_IMAGE_PITCH_ALIGNMENT 64 pixels "
+                       r"\(1024 bytes\); allowed: a multiple of 1024 bytes >= the row's 560, "
+                       r"e\.g\. 1024"):
+        shared.buffer_pitch(side, need(100), 100, 64, 0, None, "dev", view=True)
     with pytest.raises(ClayoutError, match=r"starts at address 0x40, not a multiple of dev's "
                        r"CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT 8 pixels \(128 bytes"):
-        shared.image_pitch(side, need(64), None, 64, 8, 0x40, "dev", view=True)
-    assert shared.image_pitch(side, need(64), None, 64, 8, 0x80, "dev", view=True) == 64
+        shared.buffer_pitch(side, need(64), None, 64, 8, 0x40, "dev", view=True)
+    assert shared.buffer_pitch(side, need(64), None, 64, 8, 0x80, "dev", view=True) == 64
     with pytest.raises(ClayoutError, match=rf"cl.Buffer of {need(64) - 1} bytes is too small "
-                       rf".*it needs {need(64)} bytes \(64 x 5 pixels of {pixel} bytes\)"):
-        shared.image_pitch(side, need(64) - 1, None, 64, 0, None, "dev", view=True)
+                       rf".*at a row pitch of 1024 bytes: it needs {need(64)} bytes \(5 rows "
+                       rf"of 64 pixels of {pixel} bytes\)"):
+        shared.buffer_pitch(side, need(64) - 1, None, 64, 0, None, "dev", view=True)
 
 
 def test_the_view_path_with_a_stand_in_device(fresh, monkeypatch):
@@ -188,8 +192,10 @@ def test_the_view_path_with_a_stand_in_device(fresh, monkeypatch):
         mem = Memory.from_buffer(buf, "in_out_channel", DIMS, engine=fresh)
     assert mem.zero_copy is True and mem.copy_reason is None
     assert mem.storage == "image over the buffer" and made == [(buf, 48)]
-    with pytest.raises(ClayoutError, match="PITCH_ALIGNMENT 16 pixels"):
-        Memory.from_buffer(buf, "in_out_channel", DIMS, engine=fresh, row_pitch=40)
+    assert mem.row_pitch == 48 * 16 == runtime.image_pitch("in_out_channel", DIMS, device=fresh)
+    with pytest.raises(ClayoutError, match=r"row_pitch 640 bytes \(40 pixels of 16 bytes\) is "
+                                           r"not a multiple of .*PITCH_ALIGNMENT 16 pixels"):
+        Memory.from_buffer(buf, "in_out_channel", DIMS, engine=fresh, row_pitch=40 * 16)
     # a host array wrapped with USE_HOST_PTR at an address off the alignment (4 x 16 bytes)
     host = np.zeros(48 * side.height * 4 + 16, np.float32)
     start = next(i for i in range(16) if (host.ctypes.data + 4 * i) % 64)
@@ -241,9 +247,10 @@ def test_refusals(cl_engine, layout):
 def test_row_pitch_only_on_image2d(cl_engine, layout):
     side = image_side(layout, DIMS)
     buf = cl.Buffer(cl_engine.context, mf.READ_WRITE, 4 * side.nbytes)
-    with pytest.raises(ClayoutError, match=rf"row_pitch applies to layouts on image2d storage; "
-                                           rf"layout '{layout}' is on {side.storage.name}"):
-        Memory.from_buffer(buf, layout, DIMS, engine=cl_engine, row_pitch=side.width + 1)
+    with pytest.raises(ClayoutError, match=rf"row_pitch=\d+, but row_pitch applies to layouts "
+                                           rf"on image2d storage .*layout '{layout}' is on "
+                                           rf"{side.storage.name}"):
+        Memory.from_buffer(buf, layout, DIMS, engine=cl_engine, row_pitch=(side.width + 1) * 16)
 
 
 # -- host arrays in place ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ side (``runtime.memory.Memory.from_buffer``), one of the methods
   a new image, the buffer's bytes copied into it on the device, and the
   reason, which the caller is told once per engine and reason.
 
-The checks (``image_pitch``) are a function of the device's numbers alone,
+The checks (``buffer_pitch``) are a function of the device's numbers alone,
 so that they are tested without such a device.
 """
 from __future__ import annotations
@@ -45,37 +45,36 @@ class BufferView:
     """What ``view_buffer`` made: ``storage`` (the caller's buffer, an image
     over it, or a new image holding a copy), ``reason`` why it is a copy
     (None: no copy), ``first``: the first time this engine copies for this
-    reason (the caller tells the user then), ``row_pitch`` in pixels (None
-    for a buffer storage)."""
+    reason (the caller tells the user then), ``row_pitch`` in bytes, the
+    pitch the image was read at (None for a buffer storage)."""
     storage: object
     reason: str | None
     first: bool
     row_pitch: int | None
 
 
-def image_pitch(side, nbytes: int, row_pitch, pitch_align: int, base_align: int,
-                address: int | None, device: str, view: bool) -> int:
+def buffer_pitch(side, nbytes: int, row_pitch, pitch_align: int, base_align: int,
+                 address: int | None, device: str, view: bool) -> int:
     """The row pitch in pixels of the 2-D image ``side`` read from a buffer
     of ``nbytes`` bytes at ``address`` (None: the driver's own allocation,
     aligned by it), or a ClayoutError naming what is wrong. ``view``: the
     image will view the buffer (the device's ``pitch_align`` and
     ``base_align``, in pixels, 0 for none, then apply); else its bytes are
-    copied and only the pitch and the size matter. ``row_pitch`` None: the
-    width, rounded up to the pitch alignment."""
+    copied and only the pitch and the size matter. ``row_pitch``: pixels
+    from one row to the next (the caller's bytes, already checked by
+    runtime.hostside.pitch_pixels: a whole number of pixels >= the width);
+    None: the width, rounded up to the pitch alignment. Messages give bytes,
+    the unit the caller used."""
     pixel = side.lanes * side.dtype.itemsize
     align = max(1, pitch_align) if view else 1
-    if row_pitch is None:
-        pitch = round_up(side.width, align)
-    else:
-        if isinstance(row_pitch, bool) or not isinstance(row_pitch, int) or row_pitch < side.width:
-            raise ClayoutError(f"row_pitch {row_pitch!r}: expected a whole number of pixels "
-                               f">= the image width {side.width} ({side.describe()})")
-        pitch = row_pitch
-        if pitch % align:
-            raise ClayoutError(
-                f"row_pitch {pitch} pixels is not a multiple of {device}'s "
-                f"CL_DEVICE_IMAGE_PITCH_ALIGNMENT {align} pixels; allowed: a multiple of "
-                f"{align} >= {side.width}, e.g. {round_up(side.width, align)} (the default)")
+    pitch = round_up(side.width, align) if row_pitch is None else row_pitch
+    if pitch % align:
+        raise ClayoutError(
+            f"row_pitch {pitch * pixel} bytes ({pitch} pixels of {pixel} bytes) is not a "
+            f"multiple of {device}'s CL_DEVICE_IMAGE_PITCH_ALIGNMENT {align} pixels "
+            f"({align * pixel} bytes); allowed: a multiple of {align * pixel} bytes >= the "
+            f"row's {side.width * pixel}, e.g. {round_up(side.width, align) * pixel} (the "
+            "default, runtime.image_pitch)")
     if view and base_align > 1 and address is not None and address % (base_align * pixel):
         raise ClayoutError(
             f"the cl.Buffer starts at address {address:#x}, not a multiple of {device}'s "
@@ -86,8 +85,8 @@ def image_pitch(side, nbytes: int, row_pitch, pitch_align: int, base_align: int,
     need = pitch * rows * pixel
     if nbytes < need:
         raise ClayoutError(f"cl.Buffer of {nbytes} bytes is too small for {side.describe()} "
-                           f"at a row pitch of {pitch} pixels: it needs {need} bytes "
-                           f"({pitch} x {rows} pixels of {pixel} bytes)")
+                           f"at a row pitch of {pitch * pixel} bytes: it needs {need} bytes "
+                           f"({rows} rows of {pitch} pixels of {pixel} bytes)")
     return pitch
 
 
@@ -123,9 +122,16 @@ class SharedStorage:
                 self.__dict__["_image_alignments"] = _alignments(self.device)
             return self.__dict__["_image_alignments"]
 
+    def pitch_alignment(self) -> int:
+        """CL_DEVICE_IMAGE_PITCH_ALIGNMENT in pixels (0: none, as on a
+        device without cl_khr_image2d_from_buffer, or where it cannot be read)."""
+        found = self.image_alignments()
+        return 0 if found is None else found[0]
+
     def view_buffer(self, side, buffer, row_pitch=None) -> BufferView:
         """The storage of ``side`` (an ImageDesc) on the caller's ``buffer``
-        (see the module docstring)."""
+        (see the module docstring); ``row_pitch`` in pixels (Memory turned
+        the caller's bytes into pixels), None for the default."""
         if not isinstance(buffer, cl.Buffer):
             raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "
                                f"{type(buffer).__name__}")
@@ -142,16 +148,17 @@ class SharedStorage:
              "image can view a buffer")
         if why is None:
             pitch_align, base_align = self.image_alignments()
-            pitch = image_pitch(side, buffer.size, row_pitch, pitch_align, base_align,
+            pitch = buffer_pitch(side, buffer.size, row_pitch, pitch_align, base_align,
                                 buffer_address(buffer), self.device_name, view=True)
-            return BufferView(self._image_over(side, buffer, pitch), None, False, pitch)
+            return BufferView(self._image_over(side, buffer, pitch), None, False,
+                              pitch * side.lanes * side.dtype.itemsize)
         if not side.storage.views_buffer:
             _no_pitch(side, row_pitch)
-        pitch = image_pitch(side, buffer.size, row_pitch, 0, 0, None, self.device_name,
+        pitch = buffer_pitch(side, buffer.size, row_pitch, 0, 0, None, self.device_name,
                             view=False)
         reason = f"{why}: the buffer's bytes were copied into a new image"
         return BufferView(self._image_copy(side, buffer, pitch), reason, self._first(reason),
-                          pitch)
+                          pitch * side.lanes * side.dtype.itemsize)
 
     def _own_buffer(self, side, buffer, row_pitch) -> BufferView:
         _no_pitch(side, row_pitch)
@@ -204,6 +211,12 @@ def _no_pitch(side, row_pitch) -> None:
     if row_pitch is not None:
         raise ClayoutError(f"row_pitch applies to layouts on image2d storage; layout "
                            f"{side.layout.name!r} is on {side.storage.name} storage")
+
+
+def device_pitch_alignment(device: cl.Device) -> int:
+    """CL_DEVICE_IMAGE_PITCH_ALIGNMENT of ``device`` in pixels (0: none or unreadable)."""
+    found = _alignments(device)
+    return 0 if found is None else found[0]
 
 
 def _alignments(device: cl.Device) -> tuple[int, int] | None:
