@@ -12,7 +12,9 @@
 #   make bench   tools/bench.py
 # The cases a tier leaves out are deselected, never skipped (tests/conftest.py).
 # A second run is quick: apt runs only for missing packages and pip only when
-# pyproject.toml is newer than .venv/.stamp.
+# pyproject.toml is newer than .venv/.stamp. On x86-64 Linux the venv also gets
+# Intel's OpenCL CPU runtime (clayout[intel-cpu]) beside Debian's PoCL: the
+# device tests run on both (runtime/opencl/vendors.py makes the loader see it).
 
 PYTHON ?= python3
 VENV := .venv
@@ -62,7 +64,8 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,model,plot]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,model,plot,intel-cpu]'
+	$(PY) -c "from runtime.opencl import vendors; print(vendors.prepare())"
 	@touch $@
 
 # The demo also converts a real export (PP-OCRv4 det, from PyPI's rapidocr-onnxruntime

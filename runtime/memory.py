@@ -100,14 +100,17 @@ class Memory:
         """An image Memory of ``layout`` at ``dims`` whose pixels are the
         caller's ``cl.Buffer``, without a copy where the device allows it
         (runtime/opencl/shared.py): a layout on a buffer storage holds the
-        buffer itself; a 2-D image views it where the device has
-        cl_khr_image2d_from_buffer (``row_pitch``: BYTES from one row to the
-        next, as clCreateImage's image_row_pitch, a whole number of pixels;
-        by default the row's bytes rounded up to the device's pitch
-        alignment, runtime.image_pitch). Elsewhere the buffer's bytes are
-        copied into a new image on the device, and a BufferCopyWarning says
-        why (once per engine and reason). ``zero_copy`` tells which;
-        ``copy_reason`` why not; ``row_pitch`` the pitch in bytes it read."""
+        buffer itself. ``row_pitch``: BYTES from one row of a 2-D image to
+        the next, as clCreateImage's image_row_pitch, a whole number of
+        pixels; by default the row's own bytes (dense rows), on every
+        device. A 2-D image views the buffer where the device has
+        cl_khr_image2d_from_buffer and the pitch and the buffer's start are
+        multiples of its alignments (runtime.image_pitch gives an aligned
+        pitch). Elsewhere the buffer's bytes are copied into a new image on
+        the device, and a BufferCopyWarning says why (once per engine and
+        reason); a buffer too small for the rows is refused. ``zero_copy``
+        tells which; ``copy_reason`` why not; ``row_pitch`` the pitch in
+        bytes it read."""
         side = ImageDesc(image_layout(layout), dims, dtype)
         if not engines.is_device_object(buffer):
             raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "

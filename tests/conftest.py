@@ -309,8 +309,76 @@ def run_under_oclgrind(script: str, tmp_path: Path, cwd: Path) -> subprocess.Com
     return proc
 
 
+def opencl_implementations() -> list:
+    """(id, device) of every OpenCL implementation present with image
+    support, one device each, the default engine's first: PoCL ("pocl") and,
+    where make installed it, Intel's CPU runtime ("intel"). Empty without
+    pyopencl or a device."""
+    try:
+        from runtime.opencl import engine
+        import pyopencl as cl
+        platforms = cl.get_platforms()
+    except Exception:  # noqa: BLE001 - no pyopencl, no ICD loader, no platform
+        return []
+    found = []
+    for platform in platforms:
+        try:
+            device = next(d for d in platform.get_devices() if d.image_support)
+        except (StopIteration, cl.Error):
+            continue
+        name = platform.name.lower()
+        short = "pocl" if "portable" in name else "intel" if "intel" in name else \
+            "".join(c for c in name if c.isalnum())[:12]
+        found.append((short, device))
+    try:
+        first = engine.default().device if engine.available() else None
+    except Exception:  # noqa: BLE001 - the fixture says why
+        first = None
+    found.sort(key=lambda item: item[1] != first)
+    return found
+
+
+IMPLEMENTATIONS = opencl_implementations()
+
+
+def pytest_generate_tests(metafunc):
+    """Every test that takes ``cl_engine`` (itself or through another
+    fixture) runs once per OpenCL implementation present."""
+    if "cl_engine" in metafunc.fixturenames and len(IMPLEMENTATIONS) > 1:
+        metafunc.parametrize("cl_engine", [i for i, _ in IMPLEMENTATIONS], indirect=True,
+                             scope="session")
+
+
 @pytest.fixture(scope="session")
-def cl_engine():
+def cl_engine(request):
+    """The OpenCL engine, once per implementation present (PoCL, Intel's CPU
+    runtime: pytest_generate_tests) for a test that takes it; the first is the
+    default engine (``engine="opencl"``), the others engines on their own
+    device. Asked for by name inside a test (getfixturevalue), the default."""
+    try:
+        from runtime.opencl import engine
+        ok = engine.available()
+    except ImportError as exc:
+        require("an OpenCL device", False, str(exc))
+    require("an OpenCL device with image support", ok, engine.why_not())
+    chosen = getattr(request, "param", None)
+    if not IMPLEMENTATIONS or chosen in (None, IMPLEMENTATIONS[0][0]):
+        return engine.default()
+    import pyopencl as cl
+    device = dict(IMPLEMENTATIONS)[chosen]
+    # the context held while the engine takes it from the queue: Intel's CPU
+    # runtime frees a context whose last reference goes, though a queue is on it
+    from runtime.opencl import contexts
+    context = cl.Context([device])
+    made = engine.OpenCLEngine(queue=cl.CommandQueue(context))
+    contexts.register(made)   # the engine Memory objects on its context find, as the default's
+    return made
+
+
+@pytest.fixture(scope="session")
+def default_cl_engine():
+    """The default OpenCL engine (``engine="opencl"``) alone, for a test of
+    the default itself (its device's limits and alignments)."""
     try:
         from runtime.opencl import engine
         ok = engine.available()

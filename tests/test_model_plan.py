@@ -245,10 +245,10 @@ def test_an_external_data_length_that_is_not_the_tensors(tmp_path, capsys):
 
 
 # -- images the cpu engine converts ------------------------------------------------------------------
-def test_dry_run_says_which_images_the_host_converts(tmp_path, capsys, monkeypatch, cl_engine):
+def test_dry_run_says_which_images_the_host_converts(tmp_path, capsys, monkeypatch, default_cl_engine):
     from runtime.algebra.storage import Limits
-    monkeypatch.setattr(cl_engine, "image_limits", (8, 8))     # the build machine's device
-    monkeypatch.setattr(cl_engine, "storage_limits", Limits.of((8, 8)))
+    monkeypatch.setattr(default_cl_engine, "image_limits", (8, 8))     # the build machine's device
+    monkeypatch.setattr(default_cl_engine, "storage_limits", Limits.of((8, 8)))
     argv = ["model", SAMPLE, "--engine", "opencl", "--max-image", "64,64"]
     code, out, err = run(capsys, *argv, "--dry-run")
     assert code == 0, err

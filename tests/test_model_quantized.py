@@ -405,7 +405,7 @@ def test_float16_model_gives_f16_images(tmp_path, capsys):
 
 
 # -- the device's limit and the target's ------------------------------------------------------------
-def test_max_image_over_the_device_limit(tmp_path, capsys, monkeypatch, cl_engine):
+def test_max_image_over_the_device_limit(tmp_path, capsys, monkeypatch, default_cl_engine):
     """--max-image larger than the device allows: those images are converted on
     the host, with the cpu engine's bits, and the command says so once."""
     big, bias = floats(16, 16, 3, 3), floats(16)               # conv2d_filter 16 x 36
@@ -413,11 +413,11 @@ def test_max_image_over_the_device_limit(tmp_path, capsys, monkeypatch, cl_engin
     nodes = [helper.make_node("Conv", ["x", "big", "bias"], ["a"]),
              helper.make_node("MatMul", ["a", "fc"], ["y"])]
     path = build(tmp_path, nodes, {"big": big, "bias": bias, "fc": fc})
-    monkeypatch.setattr(cl_engine, "image_limits", (8, 8))     # the build machine's device
-    monkeypatch.setattr(cl_engine, "storage_limits", Limits.of((8, 8)))
-    assert runtime.engine.get("opencl") is cl_engine
+    monkeypatch.setattr(default_cl_engine, "image_limits", (8, 8))     # the build machine's device
+    monkeypatch.setattr(default_cl_engine, "storage_limits", Limits.of((8, 8)))
+    assert runtime.engine.get("opencl") is default_cl_engine
     with pytest.raises(runtime.ClayoutError, match="over the device limit 8x8"):
-        runtime.to_image(big, "conv2d_filter", engine=cl_engine)
+        runtime.to_image(big, "conv2d_filter", engine=default_cl_engine)
     images, manifest, out = convert(tmp_path, capsys, path, "--engine", "opencl",
                                     "--max-image", "64,64", "--no-tiles")
     assert manifest["engine"] == "opencl" and manifest["host_converted"] == ["big", "fc"]

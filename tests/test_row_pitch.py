@@ -15,9 +15,11 @@
 - Refusals, one ClayoutError line each: a pitch shorter than a row, not a
   whole number of pixels, not an int; a layout not on image2d storage; tiles
   (max_image); a Memory; ``Memory.from_buffer`` takes bytes and refuses alike.
-- ``Memory.from_buffer`` over a cl.Buffer holding the pitched bytes: on
-  PoCL (no cl_khr_image2d_from_buffer) a copy, with the reason, holding the
-  bits ``to_image`` gives.
+- ``Memory.from_buffer`` over a cl.Buffer holding the pitched bytes (dense,
+  the device's ``image_pitch``, one off most alignments) holds the bits
+  ``to_image`` gives: on PoCL (no cl_khr_image2d_from_buffer) a copy, with
+  the reason; on a device with it (Intel's CPU runtime) a view at a pitch on
+  its alignment, a copy saying so at one off it.
 """
 import warnings
 
@@ -135,7 +137,7 @@ def test_padding_lanes_are_still_checked_under_a_pitch():
 
 
 # -- image_pitch -------------------------------------------------------------------------------
-def test_image_pitch_converts_the_alignment_from_pixels_to_bytes(cl_engine):
+def test_image_pitch_converts_the_alignment_from_pixels_to_bytes(default_cl_engine):
     dims = (1, 17, 5, 7)                          # 35 x 5 pixels
     assert runtime.image_pitch("in_out_channel", dims, device=0) == 35 * 16
     assert runtime.image_pitch("in_out_channel", dims, device=1) == 35 * 16
@@ -145,10 +147,10 @@ def test_image_pitch_converts_the_alignment_from_pixels_to_bytes(cl_engine):
     assert runtime.image_pitch("image_2d_weights_c1_b_fyx", (3, 5, 3, 3), "f16",
                                device=32) == 32 * 2
     assert runtime.image_pitch("in_out_channel", dims, device="cpu") == 35 * 16  # no device
-    align = cl_engine.pitch_alignment()                # PoCL: 0, it has no image over a buffer
+    align = default_cl_engine.pitch_alignment()                # PoCL: 0, it has no image over a buffer
     want = round_up(35, max(1, align)) * 16
-    assert runtime.image_pitch("in_out_channel", dims, device=cl_engine) == want
-    assert runtime.image_pitch("in_out_channel", dims, device=cl_engine.device) == want
+    assert runtime.image_pitch("in_out_channel", dims, device=default_cl_engine) == want
+    assert runtime.image_pitch("in_out_channel", dims, device=default_cl_engine.device) == want
     assert runtime.image_pitch("in_out_channel", dims) == want   # the default opencl engine
 
 
@@ -245,10 +247,10 @@ def test_from_buffer_over_the_pitched_bytes(cl_engine, layout, dims, dtype):
     x = tensor(dims, 3)
     side = image_side(layout, dims, dtype)
     plain = runtime.to_image(x, layout, dtype=dtype)
-    why = cl_engine.image_from_buffer()
-    found = {runtime.image_pitch(layout, dims, dtype, device=cl_engine)}
-    if why is not None:   # a copying device takes any pitch; a viewing one its aligned ones
-        found.add(round_up(side.width * pixel_bytes(side), 16) + 48)
+    why, align = cl_engine.image_from_buffer(), max(1, cl_engine.pitch_alignment())
+    row = side.width * pixel_bytes(side)
+    found = {runtime.image_pitch(layout, dims, dtype, device=cl_engine), row,   # aligned, dense
+             round_up(row, 16) + 48}                                     # off most alignments
     for pitch in sorted(found):
         pitched = runtime.to_image(x, layout, dtype=dtype, row_pitch=pitch)
         buf = cl.Buffer(cl_engine.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
@@ -256,8 +258,11 @@ def test_from_buffer_over_the_pitched_bytes(cl_engine, layout, dims, dtype):
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always", BufferCopyWarning)
             mem = Memory.from_buffer(buf, layout, dims, dtype, engine=cl_engine, row_pitch=pitch)
-        if why is None:    # a device with cl_khr_image2d_from_buffer: a view of the buffer
+        if why is None and pitch // pixel_bytes(side) % align == 0:   # the device views it
             assert mem.zero_copy is True and mem.copy_reason is None
+        elif why is None:  # it views buffers, but not at this pitch: copied, and it says why
+            assert mem.zero_copy is False
+            assert "CL_DEVICE_IMAGE_PITCH_ALIGNMENT" in mem.copy_reason
         else:              # PoCL: copied, and it says why
             assert mem.zero_copy is False and "cl_khr_image2d_from_buffer" in why
             assert mem.copy_reason == f"{why}: the buffer's bytes were copied into a new image"

@@ -64,8 +64,9 @@ __kernel void generic_in_out_channel(__global const float *src, __write_only ima
                                      int C, int H, int W, int sN, int sC, int sH, int sW)
 {
     int x = get_global_id(0), y = get_global_id(1);
+    if (x >= get_image_width(img) || y >= get_image_height(img)) return;   // the rounded range
     int w = x % W, cb = x / W, n = y / H, h = y % H;
-    if (cb * 4 >= C || n < 0) return;
+    if (cb * 4 >= C) return;
     int base = n * sN + h * sH + w * sW, c = cb * 4;
     float4 v = (float4)(src[base + c * sC],
                         c + 1 < C ? src[base + (c + 1) * sC] : 0.0f,
@@ -78,6 +79,7 @@ __kernel void generic_conv2d_filter(__global const float *src, __write_only imag
                                     int O, int I, int H, int W)
 {
     int x = get_global_id(0), y = get_global_id(1);
+    if (x >= get_image_width(img) || y >= get_image_height(img)) return;   // the rounded range
     int hw = H * W, ob = y / hw, h = (y % hw) / W, w = y % W, i = x;
     if (i >= I) return;
     float v[4];
@@ -130,7 +132,7 @@ class _Bench:
         self.eng = OpenCLEngine(queue=queue)
         self.ctx, self.q = self.eng.context, queue
         self.repeats = repeats
-        program = cl.Program(self.ctx, GENERIC).build()
+        program = programs.build(self.ctx, GENERIC)
         self.generic = {name: cl.Kernel(program, name) for name in (
             "generic_reorder", "generic_in_out_channel", "generic_conv2d_filter")}
 

@@ -239,8 +239,13 @@ def cmd_devices(args) -> int:
     for plat, dev, info in found:
         image = f"images up to {info['image2d'][0]}x{info['image2d'][1]}" \
             if info["image_support"] else "no image support"
-        print(f"{plat.strip()}: {dev.strip()} [{info['type']}, {info['version'].strip()}] {image}, "
-              f"max alloc {info['max_alloc'] >> 20} MiB, fp16 {'yes' if info['fp16'] else 'no'}")
+        print(f"{info['ctx']}  {plat.strip()}: {dev.strip()} [{info['type']}, "
+              f"{info['version'].strip()}] {image}, max alloc {info['max_alloc'] >> 20} MiB, "
+              f"fp16 {'yes' if info['fp16'] else 'no'}, images over buffers "
+              f"{'yes' if info['from_buffer'] else 'no'}")
+    if len(found) > 1:
+        print("choose one with PYOPENCL_CTX=P:D (the number before it); by default the "
+              "first with image support")
     try:
         print("engine auto: " + engines.choose_engine("auto")[1])
     except ClayoutError as exc:

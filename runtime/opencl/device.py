@@ -84,18 +84,20 @@ def device_list():
     except Exception as exc:  # no ICD loader or platform (-1001)
         return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
     found = []
-    for plat in platforms:
+    for p_index, plat in enumerate(platforms):
         try:
             devices = plat.get_devices()
         except Exception:
             continue
-        for dev in devices:
+        for d_index, dev in enumerate(devices):
             info = {"type": cl.device_type.to_string(dev.type),
                     "image_support": bool(dev.image_support),
                     "image2d": (dev.image2d_max_width, dev.image2d_max_height)
                     if dev.image_support else None,
                     "max_alloc": dev.max_mem_alloc_size, "global_mem": dev.global_mem_size,
-                    "fp16": "cl_khr_fp16" in dev.extensions, "version": dev.version}
+                    "fp16": "cl_khr_fp16" in dev.extensions, "version": dev.version,
+                    "ctx": f"{p_index}:{d_index}",
+                    "from_buffer": "cl_khr_image2d_from_buffer" in dev.extensions}
             found.append((plat.name, dev.name, info))
     return found, "" if found else "no OpenCL device found"
 

@@ -11,8 +11,11 @@ cold build of a known source in a new process is cheap too.
 """
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pyopencl as cl
@@ -28,12 +31,29 @@ _STATS_LOCK = threading.Lock()
 
 def _build(context: cl.Context, source: str, name: str):
     start = time.perf_counter()
-    program = cl.Program(context, source).build()
+    program = build(context, source)
     with _STATS_LOCK:
         STATS["builds"] += 1
         STATS["seconds"] += time.perf_counter() - start
     # keep the context alive with its kernel: int_ptr must not be reused
     return context, getattr(program, name)
+
+
+def build(context: cl.Context, source: str, options=()) -> cl.Program:
+    """``source`` built for ``context``, quietly: a driver's build log on a
+    successful build (Intel's CPU runtime reports each kernel's vectorization;
+    pyopencl turns a non-empty log into a CompilerWarning) is shown only with
+    CLAYOUT_DEBUG=1 (on stderr); a failed build raises as always."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", cl.CompilerWarning)
+        program = cl.Program(context, source).build(options=list(options))
+    if os.environ.get("CLAYOUT_DEBUG"):
+        for w in said:
+            print(f"clayout: OpenCL build log: {w.message}", file=sys.stderr)
+    for w in said:   # anything else is the caller's to see
+        if not issubclass(w.category, cl.CompilerWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return program
 
 
 def kernel(context: cl.Context, source: str, name: str = KERNEL_NAME) -> cl.Kernel:

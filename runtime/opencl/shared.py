@@ -4,17 +4,24 @@ side (``runtime.memory.Memory.from_buffer``), one of the methods
 
 * A layout on a buffer storage (``buffer``, ``image_buffer``: the image's
   dense desc in a ``cl.Buffer``) holds the caller's buffer itself.
+* The buffer's rows are ``row_pitch`` pixels apart; by default dense (the
+  row's own pixels), on every device. A buffer too small for height rows at
+  that pitch is refused (ClayoutError).
 * A 2-D image layout, where the device has ``cl_khr_image2d_from_buffer``
-  (core in OpenCL 2.x): a ``cl.Image`` made over the buffer (the buffer in
-  the image descriptor of clCreateImage), after the row pitch against
-  CL_DEVICE_IMAGE_PITCH_ALIGNMENT, the buffer's address against
-  CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT and the buffer's size are checked.
-* Elsewhere (no such extension, as on PoCL; an array or 3-D image storage):
-  a new image, the buffer's bytes copied into it on the device, and the
-  reason, which the caller is told once per engine and reason.
+  (core in OpenCL 2.x), the pitch is a multiple of
+  CL_DEVICE_IMAGE_PITCH_ALIGNMENT and the buffer's start (``buffer_address``)
+  a multiple of CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT (both in pixels, as
+  the spec says): a ``cl.Image`` made over the buffer (the buffer in the
+  image descriptor of clCreateImage), a view.
+* Elsewhere (no such extension, as on PoCL; a pitch or start off the
+  device's alignment; an array or 3-D image storage): a new image, the
+  buffer's bytes copied into it on the device, and the reason, which the
+  caller is told once per engine and reason. A reason names the device and
+  its alignment, never a call's own numbers (pitch, address): one warning
+  per kind of copy, not one per tensor shape.
 
-The checks (``buffer_pitch``) are a function of the device's numbers alone,
-so that they are tested without such a device.
+The decisions (``buffer_pitch``, ``misaligned``) are functions of the
+device's numbers alone, so that they are tested without such a device.
 """
 from __future__ import annotations
 
@@ -28,7 +35,6 @@ from dataclasses import dataclass
 import pyopencl as cl
 
 from ..algebra.catalog import check_fits
-from ..algebra.checks import round_up
 from ..errors import ClayoutError
 from . import images
 
@@ -53,34 +59,15 @@ class BufferView:
     row_pitch: int | None
 
 
-def buffer_pitch(side, nbytes: int, row_pitch, pitch_align: int, base_align: int,
-                 address: int | None, device: str, view: bool) -> int:
+def buffer_pitch(side, nbytes: int, row_pitch) -> int:
     """The row pitch in pixels of the 2-D image ``side`` read from a buffer
-    of ``nbytes`` bytes at ``address`` (None: the driver's own allocation,
-    aligned by it), or a ClayoutError naming what is wrong. ``view``: the
-    image will view the buffer (the device's ``pitch_align`` and
-    ``base_align``, in pixels, 0 for none, then apply); else its bytes are
-    copied and only the pitch and the size matter. ``row_pitch``: pixels
-    from one row to the next (the caller's bytes, already checked by
-    runtime.hostside.pitch_pixels: a whole number of pixels >= the width);
-    None: the width, rounded up to the pitch alignment. Messages give bytes,
-    the unit the caller used."""
+    of ``nbytes`` bytes: ``row_pitch`` (pixels from one row to the next, the
+    caller's bytes already checked by runtime.hostside.pitch_pixels: a whole
+    number of pixels >= the width), None: dense rows, the width. A buffer
+    too small for the image's rows at that pitch is a ClayoutError (in
+    bytes, the unit the caller used)."""
     pixel = side.lanes * side.dtype.itemsize
-    align = max(1, pitch_align) if view else 1
-    pitch = round_up(side.width, align) if row_pitch is None else row_pitch
-    if pitch % align:
-        raise ClayoutError(
-            f"row_pitch {pitch * pixel} bytes ({pitch} pixels of {pixel} bytes) is not a "
-            f"multiple of {device}'s CL_DEVICE_IMAGE_PITCH_ALIGNMENT {align} pixels "
-            f"({align * pixel} bytes); allowed: a multiple of {align * pixel} bytes >= the "
-            f"row's {side.width * pixel}, e.g. {round_up(side.width, align) * pixel} (the "
-            "default, runtime.image_pitch)")
-    if view and base_align > 1 and address is not None and address % (base_align * pixel):
-        raise ClayoutError(
-            f"the cl.Buffer starts at address {address:#x}, not a multiple of {device}'s "
-            f"CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT {base_align} pixels "
-            f"({base_align * pixel} bytes of {side.channels} {side.dtype.name}); allocate "
-            "the host array (or the sub-buffer's origin) on that alignment")
+    pitch = side.width if row_pitch is None else row_pitch
     rows = side.height * side.depth
     need = pitch * rows * pixel
     if nbytes < need:
@@ -88,6 +75,26 @@ def buffer_pitch(side, nbytes: int, row_pitch, pitch_align: int, base_align: int
                            f"at a row pitch of {pitch * pixel} bytes: it needs {need} bytes "
                            f"({rows} rows of {pitch} pixels of {pixel} bytes)")
     return pitch
+
+
+def misaligned(side, pitch: int, pitch_align: int, base_align: int, address: int | None,
+               device: str) -> str | None:
+    """Why a device that views buffers as 2-D images (its ``pitch_align``
+    and ``base_align`` in pixels, 0 for none) cannot view the buffer of
+    ``side`` at ``pitch`` pixels starting at ``address`` (None: the
+    driver's own allocation, aligned by it); None: it can. The reason has
+    no per-call number, so that it is told once per engine."""
+    pixel = side.lanes * side.dtype.itemsize
+    wrong = []
+    if pitch_align > 1 and pitch % pitch_align:
+        wrong.append(f"the row pitch (row_pitch=, else the row's own bytes) is not a multiple "
+                     f"of {device}'s CL_DEVICE_IMAGE_PITCH_ALIGNMENT, {pitch_align} pixels "
+                     "(runtime.image_pitch gives one that is)")
+    if base_align > 1 and address is not None and address % (base_align * pixel):
+        wrong.append(f"the buffer's start (a USE_HOST_PTR host array or a sub-buffer's "
+                     f"origin) is not a multiple of {device}'s "
+                     f"CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT, {base_align} pixels")
+    return "; and ".join(wrong) or None
 
 
 def buffer_address(buffer: cl.Buffer) -> int | None:
@@ -131,7 +138,7 @@ class SharedStorage:
     def view_buffer(self, side, buffer, row_pitch=None) -> BufferView:
         """The storage of ``side`` (an ImageDesc) on the caller's ``buffer``
         (see the module docstring); ``row_pitch`` in pixels (Memory turned
-        the caller's bytes into pixels), None for the default."""
+        the caller's bytes into pixels), None for dense rows."""
         if not isinstance(buffer, cl.Buffer):
             raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "
                                f"{type(buffer).__name__}")
@@ -143,22 +150,23 @@ class SharedStorage:
         check_fits(side, self.storage_limits)
         if side.storage.on_buffer:
             return self._own_buffer(side, buffer, row_pitch)
-        why = self.image_from_buffer() if side.storage.views_buffer else \
-            (f"layout {side.layout.name!r} is on {side.storage.name} storage; only a 2-D "
-             "image can view a buffer")
-        if why is None:
-            pitch_align, base_align = self.image_alignments()
-            pitch = buffer_pitch(side, buffer.size, row_pitch, pitch_align, base_align,
-                                buffer_address(buffer), self.device_name, view=True)
-            return BufferView(self._image_over(side, buffer, pitch), None, False,
-                              pitch * side.lanes * side.dtype.itemsize)
         if not side.storage.views_buffer:
             _no_pitch(side, row_pitch)
-        pitch = buffer_pitch(side, buffer.size, row_pitch, 0, 0, None, self.device_name,
-                            view=False)
+        pitch = buffer_pitch(side, buffer.size, row_pitch)    # too small: refused
+        row_bytes = pitch * side.lanes * side.dtype.itemsize
+        if side.storage.views_buffer:
+            why = self.image_from_buffer()
+            if why is None:
+                why = misaligned(side, pitch, *self.image_alignments(), buffer_address(buffer),
+                                 self.device_name)
+            if why is None:
+                return BufferView(self._image_over(side, buffer, pitch), None, False, row_bytes)
+        else:
+            why = (f"layout {side.layout.name!r} is on {side.storage.name} storage; only a 2-D "
+                   "image can view a buffer")
         reason = f"{why}: the buffer's bytes were copied into a new image"
         return BufferView(self._image_copy(side, buffer, pitch), reason, self._first(reason),
-                          pitch * side.lanes * side.dtype.itemsize)
+                          row_bytes)
 
     def _own_buffer(self, side, buffer, row_pitch) -> BufferView:
         _no_pitch(side, row_pitch)
@@ -181,17 +189,23 @@ class SharedStorage:
 
     def _image_copy(self, side, buffer, pitch: int) -> cl.Image:
         """A new image holding the buffer's pixels, copied on the device (a
-        pitched buffer is first made dense by a rectangle copy)."""
+        pitched buffer is first made dense by a rectangle copy). A
+        sub-buffer is read as its parent from the sub-buffer's origin: PoCL
+        3.1 crashes (SIGSEGV) copying from a sub-buffer into an image or by
+        a rectangle, while a copy from the parent at an offset is plain."""
         image = images.create(self.context, side, self.storage_limits)
-        source, wait = buffer, None
+        source, start, wait = buffer, 0, None
+        if buffer.associated_memobject is not None:   # no sub-buffer of a sub-buffer in OpenCL
+            source, start = buffer.associated_memobject, int(buffer.offset)
         if pitch != side.width:
             row = side.width * side.lanes * side.dtype.itemsize
-            source = self.new_buffer(row * side.height)
-            wait = [cl.enqueue_copy(self.queue, source, buffer, src_origin=(0, 0),
+            dense = self.new_buffer(row * side.height)
+            wait = [cl.enqueue_copy(self.queue, dense, source, src_origin=(start, 0),
                                     dst_origin=(0, 0), region=(row, side.height),
                                     src_pitches=(pitch * side.lanes * side.dtype.itemsize,),
                                     dst_pitches=(row,))]
-        event = cl.enqueue_copy(self.queue, image, source, offset=0,
+            source, start = dense, 0
+        event = cl.enqueue_copy(self.queue, image, source, offset=start,
                                 origin=images.origin(side), region=images.region(side),
                                 wait_for=wait)
         if not self.in_order:   # the copy is part of making the Memory
