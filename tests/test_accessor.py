@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import runtime
 from conftest import bits
 from runtime import ClayoutError, ImageDesc, MemoryDesc, image_layout
-from runtime.opencl import images
+from runtime.opencl import images, programs
 from runtime.opencl.accessor import accessor
 from strategies import FEW, MOVED, small_dims
 
@@ -109,7 +109,7 @@ def program(eng, read, write=None):
         text += gather_source(read, True)
     if write is not None:
         text += write.source + scatter_source(write)
-    return cl.Program(eng.context, text).build()
+    return programs.build(eng.context, text)
 
 
 def gather(eng, prg, acc, data, four=False) -> np.ndarray:
@@ -248,7 +248,7 @@ __kernel void probe(t_PARAMS, __global float *out)
     vstore4(v, 0, out + {len(probes)});
 }}
 """
-    prg = cl.Program(cl_engine.context, text).build()
+    prg = programs.build(cl_engine.context, text)
     out = np.full(len(probes) + 4, 7.0, np.float32)
     buf = cl.Buffer(cl_engine.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
                     hostbuf=out)

@@ -25,6 +25,7 @@ import runtime
 from runtime import ClayoutError, ImageDesc, Memory, MemoryDesc, image_layout
 from runtime.memory import convert
 from runtime.opencl.accessor import accessor
+from runtime.opencl import programs
 from test_accessor import each_index
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "kernels.md"
@@ -72,7 +73,7 @@ def test_the_docs_convolution_refuses_lanes_along_h_or_w(cl_engine, out):
     ya = accessor(out, Y_DIMS, name="y", access="write")
     assert "#define y_STORE4_A1" not in ya.source
     with pytest.raises(cl.RuntimeError, match=re.escape(REFUSAL)):
-        cl.Program(cl_engine.context, xa.source + wa.source + ya.source + KERNEL).build()
+        programs.build(cl_engine.context, xa.source + wa.source + ya.source + KERNEL)
 
 
 @pytest.mark.parametrize("x_kind, w_kind, y_kind", [
@@ -87,7 +88,7 @@ def test_the_docs_convolution_is_right_wherever_it_compiles(cl_engine, x_kind, w
     sides = side(x_kind, X_DIMS), side(w_kind, W_DIMS), side(y_kind, Y_DIMS)
     xa, wa = accessor(sides[0], name="x"), accessor(sides[1], name="w")
     ya = accessor(sides[2], name="y", access="write")
-    program = cl.Program(cl_engine.context, xa.source + wa.source + ya.source + KERNEL).build()
+    program = programs.build(cl_engine.context, xa.source + wa.source + ya.source + KERNEL)
     xm, wm = on_device(cl_engine, sides[0], x), on_device(cl_engine, sides[1], w)
     ym = on_device(cl_engine, sides[2], np.zeros(Y_DIMS, np.float32))
     program.conv3x3(cl_engine.queue, (7, 6, 2), None, *xa.args(xm), *wa.args(wm), *ya.args(ym))
@@ -115,7 +116,7 @@ def along_program(cl_engine):
         body = " ".join(f"vstore4({acc.name}_load4_a{k}({acc.name}_ARGS, {call}), "
                         f"i * {acc.rank} + {k}, out);" for k in range(acc.rank))
         text += acc.source + each_index(acc, f"along_{acc.name}", "__global float *out", body)
-    return accs, cl.Program(cl_engine.context, text).build()
+    return accs, programs.build(cl_engine.context, text)
 
 
 @pytest.mark.parametrize("n", range(len(READ)), ids=[kind for kind, _ in READ])
@@ -142,7 +143,7 @@ def test_store4_along_an_axis_an_rgba_image_cannot_write_is_a_compile_error(cl_e
     kernel = "__kernel void k(y_PARAMS) { y_store4_a1(y_ARGS, 0, 0, 0, 0, (float4)(1.0f)); }"
     with pytest.raises(cl.RuntimeError, match="y_store4_a1_is_not_available_on_an_RGBA_image_"
                                               "whose_lanes_run_along_axis_2"):
-        cl.Program(cl_engine.context, ya.source + kernel).build()
+        programs.build(cl_engine.context, ya.source + kernel)
 
 
 STORE = "__kernel void put(y_PARAMS, const int at) {{ {call}; }}"
@@ -152,7 +153,7 @@ def put(eng, side_, call, at, options=()) -> np.ndarray:
     """The logical tensor after one work item's ``call`` (with the int
     ``at``) on a fresh zeroed Memory of ``side_``."""
     ya = accessor(side_, name="y", access="write")
-    program = cl.Program(eng.context, ya.source + STORE.format(call=call)).build(list(options))
+    program = programs.build(eng.context, ya.source + STORE.format(call=call), options)
     mem = on_device(eng, side_, np.zeros(side_.dims, np.float32))
     program.put(eng.queue, (1,), None, *ya.args(mem), np.int32(at))
     eng.queue.finish()

@@ -26,6 +26,7 @@ from conftest import bits, run_under_oclgrind, tiered
 from runtime import ClayoutError, ImageDesc, Memory, MemoryDesc, image_layout
 from runtime import engine as engines
 from runtime.algebra.storage import Limits
+from runtime.opencl import programs
 from strategies import scaled
 
 STORAGE_LAYOUTS = ["tflite_buffer", "tflite_image_buffer", "tflite_texture_2d",
@@ -297,7 +298,7 @@ def test_accessors_of_every_storage(cl_engine, name, dims, generic):
     text = acc.source + f"__kernel void probe(t_PARAMS, __global int *o) {{ {calls} }}"
     from test_accessor import storage
     buf = cl.Buffer(cl_engine.context, cl.mem_flags.READ_WRITE, 4 * len(probes))
-    cl.Program(cl_engine.context, text).build().probe(
+    programs.build(cl_engine.context, text).probe(
         cl_engine.queue, (1,), None, *acc.args(storage(cl_engine, side, image + 1)), buf)
     got = np.full(len(probes), 7, np.int32)
     cl.enqueue_copy(cl_engine.queue, got, buf)
