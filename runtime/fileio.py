@@ -157,6 +157,20 @@ def refuse_special(path: str, mode: int, want: str = "a .npy file") -> None:
                            f"give {want}")
 
 
+def input_size(path: str, want: str) -> int:
+    """The size of the input file ``path``, which must be a regular file
+    with bytes in it; else one ClayoutError saying what it is and what to
+    give (``want``: "an ONNX model")."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise ClayoutError(f"{path}: no such file") from None
+    refuse_special(path, st.st_mode, want)
+    if st.st_size == 0:
+        raise ClayoutError(f"{path}: empty file, not {want}")
+    return st.st_size
+
+
 def _npy_header(path: str, f):
     """(shape, fortran_order, dtype, data offset) of an open .npy file."""
     fmt = np.lib.format

@@ -229,6 +229,12 @@ def bits(a) -> np.ndarray:
     return a.view(BITS[a.dtype.itemsize])
 
 
+def same_bits(a, b) -> bool:
+    """Same shape, dtype and raw bits (NaN == NaN, -0.0 != 0.0)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
+
+
 def image_side(layout, dims, dtype="f32"):
     """The ImageDesc of ``layout`` (a name or an ImageLayout) at ``dims``."""
     from runtime import ImageDesc, image_layout
@@ -350,32 +356,6 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(scope="session")
-def cl_engine(request):
-    """The OpenCL engine, once per implementation present (PoCL, Intel's CPU
-    runtime: pytest_generate_tests) for a test that takes it; the first is the
-    default engine (``engine="opencl"``), the others engines on their own
-    device. Asked for by name inside a test (getfixturevalue), the default."""
-    try:
-        from runtime.opencl import engine
-        ok = engine.available()
-    except ImportError as exc:
-        require("an OpenCL device", False, str(exc))
-    require("an OpenCL device with image support", ok, engine.why_not())
-    chosen = getattr(request, "param", None)
-    if not IMPLEMENTATIONS or chosen in (None, IMPLEMENTATIONS[0][0]):
-        return engine.default()
-    import pyopencl as cl
-    device = dict(IMPLEMENTATIONS)[chosen]
-    # the context held while the engine takes it from the queue: Intel's CPU
-    # runtime frees a context whose last reference goes, though a queue is on it
-    from runtime.opencl import contexts
-    context = cl.Context([device])
-    made = engine.OpenCLEngine(queue=cl.CommandQueue(context))
-    contexts.register(made)   # the engine Memory objects on its context find, as the default's
-    return made
-
-
-@pytest.fixture(scope="session")
 def default_cl_engine():
     """The default OpenCL engine (``engine="opencl"``) alone, for a test of
     the default itself (its device's limits and alignments)."""
@@ -386,6 +366,26 @@ def default_cl_engine():
         require("an OpenCL device", False, str(exc))
     require("an OpenCL device with image support", ok, engine.why_not())
     return engine.default()
+
+
+@pytest.fixture(scope="session")
+def cl_engine(request, default_cl_engine):
+    """The OpenCL engine, once per implementation present (PoCL, Intel's CPU
+    runtime: pytest_generate_tests) for a test that takes it; the first is the
+    default engine (``engine="opencl"``), the others engines on their own
+    device. Asked for by name inside a test (getfixturevalue), the default."""
+    chosen = getattr(request, "param", None)
+    if not IMPLEMENTATIONS or chosen in (None, IMPLEMENTATIONS[0][0]):
+        return default_cl_engine
+    import pyopencl as cl
+    from runtime.opencl import contexts, engine
+    device = dict(IMPLEMENTATIONS)[chosen]
+    # the context held while the engine takes it from the queue: Intel's CPU
+    # runtime frees a context whose last reference goes, though a queue is on it
+    context = cl.Context([device])
+    made = engine.OpenCLEngine(queue=cl.CommandQueue(context))
+    contexts.register(made)   # the engine Memory objects on its context find, as the default's
+    return made
 
 
 @pytest.fixture(scope="session", params=["direct", "staged"])

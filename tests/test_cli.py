@@ -19,7 +19,7 @@ REF = engine.get("reference")
 from runtime.algebra.desc import MemoryDesc
 from runtime.model.manifest import steps_of, stored_image
 
-from conftest import bits, run, run_sub
+from conftest import bits, run, run_sub, same_bits
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -28,10 +28,6 @@ from safetensors.numpy import load_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(7)
-
-
-def same_bits(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
 
 
 def save(path, arr):

@@ -11,15 +11,11 @@ import pytest
 
 import runtime
 
-from conftest import bits, run
+from conftest import bits, run, same_bits
 
 RNG = np.random.default_rng(11)
 MEAN, STD = "123.675,116.28,103.53", "58.395,57.12,57.375"
 MEAN_T, STD_T = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
-
-
-def same_bits(a, b):
-    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
 
 
 def nv21(width=64, height=36):

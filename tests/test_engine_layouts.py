@@ -175,7 +175,7 @@ def test_info_any_with_an_engine(capsys):
     assert code == 1 and "--engine tvm with the layout 'in_out_channel': --engine goes alone" in err
 
 
-def test_the_engines_page_is_the_table(tmp_path):
+def test_the_engines_page_is_the_table():
     """docs/engine-layouts.md has one row per engine name, with the clayout
     layout the catalog gives it."""
     from pathlib import Path

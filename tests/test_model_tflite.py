@@ -11,7 +11,7 @@ import pytest
 import runtime
 from runtime import model
 from runtime.model.manifest import read_manifest, steps_of
-from tests.conftest import run
+from tests.conftest import run, same_bits
 from tests.test_model_plan import files
 
 builder = pytest.importorskip("tests.tflite_builder")
@@ -46,9 +46,7 @@ def convert(capsys, path, *extra, code=0):
 def same_image(images, entry, logical):
     ref = runtime.to_image(np.ascontiguousarray(logical), entry["layout"], dtype=entry["dtype"],
                            engine="reference")
-    got = images[entry["name"]]
-    return ref.dtype == got.dtype and np.array_equal(ref.view(f"u{ref.itemsize}"),
-                                                     got.view(f"u{got.itemsize}"))
+    return same_bits(ref, images[entry["name"]])
 
 
 # -- float models: every operator's constants ------------------------------------------------

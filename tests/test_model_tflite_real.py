@@ -22,7 +22,7 @@ import pytest
 import runtime
 from runtime import model
 from runtime.model.manifest import read_manifest
-from tests.conftest import run
+from tests.conftest import run, same_bits
 
 tflite = pytest.importorskip("tflite")
 interpreter_module = pytest.importorskip("ai_edge_litert.interpreter")
@@ -132,12 +132,6 @@ def expected_weights(path):
 @pytest.fixture(scope="module")
 def expected(mediapipe_models):
     return {name: expected_weights(path) for name, path in mediapipe_models.items()}
-
-
-def same_bits(a, b):
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    return a.shape == b.shape and a.dtype == b.dtype and \
-        np.array_equal(a.view(f"u{a.itemsize}"), b.view(f"u{b.itemsize}"))
 
 
 @pytest.mark.parametrize("name", list(COUNTS))

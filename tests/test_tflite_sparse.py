@@ -19,6 +19,7 @@ from hypothesis import given, strategies as st
 
 from runtime.errors import ClayoutError
 from runtime.model.tflite_sparse import DimMeta, Sparsity, densify
+from conftest import same_bits
 from strategies import scaled
 
 tflite = pytest.importorskip("tflite")
@@ -83,11 +84,6 @@ def records(sparsity: dict) -> Sparsity:
     return Sparsity(tuple(sparsity["traversal_order"]), tuple(sparsity["block_map"]), metas)
 
 
-def bits(a):
-    a = np.ascontiguousarray(a)
-    return a.dtype, a.shape, a.view(f"u{a.itemsize}").tobytes()
-
-
 def random_dense(shape, dtype, rng, zero_blocks=(), zero_fraction=0.4):
     """Nonzero random values (no -0.0), then zeros: single elements, the
     given index blocks, and the last row (a tail that is all zero)."""
@@ -117,13 +113,13 @@ def check(dense, order, block_map=(), blocks=(), formats=None, index_type="int32
     """densify == dense == LiteRT's DENSIFY (where it runs), bit for bit."""
     values, sparsity = sparsify(dense, order, block_map, blocks, formats, index_type, keep_zeros)
     got = densify(values, dense.shape, records(sparsity), "w")
-    assert bits(got) == bits(dense)
+    assert same_bits(got, dense)
     formats = formats or ["dense"] * len(order)
     if values.size and litert_runs(order, block_map, formats):
         dtype = str(dense.dtype)
         model = build([T("w/sparse", dense.shape, dtype, data=values, sparsity=sparsity),
                        T("w", dense.shape, dtype)], [Op("DENSIFY", [0], [1])], [], [1])
-        assert bits(run_litert(model)["w"]) == bits(dense)
+        assert same_bits(run_litert(model)["w"], dense)
     return values, sparsity
 
 
@@ -198,7 +194,7 @@ def test_large_buffers_load_in_litert():
     assert [(b.DataLength(), b.Offset() > 0) for b in buffers] == [(0, False)] + [(0, True)] * 2
     assert data[buffers[2].Offset():][:buffers[2].Size()] == h.tobytes()
     got = run_litert(data)
-    assert bits(got["w"]) == bits(dense) and bits(got["hf"]) == bits(h.astype(np.float32))
+    assert same_bits(got["w"], dense) and same_bits(got["hf"], h.astype(np.float32))
 
 
 def test_all_zero_tensor():
@@ -282,7 +278,7 @@ def test_real_sparse_model_against_litert(mediapipe_models):
         sparsity = sparsity_of(tensor)
         got = densify(values, tuple(tensor.ShapeAsNumpy()), sparsity, tensor.Name().decode())
         want = computed[g.Tensors(densified[t]).Name().decode()]
-        assert bits(got) == bits(want), tensor.Name()
+        assert same_bits(got, want), tensor.Name()
         formats += sparsity.block_map == () and \
             [level.sparse for level in sparsity.dim_metadata] == [False, False, False, True]
         checked += 1
@@ -364,7 +360,7 @@ def test_hostile_metadata_says_one_line(name):
 def test_the_good_case_of_the_hostile_table():
     want = np.zeros((3, 8), np.float32)
     want[0, :4], want[2, 4:] = GOOD_VALUES[:4], GOOD_VALUES[4:]
-    assert bits(densify(GOOD_VALUES, (3, 8), GOOD, "conv/w")) == bits(want)
+    assert same_bits(densify(GOOD_VALUES, (3, 8), GOOD, "conv/w"), want)
 
 
 @scaled(0.5)

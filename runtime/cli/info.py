@@ -147,12 +147,12 @@ def peer_listing(name: str) -> int:
     clayout's name and image size of each, its limits and roles."""
     p = peers.peer(name)
     print(f"engine    {p.name}: {p.title} (read from {p.source})")
-    rows = [(n.theirs, n.layout, image_layout(n.layout).kind, catalog.ROW[image_layout(
-        n.layout).name].size, n.note) for n in p.names]
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in
-              enumerate(("its name", "clayout layout", "kind", "image"))]
+    layouts = [image_layout(n.layout) for n in p.names]   # an alias gives its target's row
+    rows = [(n.theirs, n.layout, layout.kind, catalog.ROW[layout.name].size, n.note)
+            for n, layout in zip(p.names, layouts)]
+    head = ("its name", "clayout layout", "kind", "image")
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head)]
     if rows:
-        head = ("its name", "clayout layout", "kind", "image")
         print("  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  note")
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + (r[4] or "-"))

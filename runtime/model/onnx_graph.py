@@ -34,7 +34,7 @@ import numpy as np
 
 from . import quantization
 from ..errors import ClayoutError
-from ..fileio import file_kind
+from ..fileio import input_size
 from ..limits import check_host_bytes
 from .formats import refuse_foreign
 from .graph import Constant, GraphIndex, Use, printable  # noqa: F401  (printable: re-exported)
@@ -349,13 +349,7 @@ def load(path: str):
     """Read an ONNX model (external data is read later, checked, by
     :func:`tensor_array`); anything that is not one is a one-line error."""
     onnx = need_onnx()
-    if not os.path.isfile(path):
-        if not os.path.exists(path):
-            raise ClayoutError(f"{path}: no such file")
-        raise ClayoutError(f"cannot read {path}: it is a {file_kind(os.stat(path).st_mode)}, not a "
-                           "regular file; give an ONNX model")
-    if os.path.getsize(path) == 0:
-        raise ClayoutError(f"{path}: empty file, not an ONNX model")
+    input_size(path, "an ONNX model")
     refuse_foreign(path)   # a .tflite, .pt, .npy, .safetensors: named, not a protobuf error
     try:
         model = onnx.load(path, load_external_data=False)

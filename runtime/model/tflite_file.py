@@ -31,7 +31,7 @@ import numpy as np
 
 from . import tflite_schema as schema
 from ..errors import ClayoutError
-from ..fileio import file_kind
+from ..fileio import input_size
 from ..limits import check_host_bytes
 from .flatbuffer import FlatBuffer, Table
 from .tflite_sparse import DimMeta, Sparsity
@@ -117,15 +117,8 @@ def load(path: str) -> TFLiteModel:
     """Read and check the TensorFlow Lite model at ``path``; anything that is
     not one (missing, a folder, empty, another format, truncated, corrupt) is a
     one-line ClayoutError."""
+    size = input_size(path, "a TensorFlow Lite model")
     try:
-        if not os.path.isfile(path):
-            if not os.path.exists(path):
-                raise ClayoutError(f"{path}: no such file")
-            raise ClayoutError(f"cannot read {path}: it is a {file_kind(os.stat(path).st_mode)}, "
-                               "not a regular file; give a TensorFlow Lite model")
-        size = os.path.getsize(path)
-        if size == 0:
-            raise ClayoutError(f"{path}: empty file, not a TensorFlow Lite model")
         check_host_bytes(size, f"reading the TensorFlow Lite model {path}",
                          "a model this large cannot be read on this machine")
         with open(path, "rb") as f:

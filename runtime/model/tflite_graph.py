@@ -101,7 +101,7 @@ def _constant(t, name: str, where: str) -> Constant:
     if t.sparsity is not None:
         array = densify(array, tuple(t.shape), t.sparsity, name)
         origin += " (sparse, densified)"
-    if t.quantization is not None and t.quantization.scale.size and array.dtype.kind in "iu":
+    if t.quantization is not None and array.dtype.kind in "iu":   # the reader: a scale
         return _dequantized(t, array, name, origin, where)
     return Constant(name, array, array.dtype.name, tuple(t.shape), origin)
 
