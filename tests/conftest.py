@@ -49,6 +49,31 @@ for _name, _count in PROFILES.items():
                                HealthCheck.filter_too_much])
 settings.load_profile(PROFILE)
 
+# the cpu engine's compiled moves are built into a folder of this run's own (removed at
+# its end), never into the user's cache; children inherit it, so the run builds them once
+if not os.environ.get("CLAYOUT_CPU_CACHE"):
+    os.environ["CLAYOUT_CPU_CACHE"] = tempfile.mkdtemp(prefix="clayout-cpu-moves-")
+    _CPU_CACHE_MADE = os.environ["CLAYOUT_CPU_CACHE"]
+else:
+    _CPU_CACHE_MADE = None
+CPU_PATHS = ("compiled", "numpy")
+
+
+@pytest.fixture(scope="module", params=CPU_PATHS)
+def cpu_path(request):
+    """The cpu engine's path for a module's tests, in turn: its compiled
+    moves (CI's machine has a C compiler: a failed build fails the test),
+    then numpy (CLAYOUT_CPU=numpy). Plans are cached per path."""
+    old = os.environ.get("CLAYOUT_CPU")
+    os.environ["CLAYOUT_CPU"] = request.param
+    try:
+        yield request.param
+    finally:
+        if old is None:
+            os.environ.pop("CLAYOUT_CPU", None)
+        else:
+            os.environ["CLAYOUT_CPU"] = old
+
 
 def tiered(cases, covered, ids=None) -> list:
     """``cases`` as pytest.param values (a tuple case is unpacked into the
@@ -208,7 +233,7 @@ def pytest_sessionfinish(session):
         if child.proc is not None and child.proc.poll() is None:
             child.proc.kill()
             child.proc.wait()
-    for folder in _FOLDER:
+    for folder in _FOLDER + ([_CPU_CACHE_MADE] if _CPU_CACHE_MADE else []):
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -308,9 +308,10 @@ def small_tiles(small: int = 1 << 10, tile: int = 1 << 9, stage_bytes: int | Non
     staged and peeled code then runs, with many tile borders, on data the
     reference checks quickly. The cpu plans are made for the geometry, so
     their cache is emptied on the way in and out."""
-    names = ("SMALL_ELEMS", "TILE_ELEMS", "FAR_TILE_ELEMS", "FAR_READ_RUN", "STAGE_BYTES")
+    names = ("SMALL_ELEMS", "SMALL_BYTES", "TILE_ELEMS", "FAR_TILE_ELEMS", "FAR_READ_RUN",
+             "STAGE_BYTES")
     old = {n: getattr(geometry, n) for n in names}
-    new = dict(SMALL_ELEMS=small, TILE_ELEMS=tile, FAR_TILE_ELEMS=tile * 4,
+    new = dict(SMALL_ELEMS=small, SMALL_BYTES=small, TILE_ELEMS=tile, FAR_TILE_ELEMS=tile * 4,
                FAR_READ_RUN=tile // 8, STAGE_BYTES=stage_bytes or old["STAGE_BYTES"])
     cpu_plan.PLANS.clear()
     for n, v in new.items():

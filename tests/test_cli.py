@@ -449,7 +449,9 @@ def test_devices_without_pyopencl(capsys, monkeypatch):
         monkeypatch.delitem(sys.modules, name)      # as in a process that never had pyopencl
     code, out, err = run(capsys, "devices")
     assert code == 0 and err == ""
-    assert out.startswith("no OpenCL device found") and "cpu engine" in out
+    lines = out.splitlines()
+    assert lines[0].startswith("cpu: L1d ") and lines[1].startswith("cpu engine: ")
+    assert lines[2].startswith("no OpenCL device found") and "uses the cpu engine" in lines[2]
 
 
 def test_bench(capsys, monkeypatch, tmp_path):

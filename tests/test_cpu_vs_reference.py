@@ -1,4 +1,5 @@
-"""The fast path (engine 'cpu') against the reference, bit for bit.
+"""The fast path (engine 'cpu') against the reference, bit for bit, on both
+of its paths: the compiled moves and numpy.
 
 Every property draws descs from a family (plain tags in any order, single-
 and double-blocked tags, user strides with gaps and offset0, submemory,
@@ -26,6 +27,7 @@ from strategies import (FEW, MOVED as NAMED, SETTINGS, any_descs, assert_same_bi
 
 REF = engine.get("reference")
 CPU = engine.get("cpu")
+pytestmark = pytest.mark.usefixtures("cpu_path")   # every test on both paths of the cpu engine
 
 
 def both_reorder(data, src, dst):

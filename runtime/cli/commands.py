@@ -20,6 +20,7 @@ from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from ..algebra.storage import image_text
 from ..call import parse_reorder, parse_to_image, run
+from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from ..model.manifest import summary, table, totals, verified_line
@@ -227,7 +228,16 @@ def cmd_show(args) -> int:
 
 
 # -- devices, bench ----------------------------------------------------------------------
+def cpu_lines() -> list[str]:
+    """What the cpu engine runs on and with: the machine's caches and cores
+    as read from the OS, and its path (compiled moves or numpy) and why."""
+    return [f"cpu: {geometry.MACHINE.describe()}; {geometry.THREADS} worker thread(s)",
+            f"cpu engine: {native.status()}"]
+
+
 def cmd_devices(args) -> int:
+    for line in cpu_lines():
+        print(line)
     try:
         from ..opencl.device import device_list   # pyopencl: only when it is installed
         found, reason = device_list()

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from . import blocked, geometry as g, rows
+from . import blocked, compiled, geometry as g, rows
 from ..algebra import dtypes
 from .methods import Copy
 
@@ -67,6 +67,9 @@ def putter(dtype: dtypes.DType):
 def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray, dtype: dtypes.DType) -> None:
     """Copy ``c.src`` of src_buf into ``c.dst`` of dst_buf (converted to
     ``dtype``) the way ``c.method`` says."""
+    if c.method == "compiled":
+        compiled.run(c, src_buf, dst_buf, run_all)
+        return
     s, d, put = c.src.of(src_buf), c.dst.of(dst_buf), putter(dtype)
     if c.method == "copy":
         put(d, s)

@@ -1,20 +1,32 @@
 """The cache geometry the cpu engine cuts its copies to: every size and
-threshold in one place, with what it was measured on (a 2-vCPU Zen 5 with
-32 KiB L1d and 1 MiB L2 per core; 1x64x512x512 f32 unless said).
+threshold in one place. Cache sizes and cores are this machine's, read from
+the OS (runtime/cpu/machine.py; ``clayout devices`` prints them); the ratios
+below were measured on a 2-vCPU Zen 5 with 32 KiB L1d and 1 MiB L2 per core
+(1x64x512x512 f32 unless said), which is also the fallback where the OS
+says nothing.
 """
 from __future__ import annotations
 
-import os
+from .machine import machine
 
-THREADS = max(1, min(8, os.cpu_count() or 1))   # workers of the one shared pool
 
-LINE_BYTES = 64               # one cache line
-L1_BYTES = 32 << 10           # lines one pass of a blocked transpose's inner axis may touch
+def _pow2_floor(n: int) -> int:
+    return 1 << max(0, n.bit_length() - 1)
+
+
+MACHINE = machine()
+THREADS = max(1, min(8, MACHINE.cores))   # workers of the one shared pool
+
+LINE_BYTES = MACHINE.line     # one cache line
+L1_BYTES = MACHINE.l1d_bytes  # lines one pass of a blocked transpose's inner axis may touch
+L2_BYTES = MACHINE.l2_bytes   # one core's L2
 ALIAS_BYTES = 1024            # strides that are multiples of this map to 4 of L1's 64 sets
 PLANE_BYTES = 4096            # source elements this far apart lie in different planes
 
 SMALL_ELEMS = 1 << 19         # up to this many elements (2 MiB of f32): one copy, no threads
-TILE_ELEMS = 1 << 16          # elements per tile: the source and destination tiles stay in L2
+SMALL_BYTES = 1 << 20         # a compiled box of up to this many bytes: one call, no threads
+TILE_ELEMS = _pow2_floor(L2_BYTES // 16)  # elements per tile: source and destination tiles
+                              # stay in L2 (1 << 16 at 1 MiB)
 WRITE_RUN = 64                # a tile first grows along the destination to runs of this many
 READ_RUN = 1024               # then along the source to runs of this many
 STAGE_RUN = 32                # a tile staged when its destination inner run is this long ...
@@ -29,6 +41,6 @@ LANE_RUN = 8                  # runs this short are copied one index at a time (
 FAR_TILE_ELEMS = TILE_ELEMS * 4
 FAR_READ_RUN = TILE_ELEMS // 8
 
-# rows path: bytes per block of rows (OIHW->conv2d_filter 18.5 ms at 256 KiB, 15.5 at
-# 512 KiB, 14.8 at 1 MiB)
-STAGE_BYTES = 1 << 20
+# rows path: bytes per block of rows, one L2 (OIHW->conv2d_filter 18.5 ms at 256 KiB,
+# 15.5 at 512 KiB, 14.8 at 1 MiB)
+STAGE_BYTES = L2_BYTES

@@ -88,13 +88,15 @@ class Copy:
     docstring), ``tile`` the tile extents (far-plane, tiles), ``axes`` the
     method's axes (far-plane: the inner one; blocked: inner and partner;
     peeled tiles: the lane), ``boxes`` the tiles as index tuples, in the
-    order they are walked."""
+    order they are walked; ``native`` the calls of a "compiled" copy
+    (runtime/cpu/compiled.py)."""
     src: View
     dst: View
     method: str
     tile: tuple[int, ...] = ()
     axes: tuple[int, ...] = ()
     boxes: tuple = ()
+    native: object = None
 
 
 def coalesced(s: View, d: View) -> tuple[View, View]:

@@ -25,7 +25,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from . import geometry as g, rows
+from . import compiled, geometry as g, native, rows
 from ..algebra.desc import MemoryDesc
 from ..cache import LRU
 from .methods import Copy, View, choose, widened
@@ -63,9 +63,12 @@ PLANS = LRU("cpu plans", "CLAYOUT_CPU_PLAN_CACHE", 256)
 
 def plan(src: MemoryDesc, dst: MemoryDesc) -> Plan:
     """The plan of src -> dst (same dims), cached by the exact fields of both
-    sides (descs equal under oneDNN's rules may differ in unit strides and order)."""
-    key = (src, dst, src.strides, src.order, dst.strides, dst.order)
-    return PLANS.get(key, lambda: _build(src, dst))
+    sides (descs equal under oneDNN's rules may differ in unit strides and
+    order) and by the path: compiled moves where the library is there
+    (runtime/cpu/native.py), else numpy."""
+    compiled_path = native.current().dll is not None
+    key = (src, dst, src.strides, src.order, dst.strides, dst.order, compiled_path)
+    return PLANS.get(key, lambda: _build(src, dst, compiled_path))
 
 
 # -- boxes ----------------------------------------------------------------------------------
@@ -194,7 +197,17 @@ def _fills(dst: MemoryDesc) -> list[tuple[View, str]]:
     return fills
 
 
-def _build(src: MemoryDesc, dst: MemoryDesc) -> Plan:
+def _copy(s: View, d: View, src_dt, dst_dt, compiled_path: bool) -> Copy:
+    """How one box pair is copied: compiled where it can be, else by numpy."""
+    made = compiled.choose(s, d, src_dt, dst_dt) if compiled_path else None
+    if made is not None:
+        return made
+    if src_dt == dst_dt:
+        s, d = widened(s, d, dst_dt.itemsize)
+    return choose(s, d, src_dt.np, dst_dt.np)
+
+
+def _build(src: MemoryDesc, dst: MemoryDesc, compiled_path: bool) -> Plan:
     shared = [_shared_digits(src, dst, d) for d in range(src.ndims)]
     if any(r is None for r in shared):
         return Plan((), (), "none", via=MemoryDesc(src.dims, dst.dtype))
@@ -204,11 +217,9 @@ def _build(src: MemoryDesc, dst: MemoryDesc) -> Plan:
     if any(what == "zero" for _, what in fills):
         padding = "boxes"
         if dst.is_dense:
-            one = len(pairs) == 1 and math.prod(pairs[0][1].shape) > g.SMALL_ELEMS
+            one = not compiled_path and len(pairs) == 1 and math.prod(pairs[0][1].shape) > g.SMALL_ELEMS
             by_rows = pairs[0] if one and rows.row_axes(pairs[0][1], dst.offset0, dst.span) \
                 else None
             padding = "rows" if by_rows else "memset"
-    same = src.dtype == dst.dtype
-    copies = tuple(choose(*widened(s, d, dst.dtype.itemsize) if same else (s, d),
-                          src.dtype.np, dst.dtype.np) for s, d in pairs)
+    copies = tuple(_copy(s, d, src.dtype, dst.dtype, compiled_path) for s, d in pairs)
     return Plan(copies, tuple(fills), padding, rows=by_rows)

@@ -69,7 +69,9 @@ from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc, ImageLayout
 from ..cache import memoized
 from ..errors import ClayoutError
-from . import accessor_args, dtypes_c, images, sources
+from .. import sources
+from ..algebra import dtypes_c
+from . import accessor_args, images
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from ..algebra.catalog import check_fits
 from ..cache import LRU
 from ..errors import ClayoutError
 from .device import storage_limits
-from .dtypes_c import c_type
+from ..algebra.dtypes_c import c_type
 
 ORDERS = {1: "R", 2: "RG", 4: "RGBA"}
 NO_RGB = ("OpenCL has a 3-channel image (CL_RGB) only for packed channel types "

@@ -6,8 +6,7 @@ A conversion writes every position of the destination's footprint (halo and
 block tails included) from its own physical axes. ``render_kernel`` goes in
 steps, each returning a frozen record the next one reads:
 
-1. ``plan_launch`` (runtime/opencl/launch.py): the launch and the axes each
-   work item decodes;
+1. ``plan_launch`` (runtime/opencl/launch.py): the launch and the axes each work item decodes;
 2. ``_index``: the work item's ids decoded into the destination's digits,
    each dim's halo-padded index ``q`` and logical index ``i``, and the
    destination offset;
@@ -15,22 +14,23 @@ steps, each returning a frozen record the next one reads:
    dims, and what a padding element holds (zero, or the halo's fill);
 4. ``_loads``: the source loads, in runs one load serves (``vloadV``, one
    ``read_image`` for four lanes, or one element), each element converted
-   by the dtype rules (runtime/opencl/dtypes_c.py);
+   by the dtype rules (runtime/algebra/dtypes_c.py);
 5. ``_store``: one ``vstoreV`` or ``write_image*`` (at (g0, g1), or
    (g0, g1, g2, 0) on an image array or 3-D image: runtime/opencl/images.py);
 
 and the one template ``convert.cl.mako`` puts them together. The index
-expressions come from the algebra's emitter (runtime.algebra.c_index).
-"""
+expressions come from the algebra's emitter (runtime.algebra.c_index)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from .. import sources
+from ..algebra import dtypes_c
 from ..algebra.c_index import Numbers, arg_value, offset_expr, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
-from . import dtypes_c, frame as frame_c, images, sources
+from . import frame as frame_c, images
 from .launch import (GENERIC_LOCAL, VEC, Launch, decode, local_size, plan_launch, tile_axis,
                      work_item_ids)
 

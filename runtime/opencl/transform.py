@@ -29,7 +29,7 @@ import numpy as np
 from ..algebra.c_index import f32_literal
 from ..cache import memoized
 from ..errors import ClayoutError
-from . import sources
+from .. import sources
 from .launch import GENERIC_LOCAL
 
 KERNEL_NAME = "clayout_transform"

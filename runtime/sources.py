@@ -7,7 +7,7 @@ from importlib import resources
 
 from mako.template import Template
 
-from ..cache import memoized
+from .cache import memoized
 
 
 @memoized("kernel templates", "CLAYOUT_TEMPLATE_CACHE", 64)

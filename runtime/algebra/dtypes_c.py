@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..algebra import dtypes
+from . import dtypes
 
 @dataclass(frozen=True)
 class ImageIO:

@@ -1,0 +1,158 @@
+"""A box pair of a cpu plan as a call of the compiled moves (runtime/cpu/native.py).
+
+``choose`` turns the pair (two strided views of one shape) into the box the C
+functions walk, once, when the plan is made:
+
+1. neighbouring axes that step alike on both sides merge, unit axes go
+   (``methods.coalesced``); for a copy of unchanged bits, an axis contiguous on
+   both sides and at most 16 bytes long (an RGBA pixel's lanes) becomes the
+   element itself;
+2. Q is the axis the destination runs along, P the one the source runs along
+   (else the destination's next), the other axes outside them in the
+   destination's order, so that writes stream;
+3. tiles of TP x TQ elements: a tile of each side fits in half of L1;
+4. the box is cut along its outermost long axis into one part per worker.
+
+``run`` calls the family's function once per part on the shared pool (ctypes
+releases the GIL), after checking that both buffers hold the parts' extents.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import geometry as g, native
+from .methods import Copy, View, coalesced
+
+BLOCK = 8                    # the widest square block the library transposes
+
+
+@dataclass(frozen=True)
+class Part:
+    """One call: byte offsets into the two buffers and the packed box
+    (int64: nd, TP, TQ, shape, source strides, destination strides)."""
+    src_offset: int
+    dst_offset: int
+    box: bytes
+
+
+@dataclass(frozen=True)
+class Native:
+    """A compiled copy: the function, its parts, and the bytes each buffer
+    must hold (the parts' furthest element, plus one)."""
+    function: str
+    parts: tuple[Part, ...]
+    src_end: int
+    dst_end: int
+    src_item: int
+    dst_item: int
+
+
+def _order(shape, ss, ds):
+    """Axes as (outer..., P, Q): Q the destination's unit axis, P the source's
+    (or the destination's next), the rest by the destination's stride, largest first."""
+    axes = list(range(len(shape)))
+    q = min(axes, key=lambda i: (ds[i], ss[i]))
+    rest = [i for i in axes if i != q]
+    if not rest:
+        return [q]
+    p_src = min(rest, key=lambda i: ss[i])
+    p = p_src if ss[p_src] < ss[q] else min(rest, key=lambda i: ds[i])
+    outer = sorted((i for i in rest if i != p), key=lambda i: -ds[i])
+    return outer + [p, q]
+
+
+def _tiles(n_p: int, n_q: int, item: int) -> tuple[int, int]:
+    """TP x TQ: Q up to 64 elements, P as many as keep a tile in half of L1."""
+    tq = max(1, min(n_q, 64))
+    tp = max(BLOCK, (g.L1_BYTES // 2) // (tq * item) // BLOCK * BLOCK)
+    return min(n_p, tp), tq
+
+
+def _pack(shape, ss, ds, tp, tq) -> bytes:
+    pad = [0] * (native.MAX_AXES - len(shape))
+    return np.array([len(shape), tp, tq, *shape, *pad, *ss, *pad, *ds, *pad],
+                    dtype=np.int64).tobytes()
+
+
+def _split(shape, ss, ds, pieces: int):
+    """[(src offset, dst offset, shape)] cutting the outermost axis longer
+    than one into ``pieces`` (the plane's P where no outer axis is long)."""
+    axis = next((i for i in range(len(shape) - 2) if shape[i] >= pieces), len(shape) - 2)
+    n = shape[axis]
+    step = BLOCK if axis == len(shape) - 2 else 1
+    bounds = sorted({min(n, -(-n * k // pieces) // step * step) for k in range(pieces + 1)} | {n})
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        if a < b:
+            part = list(shape)
+            part[axis] = b - a
+            out.append((a * ss[axis], a * ds[axis], tuple(part)))
+    return out
+
+
+def _fold_lanes(s: View, d: View, itemsize: int):
+    """(s, d, element bytes): an axis contiguous on both sides whose run is
+    2, 4, 8 or 16 bytes (an RGBA pixel's lanes) taken into the element."""
+    for j, n in enumerate(s.shape):
+        if s.strides[j] == 1 == d.strides[j] and n * itemsize in native.MOVE_TYPES and n > 1:
+            def drop(v: View) -> View:
+                return View(v.offset, v.shape[:j] + v.shape[j + 1:], v.strides[:j] + v.strides[j + 1:])
+            return drop(s), drop(d), n * itemsize
+    return s, d, itemsize
+
+
+def choose(s: View, d: View, src_dt, dst_dt) -> Copy | None:
+    """The pair as a "compiled" Copy, or None where the compiled moves do not
+    apply (a negative stride, more axes than a box holds)."""
+    if min(s.strides + d.strides, default=0) < 0:
+        return None
+    same = src_dt == dst_dt
+    s, d = coalesced(s, d)
+    item_s, item_d = src_dt.itemsize, dst_dt.itemsize
+    item = item_s
+    if same:
+        s, d, item = _fold_lanes(s, d, item_s)
+    if len(s.shape) > native.MAX_AXES:
+        return None
+    ss = [st * item_s for st in s.strides]
+    ds = [st * item_d for st in d.strides]
+    order = _order(s.shape, ss, ds) if s.shape else []
+    shape = [s.shape[i] for i in order]
+    ss, ds = [ss[i] for i in order], [ds[i] for i in order]
+    while len(shape) < 2:
+        shape, ss, ds = [1] + shape, [0] + ss, [0] + ds
+    tp, tq = _tiles(shape[-2], shape[-1], item)
+    pieces = g.THREADS if math.prod(shape) * item > g.SMALL_BYTES else 1
+    parts = tuple(Part(s.offset * item_s + so, d.offset * item_d + do, _pack(sh, ss, ds, tp, tq))
+                  for so, do, sh in _split(shape, ss, ds, pieces))
+    ends = [sum((n - 1) * st for n, st in zip(shape, side)) for side in (ss, ds)]
+    fn = native.move_name(item) if same else native.convert_name(src_dt.name, dst_dt.name)
+    out_item = item if same else item_d
+    return Copy(s, d, "compiled", native=Native(
+        fn, parts, s.offset * item_s + ends[0] + item, d.offset * item_d + ends[1] + out_item,
+        item_s, item_d))
+
+
+def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:
+    if buf.itemsize != item or not buf.flags.c_contiguous or buf.nbytes < end:
+        raise ValueError(f"the {side} buffer ({buf.dtype}, {buf.nbytes} bytes) does not hold "
+                         f"the compiled copy's {end} bytes of {item}-byte elements")
+    return buf.ctypes.data
+
+
+def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray, run_all) -> None:
+    """Make the compiled copy ``c`` from src_buf into dst_buf (1-D arrays of
+    the plan's two dtypes); ``run_all`` runs calls over the pool."""
+    n = c.native
+    fn = native.current().function(n.function)
+    src = _base(src_buf, n.src_item, n.src_end, "source")
+    dst = _base(dst_buf, n.dst_item, n.dst_end, "destination")
+    calls = [lambda p=p: fn(src + p.src_offset, dst + p.dst_offset, p.box) for p in n.parts]
+    if len(calls) == 1:
+        calls[0]()
+    else:
+        run_all(calls)
+

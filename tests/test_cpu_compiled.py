@@ -1,0 +1,187 @@
+"""The cpu engine's compiled moves (runtime/cpu/native.py, compiled.py) and
+the machine it reads (runtime/cpu/machine.py): the choice of path and the
+reasons it gives, the library's disk cache, the checks before a call, and a
+sweep under AddressSanitizer and UndefinedBehaviorSanitizer (thorough tier).
+Bits are checked against the reference by test_cpu_vs_reference.py and
+test_cpu_fastpath.py, on both paths."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_sub
+from runtime import ClayoutError, MemoryDesc, reorder
+from runtime.cpu import compiled, copy, machine, native
+from runtime.cpu.plan import plan
+
+
+@pytest.fixture
+def fresh_library():
+    """The library cache emptied before and after (a test changes what it would hold)."""
+    native.library.cache.clear()
+    yield
+    native.library.cache.clear()
+
+
+def test_ci_machine_builds_the_compiled_moves():
+    """CI's machine has a C compiler: the default path is the compiled one
+    and `clayout devices` says so, with the machine's caches."""
+    lib = native.library("compiled")
+    assert lib.dll is not None and os.path.isfile(lib.path)
+    assert lib.path.startswith(os.environ["CLAYOUT_CPU_CACHE"])   # the run's own folder
+    done = run_sub("devices", env={"CLAYOUT_CPU": None})
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("cpu: L1d ") and "core(s)" in lines[0]
+    assert lines[1].startswith("cpu engine: compiled moves (")
+
+
+def test_numpy_forced_and_a_bad_choice_refused(monkeypatch):
+    monkeypatch.setenv("CLAYOUT_CPU", "numpy")
+    assert native.status() == "numpy path (CLAYOUT_CPU=numpy)"
+    dims = (1, 3, 5, 7)
+    assert plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")).method != "compiled"
+    monkeypatch.setenv("CLAYOUT_CPU", "fast")
+    with pytest.raises(ClayoutError, match=r"CLAYOUT_CPU='fast' is not one of auto, compiled, "
+                                           r"numpy"):
+        reorder(np.zeros(105, np.float32), MemoryDesc(dims, tag="nchw"),
+                MemoryDesc(dims, tag="nhwc"), engine="cpu")
+
+
+def test_without_a_compiler_numpy_says_why(monkeypatch, fresh_library):
+    monkeypatch.setattr(native, "compiler", lambda: None)
+    lib = native.library("auto")
+    assert lib.dll is None and lib.reason == \
+        "numpy path: no C compiler found (set CC, or install cc, gcc or clang)"
+    with pytest.raises(ClayoutError, match="CLAYOUT_CPU=compiled, but no C compiler found"):
+        native.library("compiled")
+
+
+def test_a_failing_compiler_is_named(monkeypatch, tmp_path, fresh_library):
+    cc = tmp_path / "broken-cc"
+    cc.write_text("#!/bin/sh\necho 'broken-cc: no license' >&2\nexit 3\n")
+    cc.chmod(0o755)
+    monkeypatch.setenv("CC", str(cc))
+    monkeypatch.setenv("CLAYOUT_CPU_CACHE", str(tmp_path / "cache"))
+    lib = native.library("auto")
+    assert lib.dll is None
+    assert lib.reason == f"numpy path: {cc} could not build the compiled moves: " \
+                         "broken-cc: no license"
+
+
+def test_built_once_and_keyed_by_flags(monkeypatch, tmp_path, fresh_library):
+    """A second process finds the library on disk; other flags make another file."""
+    monkeypatch.setenv("CLAYOUT_CPU_CACHE", str(tmp_path))
+    first = native.library("compiled").path
+    stamp = os.stat(first).st_mtime_ns
+    native.library.cache.clear()
+    assert native.library("compiled").path == first and os.stat(first).st_mtime_ns == stamp
+    native.library.cache.clear()
+    monkeypatch.setenv("CLAYOUT_CPU_CFLAGS", "-DCLAYOUT_UNUSED=1")
+    other = native.library("compiled").path
+    assert other != first and sorted(os.listdir(tmp_path)) == sorted(
+        os.path.basename(p) for p in (first, other))
+
+
+def test_a_call_checks_the_buffers(monkeypatch):
+    monkeypatch.setenv("CLAYOUT_CPU", "compiled")
+    dims = (1, 64, 40, 40)
+    src, dst = MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")
+    (c,) = plan(src, dst).copies
+    assert c.method == "compiled" and len(c.native.parts) >= 1
+    x = np.zeros(src.span, np.float32)
+    with pytest.raises(ValueError, match=r"destination buffer \(float32, 409596 bytes\) does "
+                                         r"not hold the compiled copy's 409600 bytes"):
+        compiled.run(c, x, np.empty(dst.span - 1, np.float32), copy.run_all)
+    with pytest.raises(ValueError, match="source buffer"):
+        compiled.run(c, x.view(np.uint8), np.empty(dst.span, np.float32), copy.run_all)
+
+
+def test_machine_read_from_sysfs(tmp_path):
+    root = tmp_path / "cache"
+    for i, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"),
+                                             ("2", "Unified", "2048K"), ("3", "Unified", "30M")]):
+        d = root / f"index{i}"
+        d.mkdir(parents=True)
+        for name, value in (("level", level), ("type", kind), ("size", size),
+                            ("coherency_line_size", "64")):
+            (d / name).write_text(value + "\n")
+    assert machine.from_sysfs(str(root)) == {"l1d": 48 << 10, "l2": 2 << 20, "l3": 30 << 20,
+                                             "line": 64}
+    assert machine.from_sysfs(str(tmp_path / "missing")) == {}
+    assert [machine.parse_size(s) for s in ("1G", "512", "0K", "x", "")] == \
+        [1 << 30, 512, None, None, None]
+    m = machine.machine()
+    assert m.cores >= 1 and m.l1d_bytes >= 4096 and m.l2_bytes >= m.l1d_bytes
+
+
+SWEEP = textwrap.dedent("""
+    import numpy as np
+    from runtime import engine
+    from runtime.algebra.desc import MemoryDesc
+    from runtime.cpu import engine as cpu, geometry
+    geometry.SMALL_BYTES = 256          # parts and threads on small boxes too
+    REF = engine.get("reference")
+    names = ("f32", "f16", "bf16", "s32", "s8", "u8")
+    n = 0
+    for dims in [(1, 3, 5, 7), (2, 17, 3, 9), (1, 20, 8, 8)]:
+        for a, b in [("nchw", "nhwc"), ("nhwc", "nChw16c"), ("nChw8c", "nchw"),
+                     ("nchw", "nChw4c")]:
+            for s in names:
+                for d in names:
+                    src, dst = MemoryDesc(dims, s, tag=a), MemoryDesc(dims, d, tag=b)
+                    x = (np.random.default_rng(n).standard_normal(src.span) * 300)
+                    x = x.astype(np.float32).astype(src.dtype.np)
+                    got = cpu.reorder(x, src, dst)
+                    want = REF.convert(src, dst, x)
+                    assert np.array_equal(got.view(dst.dtype.bits), want.view(dst.dtype.bits)), \\
+                        (dims, a, b, s, d)
+                    n += 1
+    print("swept", n)
+""")
+
+OUT_OF_BOUNDS = textwrap.dedent("""
+    import numpy as np
+    from runtime.algebra.desc import MemoryDesc
+    from runtime.cpu import native
+    from runtime.cpu.plan import plan
+    dims = (1, 16, 8, 8)
+    (c,) = plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")).copies
+    fn = native.current().function(c.native.function)
+    x, out = np.zeros(1024, np.float32), np.zeros(1000, np.float32)   # 24 short
+    part = c.native.parts[0]
+    fn(x.ctypes.data + part.src_offset, out.ctypes.data + part.dst_offset, part.box)
+""")
+
+
+def _sanitized(script: str, tmp_path) -> subprocess.CompletedProcess:
+    libs = [subprocess.run(["gcc", f"-print-file-name={n}"], capture_output=True,
+                           text=True).stdout.strip() for n in ("libasan.so", "libubsan.so")]
+    assert all(os.path.isabs(p) and os.path.exists(p) for p in libs), libs
+    env = dict(os.environ, PYTHONPATH=str(ROOT), LD_PRELOAD=" ".join(libs),
+               ASAN_OPTIONS="detect_leaks=0", CLAYOUT_CPU="compiled",
+               CLAYOUT_CPU_CACHE=str(tmp_path / "sanitized"),
+               CLAYOUT_CPU_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all "
+                                  "-fno-omit-frame-pointer")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=600)
+
+
+@pytest.mark.thorough
+def test_sanitizers_find_nothing_in_a_sweep(tmp_path):
+    """Every dtype pair over blocked, plain and tail shapes, built with ASan
+    and UBSan: the reference's bits, and not one report."""
+    done = _sanitized(SWEEP, tmp_path)
+    assert done.returncode == 0 and "swept 432" in done.stdout, done.stderr[-3000:]
+    assert "runtime error" not in done.stderr and "Sanitizer" not in done.stderr
+
+
+@pytest.mark.thorough
+def test_sanitizers_catch_a_write_past_the_end(tmp_path):
+    """The witness that the sweep's silence means something: the same build
+    reports a call given a destination 24 elements short."""
+    done = _sanitized(OUT_OF_BOUNDS, tmp_path)
+    assert done.returncode != 0 and "heap-buffer-overflow" in done.stderr, done.stderr[-2000:]
