@@ -16,6 +16,33 @@ def test_cpu_rows_tiny():
     assert all(r["cpu"] > 0 and r["memcpy"] > 0 and r["out="] > 0 for r in rows)
 
 
+def test_path_rows_tiny_without_onednn():
+    """The compiled and numpy paths agree (the rows assert it); without
+    oneDNN a line says why and its column stays empty."""
+    lines = []
+    rows = bench.path_rows(["tiny", "tiny64"], repeat=1, report=lines.append,
+                           peer="oneDNN not loaded: a test")
+    assert lines[0].startswith("oneDNN: oneDNN not loaded: a test; cpu engine: compiled moves")
+    assert [r["case"] for r in rows] == [f"{s}->{d}" for s, d in bench.IMAGE_CASES + bench.PEER_CASES]
+    assert all("onednn" not in r and r["clayout"] > 0 and r["numpy"] > 0 for r in rows)
+
+
+@pytest.mark.slow
+def test_onednn_peer_agrees_bit_for_bit(monkeypatch):
+    """oneDNN's reorder primitive (the PyPI wheel's library through ctypes,
+    fetched into the tests' cache) gives the bits of both paths."""
+    import bench_onednn
+    from conftest import cache_folder, fetched
+    monkeypatch.setenv("CLAYOUT_BENCH_CACHE", cache_folder())
+    peer = fetched("oneDNN's library", lambda cache: bench_onednn.load())
+    if isinstance(peer, str):
+        pytest.fail(peer)
+    lines = []
+    rows = bench.path_rows(["tiny64"], repeat=1, report=lines.append, peer=peer)
+    assert lines[0].startswith(f"oneDNN: {peer.version}") and len(rows) == 4
+    assert all(r["onednn"] > 0 for r in rows) and lines[-1].startswith("geomean clayout / oneDNN")
+
+
 @pytest.mark.slow
 def test_opencl_rows_tiny(cl_engine):
     import bench_opencl as cl_bench

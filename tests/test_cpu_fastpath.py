@@ -175,6 +175,8 @@ def test_small_copies_are_one_copy_and_plans_are_cached():
         assert p.copies[0].axes == (1,) and p.copies[0].dst.shape[1] == 3
     assert plan(dst, src).method == expected("copy")
     blocked = plan(MemoryDesc((2, 3, 5), tag="abc"), MemoryDesc((2, 3, 5), tag="aBc4b"))
-    assert blocked.padding == "memset" and blocked.method == expected("peeled copy")
+    # the compiled copy writes the block tail with its rows: nothing left to zero
+    assert blocked.padding == ("none" if p.method == "compiled" else "memset")
+    assert blocked.method == expected("peeled copy")
     via = plan(MemoryDesc((2, 24, 3), tag="aBc8b"), MemoryDesc((2, 24, 3), tag="aBc3b"))
     assert via.method == "via" and via.via == MemoryDesc((2, 24, 3))

@@ -1,11 +1,14 @@
 """Benchmark: conversions as ratios against the copy limit, in one run.
 
-CPU part: each conversion of the numpy fast path (the ``cpu`` engine, into a
-preallocated destination: ``cpu.reorder_into``, and the public call with
-``out=``) against ``np.copyto`` of the destination's bytes (memcpy), beside
-peers measured in the same run: naive numpy (one big
-``ascontiguousarray`` of a pad + reshape + transpose view) and, where torch is
-installed, ``copy_`` into a channels_last tensor. The OpenCL part is added by
+CPU part: each conversion of the cpu engine (on the path it takes: compiled
+moves where a C compiler works, else numpy; into a preallocated destination:
+``cpu.reorder_into``, and the public call with ``out=``) against
+``np.copyto`` of the destination's bytes (memcpy), beside peers measured in
+the same run: naive numpy (one big ``ascontiguousarray`` of a pad + reshape +
+transpose view) and, where torch is installed, ``copy_`` into a channels_last
+tensor. Then the engine's two paths side by side with oneDNN's reorder
+primitive (tools/bench_onednn.py: a plain CPU build from PyPI through ctypes,
+skipped with a line where it does not install; ``--paths`` for that table alone). The OpenCL part is added by
 tools/bench_opencl.py when an OpenCL device exists, followed by the public
 call on host arrays (``out=``) with the engine's in-place path
 (``host_in_place=True``: USE_HOST_PTR and a map) and without it (copies to
@@ -16,22 +19,29 @@ Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import numpy as np
 
 import bench_frame
 import bench_model
+import bench_onednn
 from bench_call import geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
 from runtime import ClayoutError, ImageDesc, image_layout
 from runtime.cpu import engine as cpu
-from runtime.cpu import geometry
+from runtime.cpu import geometry, native
 from runtime.engine import opencl_available
 
 SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
          "C17": (1, 17, 224, 224), "C3": (1, 3, 224, 224),
-         "tiny": (2, 5, 7, 9)}  # tiny: a smoke test of the bench itself
+         "C17x512": (1, 17, 512, 512), "C3x512": (1, 3, 512, 512),
+         "tiny": (2, 5, 7, 9), "tiny64": (2, 64, 3, 5)}  # smoke tests of the bench itself
+# the cpu engine's two paths against oneDNN's reorder (plain tags) and the copy limit
+PEER_CASES = (("nchw", "nhwc"), ("nchw", "nChw16c"), ("nhwc", "nchw"), ("nChw16c", "nchw"))
+IMAGE_CASES = (("nchw", "in_out_channel"), ("nhwc", "in_out_channel"),
+               ("oihw", "conv2d_filter"))
 CASES = (  # (name, src tag, dst tag or image layout)
     ("NHWC->NCHW", "nhwc", "nchw"),
     ("NCHW->NHWC", "nchw", "nhwc"),
@@ -112,6 +122,68 @@ def cpu_rows(sizes, repeat: int, inner: int):
                 t_dst = torch.empty(dims).contiguous(memory_format=torch.channels_last)
                 row["torch"] = timeit(lambda: t_dst.copy_(t_src), repeat, inner)
             rows.append(row)
+    return rows
+
+
+def on_path(path: str, call):
+    """``call`` made with the cpu engine on ``path`` (CLAYOUT_CPU), then as before."""
+    def run():
+        old = os.environ.get("CLAYOUT_CPU")
+        os.environ["CLAYOUT_CPU"] = path
+        try:
+            return call()
+        finally:
+            os.environ.pop("CLAYOUT_CPU") if old is None else os.environ.update(CLAYOUT_CPU=old)
+    return run
+
+
+def path_rows(sizes, repeat: int, report=print, peer=None) -> list[dict]:
+    """The cpu engine's compiled and numpy paths (the public call with
+    out=) and np.copyto of the destination's bytes, their rounds in turn;
+    then oneDNN's reorder primitive on the same arrays in a block of its own
+    (its OpenMP threads spin after each call and would take the cores from
+    the next round). Bits checked between all three."""
+    peer = peer or bench_onednn.load()
+    report(f"oneDNN: {peer if isinstance(peer, str) else f'{peer.version}, {peer.threads} OpenMP threads'}; "
+           f"cpu engine: {native.status()}")
+    report("| case | size | MiB | np.copyto ms | oneDNN ms | clayout ms | numpy path ms | "
+           "clayout / oneDNN | clayout % of copy | clayout − copy µs |")
+    report("|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for size in sizes:
+        dims = SIZES[size]
+        # oneDNN's cases at C = 64, the image cases at the other sizes (C = 3, 17)
+        cases = [(s, d, s, d) for s, d in PEER_CASES] if dims[1] == 64 else \
+            [(s, "image:" + d, s, d) for s, d in IMAGE_CASES]
+        for src_tag, dst, a, b in cases:
+            src, dstd = MemoryDesc(dims, tag=src_tag), dst_desc(dst, dims)
+            x = np.random.default_rng(0).standard_normal(src.span).astype(np.float32)
+            same, ref = np.empty(dstd.span, np.float32), np.resize(x, dstd.span)
+            target = image_layout(dst[6:]) if dst.startswith("image:") else dstd
+            call = public_call(x, src, target, "cpu")
+            fns = {"copy": lambda: np.copyto(same, ref), "clayout": on_path("auto", call),
+                   "numpy": on_path("numpy", call)}
+            ms = timed_in_turn(fns, repeat, inner=3 if dims[1] == 64 else 8, warm=2)
+            ours = fns["clayout"]().reshape(-1).copy()
+            assert np.array_equal(fns["numpy"]().reshape(-1), ours), f"paths disagree: {a}->{b}"
+            if not isinstance(peer, str) and not dst.startswith("image:"):
+                got = np.full(dstd.span, np.nan, np.float32)
+                run = peer.reorder(dims, src_tag, dst, x, got)
+                ms["onednn"] = timed_in_turn({"onednn": run}, repeat, inner=3, warm=2)["onednn"]
+                assert np.array_equal(got, ours), f"oneDNN disagrees: {a}->{b}"
+            row = {"size": size, "case": f"{a}->{b}", "bytes": dstd.size, **ms}
+            rows.append(row)
+            vs = f"{ms['onednn'] / ms['clayout']:.2f}" if "onednn" in ms else "-"
+            report(f"| {a}->{b} | {'x'.join(map(str, dims))} | {dstd.size / 2**20:.1f} | "
+                   f"{ms['copy']:.3f} | {ms.get('onednn', float('nan')):.3f} | "
+                   f"{ms['clayout']:.3f} | {ms['numpy']:.3f} | {vs} | "
+                   f"{100 * ms['copy'] / ms['clayout']:.0f}% | "
+                   f"{1e3 * (ms['clayout'] - ms['copy']):.0f} |")
+    with_peer = [r for r in rows if "onednn" in r]
+    if with_peer:
+        report(f"geomean clayout / oneDNN: "
+               f"{geomean(r['onednn'] / r['clayout'] for r in with_peer):.2f} "
+               f"(numpy path {geomean(r['onednn'] / r['numpy'] for r in with_peer):.2f})")
     return rows
 
 
@@ -206,6 +278,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="224 and C17 only, fewer rounds")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-opencl", action="store_true")
+    ap.add_argument("--paths", action="store_true",
+                    help="only the cpu engine's compiled and numpy paths against np.copyto "
+                    "and oneDNN's reorder (224, 512, and the image cases at C3, C17, C3x512, "
+                    "C17x512 unless --sizes names others)")
     ap.add_argument("--frames", action="store_true",
                     help="only the frame case: a camera frame to a model input, runtime.from_frame "
                     "against the cv2 + numpy + to_image chain and cv2 alone")
@@ -226,15 +302,23 @@ def main(argv=None) -> int:
     if args.frames:
         frames()
         return 0
+    if args.paths:
+        chosen = args.sizes.split(",") if "--sizes" in (argv or sys.argv) else \
+            ["224", "512", "C3", "C17", "C3x512", "C17x512"]
+        path_rows([s for s in chosen if s in SIZES], repeat)
+        return 0
     print(f"clayout bench: f32, medians of {repeat} rounds; % = memcpy time / conversion time "
           f"(higher is better; 100% = copy speed); {geometry.THREADS} threads")
     rows = cpu_rows(sizes, repeat, inner=4)
-    print("\nCPU (numpy): memcpy = np.copyto of the destination's bytes")
+    print(f"\nCPU ({native.status()}): memcpy = np.copyto of the destination's bytes")
     print_table(rows, ["memcpy", "cpu", "out=", "numpy", "torch"], "memcpy")
     for s in sizes:
         print(f"geomean {s}: cpu fast path {geomean_pct(rows, 'cpu', 'memcpy', s):.0f}% of "
               f"memcpy, public call with out= {geomean_pct(rows, 'out=', 'memcpy', s):.0f}%, "
               f"naive numpy {geomean_pct(rows, 'numpy', 'memcpy', s):.0f}%")
+    print("\nCPU paths: the public call with out= on the compiled and numpy paths, "
+          "np.copyto of the destination's bytes, oneDNN's reorder")
+    path_rows(sizes, repeat)
     if not args.no_opencl:
         if not opencl_available():
             print("\nOpenCL: no device with image support; skipped")

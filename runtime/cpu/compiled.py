@@ -32,7 +32,8 @@ BLOCK = 8                    # the widest square block the library transposes
 @dataclass(frozen=True)
 class Part:
     """One call: byte offsets into the two buffers and the packed box
-    (int64: nd, TP, TQ, shape, source strides, destination strides)."""
+    (int64: nd, TP, TQ, zeros after each row, TW, shape, source strides,
+    destination strides; templates/cpu_move.c.mako says what each means)."""
     src_offset: int
     dst_offset: int
     box: bytes
@@ -41,13 +42,15 @@ class Part:
 @dataclass(frozen=True)
 class Native:
     """A compiled copy: the function, its parts, and the bytes each buffer
-    must hold (the parts' furthest element, plus one)."""
+    must hold (the parts' furthest element, plus one); ``zeros``: the
+    destination's block-tail elements written after each row (0: none)."""
     function: str
     parts: tuple[Part, ...]
     src_end: int
     dst_end: int
     src_item: int
     dst_item: int
+    zeros: int = 0
 
 
 def _order(shape, ss, ds):
@@ -71,16 +74,26 @@ def _tiles(n_p: int, n_q: int, item: int) -> tuple[int, int]:
     return min(n_p, tp), tq
 
 
-def _pack(shape, ss, ds, tp, tq) -> bytes:
+def _pack(shape, ss, ds, tp, tq, zq, tw) -> bytes:
     pad = [0] * (native.MAX_AXES - len(shape))
-    return np.array([len(shape), tp, tq, *shape, *pad, *ss, *pad, *ds, *pad],
+    return np.array([len(shape), tp, tq, zq, tw, *shape, *pad, *ss, *pad, *ds, *pad],
                     dtype=np.int64).tobytes()
 
 
+def _group(shape, ds) -> int:
+    """TW: P's rows in groups that fill L1 in the destination, where
+    an outer axis steps inside P's destination stride (0: no groups)."""
+    if not any(st < ds[-2] for n, st in zip(shape[:-2], ds[:-2]) if n > 1):
+        return 0
+    return max(BLOCK, g.L1_BYTES // max(1, ds[-2]) // BLOCK * BLOCK)
+
+
 def _split(shape, ss, ds, pieces: int):
-    """[(src offset, dst offset, shape)] cutting the outermost axis longer
-    than one into ``pieces`` (the plane's P where no outer axis is long)."""
-    axis = next((i for i in range(len(shape) - 2) if shape[i] >= pieces), len(shape) - 2)
+    """[(src offset, dst offset, shape)] cutting into ``pieces`` the axis
+    (an outer one or P) with the largest destination stride among those at
+    least that long: the parts then write apart, never into one cache line."""
+    axes = [i for i in range(len(shape) - 1) if shape[i] >= pieces] or [len(shape) - 2]
+    axis = max(axes, key=lambda i: ds[i])
     n = shape[axis]
     step = BLOCK if axis == len(shape) - 2 else 1
     bounds = sorted({min(n, -(-n * k // pieces) // step * step) for k in range(pieces + 1)} | {n})
@@ -95,25 +108,35 @@ def _split(shape, ss, ds, pieces: int):
 
 def _fold_lanes(s: View, d: View, itemsize: int):
     """(s, d, element bytes): an axis contiguous on both sides whose run is
-    2, 4, 8 or 16 bytes (an RGBA pixel's lanes) taken into the element."""
+    one of the library's move sizes (an RGBA pixel's lanes, a C = 3 pixel)
+    taken into the element."""
     for j, n in enumerate(s.shape):
         if s.strides[j] == 1 == d.strides[j] and n * itemsize in native.MOVE_TYPES and n > 1:
             def drop(v: View) -> View:
-                return View(v.offset, v.shape[:j] + v.shape[j + 1:], v.strides[:j] + v.strides[j + 1:])
+                return View(v.offset, v.shape[:j] + v.shape[j + 1:],
+                            v.strides[:j] + v.strides[j + 1:])
             return drop(s), drop(d), n * itemsize
     return s, d, itemsize
 
 
-def choose(s: View, d: View, src_dt, dst_dt) -> Copy | None:
+def choose(s: View, d: View, src_dt, dst_dt, tail=None) -> Copy | None:
     """The pair as a "compiled" Copy, or None where the compiled moves do not
-    apply (a negative stride, more axes than a box holds)."""
+    apply (a negative stride, more axes than a box holds). ``tail``: (axis,
+    zeros): the destination has that many zero elements after d's run along
+    that axis (a block tail); the copy writes them where the axis becomes Q
+    unmerged (``Native.zeros`` says whether it did)."""
     if min(s.strides + d.strides, default=0) < 0:
         return None
     same = src_dt == dst_dt
+    axis, zeros = tail or (0, 0)
+    step, run = (d.strides[axis], d.shape[axis]) if zeros else (0, 0)
+    lane = s.strides[axis] if zeros else 0
     s, d = coalesced(s, d)
+    if run == 1:   # a tail after one lane: that unit axis stays, innermost, to carry it
+        s, d = (View(v.offset, v.shape + (1,), v.strides + (st,)) for v, st in ((s, lane), (d, step)))
     item_s, item_d = src_dt.itemsize, dst_dt.itemsize
     item = item_s
-    if same:
+    if same and not zeros:
         s, d, item = _fold_lanes(s, d, item_s)
     if len(s.shape) > native.MAX_AXES:
         return None
@@ -124,16 +147,19 @@ def choose(s: View, d: View, src_dt, dst_dt) -> Copy | None:
     ss, ds = [ss[i] for i in order], [ds[i] for i in order]
     while len(shape) < 2:
         shape, ss, ds = [1] + shape, [0] + ss, [0] + ds
+    # the tail follows Q's run only where Q is that unit axis, unmerged
+    zq = zeros if zeros and ds[-1] == step * item_d and shape[-1] == run else 0
     tp, tq = _tiles(shape[-2], shape[-1], item)
     pieces = g.THREADS if math.prod(shape) * item > g.SMALL_BYTES else 1
-    parts = tuple(Part(s.offset * item_s + so, d.offset * item_d + do, _pack(sh, ss, ds, tp, tq))
+    parts = tuple(Part(s.offset * item_s + so, d.offset * item_d + do,
+                       _pack(sh, ss, ds, tp, tq, zq, _group(sh, ds)))
                   for so, do, sh in _split(shape, ss, ds, pieces))
     ends = [sum((n - 1) * st for n, st in zip(shape, side)) for side in (ss, ds)]
     fn = native.move_name(item) if same else native.convert_name(src_dt.name, dst_dt.name)
     out_item = item if same else item_d
     return Copy(s, d, "compiled", native=Native(
-        fn, parts, s.offset * item_s + ends[0] + item, d.offset * item_d + ends[1] + out_item,
-        item_s, item_d))
+        fn, parts, s.offset * item_s + ends[0] + item,
+        d.offset * item_d + ends[1] + out_item + zq * ds[-1], item_s, item_d, zq))
 
 
 def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:

@@ -42,7 +42,8 @@ FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fsigned-char", "-ffp-contract=
 NATIVE = ("-march=native",)     # dropped where the compiler refuses it
 C_STORAGE = {"f32": "float", "f16": "ushort", "bf16": "ushort", "s32": "int", "s8": "char",
              "u8": "uchar"}
-MOVE_TYPES = {1: "uint8_t", 2: "uint16_t", 4: "uint32_t", 8: "uint64_t", 16: "clayout_u128"}
+MOVE_TYPES = {1: "uint8_t", 2: "uint16_t", 3: "clayout_b3", 4: "uint32_t", 6: "clayout_b6",
+              8: "uint64_t", 12: "clayout_b12", 16: "clayout_b16"}
 BLOCKS = {4: ((8, "defined(__AVX__)"), (4, "defined(__SSE2__)")),
           2: ((8, "defined(__SSE2__)"),), 1: ((8, "defined(__SSE2__)"),)}
 

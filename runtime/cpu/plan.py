@@ -197,11 +197,33 @@ def _fills(dst: MemoryDesc) -> list[tuple[View, str]]:
     return fills
 
 
-def _copy(s: View, d: View, src_dt, dst_dt, compiled_path: bool) -> Copy:
-    """How one box pair is copied: compiled where it can be, else by numpy."""
-    made = compiled.choose(s, d, src_dt, dst_dt) if compiled_path else None
-    if made is not None:
-        return made
+def _tail(d: View, zeros: list[View]):
+    """(index in ``zeros``, axis, length) of the zero box that continues d
+    along one axis (a block tail right after d's run: the same strides and
+    shape but along that axis, starting where d's run ends), else None."""
+    for k, z in enumerate(zeros):
+        if z.strides != d.strides or len(z.shape) != len(d.shape):
+            continue
+        differ = [i for i in range(len(d.shape)) if z.shape[i] != d.shape[i]]
+        axes = differ or range(len(d.shape))
+        for a in axes:
+            if all(z.shape[i] == d.shape[i] for i in range(len(d.shape)) if i != a) \
+                    and z.offset == d.offset + d.shape[a] * d.strides[a]:
+                return k, a, z.shape[a]
+    return None
+
+
+def _copy(s: View, d: View, src_dt, dst_dt, compiled_path: bool, zeros: list[View]) -> Copy:
+    """How one box pair is copied: compiled where it can be (taking with it
+    the zero box of ``zeros`` that continues d, removed from that list once
+    written), else by numpy."""
+    if compiled_path:
+        tail = _tail(d, zeros)
+        made = compiled.choose(s, d, src_dt, dst_dt, tail and tail[1:])
+        if made is not None:
+            if made.native.zeros:
+                del zeros[tail[0]]
+            return made
     if src_dt == dst_dt:
         s, d = widened(s, d, dst_dt.itemsize)
     return choose(s, d, src_dt.np, dst_dt.np)
@@ -213,13 +235,17 @@ def _build(src: MemoryDesc, dst: MemoryDesc, compiled_path: bool) -> Plan:
         return Plan((), (), "none", via=MemoryDesc(src.dims, dst.dtype))
     pairs = _pairs(src, dst, shared)
     fills = _fills(dst)
+    zeros = [v for v, what in fills if what == "zero"]
+    copies = tuple(_copy(s, d, src.dtype, dst.dtype, compiled_path, zeros) for s, d in pairs)
+    # a compiled copy writes the zero box that continues its rows (a block tail)
+    fills = [(v, what) for v, what in fills if what == "halo" or v in zeros]
     padding, by_rows = "none", None
     if any(what == "zero" for _, what in fills):
         padding = "boxes"
         if dst.is_dense:
-            one = not compiled_path and len(pairs) == 1 and math.prod(pairs[0][1].shape) > g.SMALL_ELEMS
+            one = not compiled_path and len(pairs) == 1 and \
+                math.prod(pairs[0][1].shape) > g.SMALL_ELEMS
             by_rows = pairs[0] if one and rows.row_axes(pairs[0][1], dst.offset0, dst.span) \
                 else None
             padding = "rows" if by_rows else "memset"
-    copies = tuple(_copy(s, d, src.dtype, dst.dtype, compiled_path) for s, d in pairs)
     return Plan(copies, tuple(fills), padding, rows=by_rows)
