@@ -10,10 +10,13 @@
 // registers. Strides are in bytes; every load and store is a memcpy of one
 // element (no alignment assumed). Conversions are the expressions the OpenCL
 // kernels use (the dtype rules), compiled as C below the OpenCL names they need.
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
+#include <time.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -77,9 +80,113 @@ static inline void clayout_zero_bytes(char *d, int64_t n)
 
 // -- square blocks transposed in registers: s holds B rows (Q) of B elements along P,
 // d receives B rows (P) of B elements along Q
-#if defined(__AVX__)
-static inline void clayout_t8_4(const char *s, int64_t sQ, char *d, int64_t dP)
+#if defined(__AVX512F__)
+// o[i]: destination row i of the 16x16 block whose source rows start at s, sQ apart
+static inline void clayout_rows16(const char *s, int64_t sQ, __m512 *o)
 {
+    __m512 r[16], t[16], u[16], v[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_ps((const float *)(s + i * sQ));
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int m = 0; m < 4; m++) {
+        v[m] = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
+        v[4 + m] = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xdd);
+        v[8 + m] = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+        v[12 + m] = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xdd);
+    }
+    for (int m = 0; m < 4; m++) {
+        o[m] = _mm512_shuffle_f32x4(v[m], v[8 + m], 0x88);
+        o[4 + m] = _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0x88);
+        o[8 + m] = _mm512_shuffle_f32x4(v[m], v[8 + m], 0xdd);
+        o[12 + m] = _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0xdd);
+    }
+}
+
+// A plane whose destination rows are 16 elements of 4 bytes, one after the other (a 16c
+// block), starting e elements past a cache line: each line is built of the end of one
+// row and the start of the next (a permute across two rows), so every store but the
+// first and last is one whole, aligned line (streamed past the caches where nt says).
+static void clayout_lines16_4(const char *s, int64_t sQ, char *d, int64_t nP, int nt)
+{
+    const int e = (int)(((uintptr_t)d & 63) / 4);
+    const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                         _mm512_set1_epi32(16 - e));
+    __m512 o[16], prev = _mm512_setzero_ps();
+    char *line = d + (64 - 4 * e);             // the first whole line
+    int64_t p = 0;
+    for (; p + 16 <= nP; p += 16) {
+        clayout_rows16(s + p * 4, sQ, o);
+        if (p == 0)                            // the first row's head, before the first line
+            _mm512_mask_storeu_ps((float *)d, (__mmask16)((1u << (16 - e)) - 1u), o[0]);
+        else {                                 // the line across the previous block's last row
+            const __m512 l = _mm512_permutex2var_ps(prev, idx, o[0]);
+            if (nt) _mm512_stream_ps((float *)(line - 64), l); else _mm512_store_ps((float *)(line - 64), l);
+        }
+        for (int k = 0; k < 15; k++) {
+            const __m512 l = _mm512_permutex2var_ps(o[k], idx, o[k + 1]);
+            if (nt) _mm512_stream_ps((float *)(line + 64 * k), l); else _mm512_store_ps((float *)(line + 64 * k), l);
+        }
+        prev = o[15];
+        line += 16 * 64;
+    }
+    if (p > 0)                                 // the last row's tail, after the last line
+        _mm512_mask_storeu_ps((float *)(line - 64), (__mmask16)(((1u << e) - 1u)), _mm512_permutexvar_ps(idx, prev));
+    for (; p < nP; p++)                        // rows left: one element at a time
+        for (int64_t q = 0; q < 16; q++)
+            memcpy(d + p * 64 + q * 4, s + p * 4 + q * sQ, 4);
+}
+
+static inline void clayout_t16_4(const char *s, int64_t sQ, char *d, int64_t dP, int nt)
+{
+    __m512 r[16], t[16], u[16], v[16];
+    for (int i = 0; i < 16; i++)
+        r[i] = _mm512_loadu_ps((const float *)(s + i * sQ));
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {      // u[i + m]: column 4k + m of rows i..i+3, lane k
+        u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int m = 0; m < 4; m++) {
+        v[m] = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
+        v[4 + m] = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xdd);
+        v[8 + m] = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
+        v[12 + m] = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xdd);
+    }
+    if (nt && (((uintptr_t)d | (uintptr_t)dP) & 63) == 0) {   // whole lines, past the caches
+    for (int m = 0; m < 4; m++) {
+        _mm512_stream_ps((float *)(d + m * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0x88));
+        _mm512_stream_ps((float *)(d + (4 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0x88));
+        _mm512_stream_ps((float *)(d + (8 + m) * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0xdd));
+        _mm512_stream_ps((float *)(d + (12 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0xdd));
+    }
+    return;
+    }
+    for (int m = 0; m < 4; m++) {
+        _mm512_storeu_ps((float *)(d + m * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0x88));
+        _mm512_storeu_ps((float *)(d + (4 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0x88));
+        _mm512_storeu_ps((float *)(d + (8 + m) * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0xdd));
+        _mm512_storeu_ps((float *)(d + (12 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0xdd));
+    }
+}
+#endif
+#if defined(__AVX__)
+static inline void clayout_t8_4(const char *s, int64_t sQ, char *d, int64_t dP, int nt)
+{
+    (void)nt;
     __m256 r0 = _mm256_loadu_ps((const float *)(s)), r1 = _mm256_loadu_ps((const float *)(s + sQ)),
            r2 = _mm256_loadu_ps((const float *)(s + 2 * sQ)), r3 = _mm256_loadu_ps((const float *)(s + 3 * sQ)),
            r4 = _mm256_loadu_ps((const float *)(s + 4 * sQ)), r5 = _mm256_loadu_ps((const float *)(s + 5 * sQ)),
@@ -103,8 +210,9 @@ static inline void clayout_t8_4(const char *s, int64_t sQ, char *d, int64_t dP)
 }
 #endif
 #if defined(__SSE2__)
-static inline void clayout_t4_4(const char *s, int64_t sQ, char *d, int64_t dP)
+static inline void clayout_t4_4(const char *s, int64_t sQ, char *d, int64_t dP, int nt)
 {
+    (void)nt;
     __m128 r0 = _mm_loadu_ps((const float *)(s)), r1 = _mm_loadu_ps((const float *)(s + sQ)),
            r2 = _mm_loadu_ps((const float *)(s + 2 * sQ)), r3 = _mm_loadu_ps((const float *)(s + 3 * sQ));
     _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
@@ -120,23 +228,30 @@ static inline void clayout_t4_4(const char *s, int64_t sQ, char *d, int64_t dP)
 // elements named, so a box's last rows are safe.
 static inline __m128 clayout_load_part(const char *s, int64_t n)
 {
+    double two;      // memcpy: no alignment beyond the element's is assumed
+    float one;
     switch (n) {
     case 4: return _mm_loadu_ps((const float *)s);
-    case 3: return _mm_movelh_ps(_mm_castpd_ps(_mm_load_sd((const double *)s)),
-                                 _mm_load_ss((const float *)(s + 8)));
-    case 2: return _mm_castpd_ps(_mm_load_sd((const double *)s));
-    default: return _mm_load_ss((const float *)s);
+    case 3: memcpy(&two, s, 8);
+            memcpy(&one, s + 8, 4);
+            return _mm_movelh_ps(_mm_castpd_ps(_mm_set_sd(two)), _mm_set_ss(one));
+    case 2: memcpy(&two, s, 8);
+            return _mm_castpd_ps(_mm_set_sd(two));
+    default: memcpy(&one, s, 4);
+            return _mm_set_ss(one);
     }
 }
 
 static inline void clayout_store_part(char *d, __m128 r, int64_t w)
 {
+    const double two = _mm_cvtsd_f64(_mm_castps_pd(r));
+    const float one = _mm_cvtss_f32(r), third = _mm_cvtss_f32(_mm_movehl_ps(r, r));
     switch (w) {
     case 4: _mm_storeu_ps((float *)d, r); break;
-    case 3: _mm_store_sd((double *)d, _mm_castps_pd(r));
-            _mm_store_ss((float *)(d + 8), _mm_movehl_ps(r, r)); break;
-    case 2: _mm_store_sd((double *)d, _mm_castps_pd(r)); break;
-    default: _mm_store_ss((float *)d, r); break;
+    case 3: memcpy(d, &two, 8);
+            memcpy(d + 8, &third, 4); break;
+    case 2: memcpy(d, &two, 8); break;
+    default: memcpy(d, &one, 4); break;
     }
 }
 
@@ -155,8 +270,9 @@ static inline void clayout_t4_4_part(const char *s, int64_t sQ, int64_t np, int6
     if (np > 3) clayout_store_part(d + 3 * dP, r3, w);
 }
 
-static inline void clayout_t8_2(const char *s, int64_t sQ, char *d, int64_t dP)
+static inline void clayout_t8_2(const char *s, int64_t sQ, char *d, int64_t dP, int nt)
 {
+    (void)nt;
     __m128i r[8], a[8], b[8];
     for (int i = 0; i < 8; i++)
         r[i] = _mm_loadu_si128((const __m128i *)(s + i * sQ));
@@ -175,8 +291,9 @@ static inline void clayout_t8_2(const char *s, int64_t sQ, char *d, int64_t dP)
     }
 }
 
-static inline void clayout_t8_1(const char *s, int64_t sQ, char *d, int64_t dP)
+static inline void clayout_t8_1(const char *s, int64_t sQ, char *d, int64_t dP, int nt)
 {
+    (void)nt;
     __m128i r[8], a[4], b[4];
     for (int i = 0; i < 8; i++)
         r[i] = _mm_loadl_epi64((const __m128i *)(s + i * sQ));
@@ -221,7 +338,7 @@ static inline void ${f.name}_zero(char *d, int64_t from, int64_t to, int64_t dQ)
 // the plane nP x nQ in tiles; after each row's nQ elements, zq zero elements
 static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int64_t sP,
                             int64_t sQ, int64_t dP, int64_t dQ, int64_t TP, int64_t TQ,
-                            int64_t zq)
+                            int64_t zq, int nt)
 {
   % if f.move:
     if (sQ == ${f.item} && dQ == ${f.item}) {       // rows contiguous on both sides
@@ -241,10 +358,25 @@ static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int6
         return;
     }
   % endif
+    const int64_t line = 64, mis = (int64_t)((uintptr_t)d & (line - 1));
+    const int64_t qa = dQ == ${f.item} && dP % line == 0 && nQ >= 2 * line / dQ && mis % dQ == 0
+        ? ((line - mis) & (line - 1)) / dQ : 0;
+  % if f.item == 4 and f.move:
+#if defined(__AVX512F__)
+    if (nQ == 16 && sP == 4 && dQ == 4 && dP == 64 && zq == 0 && mis % 4 == 0 && mis != 0 && nP >= 16) {
+        clayout_lines16_4(s, sQ, d, nP, nt);
+        return;
+    }
+#endif
+  % endif
     for (int64_t p0 = 0; p0 < nP; p0 += TP) {
         const int64_t p1 = p0 + TP < nP ? p0 + TP : nP;
-        for (int64_t q0 = 0; q0 < nQ; q0 += TQ) {
-            const int64_t q1 = q0 + TQ < nQ ? q0 + TQ : nQ;
+        for (int64_t q0 = 0, q1; q0 < nQ; q0 = q1) {
+            // the first tile ends where the destination's rows reach a cache line, so that
+            // the square blocks after it store whole lines (numpy's arrays start 16 bytes in)
+            q1 = q0 + TQ < nQ ? q0 + TQ : nQ;
+            if (q0 == 0 && qa > 0 && qa < q1)
+                q1 = qa;
             const int64_t zt = q1 == nQ ? zq : 0;   // zeros after this tile's rows
             int64_t p = p0;
   % for b, guard in f.blocks:
@@ -253,10 +385,20 @@ static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int6
                 for (; p + ${b} <= p1; p += ${b}) {
                     int64_t q = q0;
                     for (; q + ${b} <= q1; q += ${b})
-                        clayout_t${b}_${f.item}(s + p * sP + q * sQ, sQ, d + p * dP + q * dQ, dP);
+                        clayout_t${b}_${f.item}(s + p * sP + q * sQ, sQ, d + p * dP + q * dQ, dP, nt);
+    % if f.item == 4 and b >= 4:
+                    for (; q + 4 <= q1; q += 4)    // the columns left: blocks of 4 rows,
+                        for (int64_t i = p; i < p + ${b}; i += 4)
+                            clayout_t4_4(s + i * sP + q * sQ, sQ, d + i * dP + q * dQ, dP, nt);
+                    if (q < q1)                    // then a partial one
+                        for (int64_t i = p; i < p + ${b}; i += 4)
+                            clayout_t4_4_part(s + i * sP + q * sQ, sQ, 4, q1 - q,
+                                              d + i * dP + q * dQ, dP, q1 - q);
+    % else:
                     for (; q < q1; q++)
                         for (int64_t i = p; i < p + ${b}; i++)
                             ${f.name}_one(s + i * sP + q * sQ, d + i * dP + q * dQ);
+    % endif
                     for (int64_t i = p; i < p + ${b}; i++)
                         ${f.name}_zero(d + i * dP, q1, q1 + zt, dQ);
                 }
@@ -267,9 +409,24 @@ static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int6
 #if defined(__SSE2__)
             if (sP == 4 && dQ == 4 && q1 - q0 < 4) {   // a short row: channels, a pixel's lanes
                 const int64_t nq = q1 - q0, w = nq + zt <= 4 ? nq + zt : nq;
+                const char *sq = s + q0 * sQ;
+                char *dq = d + q0 * dQ;
+                if (w == 4)    // whole pixels: full loads along P, full stores
+                    for (; p + 4 <= p1; p += 4) {
+                        const __m128 z = _mm_setzero_ps();
+                        __m128 r0 = _mm_loadu_ps((const float *)(sq + p * 4)),
+                               r1 = nq > 1 ? _mm_loadu_ps((const float *)(sq + sQ + p * 4)) : z,
+                               r2 = nq > 2 ? _mm_loadu_ps((const float *)(sq + 2 * sQ + p * 4)) : z,
+                               r3 = z;
+                        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+                        _mm_storeu_ps((float *)(dq + p * dP), r0);
+                        _mm_storeu_ps((float *)(dq + (p + 1) * dP), r1);
+                        _mm_storeu_ps((float *)(dq + (p + 2) * dP), r2);
+                        _mm_storeu_ps((float *)(dq + (p + 3) * dP), r3);
+                    }
                 for (; p < p1; p += 4) {
                     const int64_t np = p1 - p < 4 ? p1 - p : 4;
-                    clayout_t4_4_part(s + p * sP + q0 * sQ, sQ, np, nq, d + p * dP + q0 * dQ, dP, w);
+                    clayout_t4_4_part(sq + p * sP, sQ, np, nq, dq + p * dP, dP, w);
                     for (int64_t i = p; i < p + np; i++)
                         ${f.name}_zero(d + i * dP, q0 + w, q1 + zt, dQ);
                 }
@@ -297,14 +454,17 @@ static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int6
     }
 }
 
-// the box: nd, TP, TQ, zq, TW, then shape, source and destination strides (bytes).
+// the box: nd, TP, TQ, zq, TW, NT, then shape, source and destination strides (bytes).
+// NT: whole destination lines of square blocks are stored past the caches (a
+// destination too big to stay in them: no line is read before it is written).
 // TW > 0: rows of P in groups of TW, each group walked over every outer index
 // before the next (the outer axes step inside P's destination rows there, as
 // the input channels of a filter image's pixels: the group's lines stay in L1)
 void ${f.name}(const char *src, char *dst, const int64_t *box)
 {
     const int64_t nd = box[0], TP = box[1], TQ = box[2], zq = box[3], TW = box[4];
-    const int64_t *n = box + 5, *ss = box + 5 + ${max_axes}, *ds = box + 5 + 2 * ${max_axes};
+    const int nt = (int)box[5];
+    const int64_t *n = box + 6, *ss = box + 6 + ${max_axes}, *ds = box + 6 + 2 * ${max_axes};
     const int64_t nP = n[nd - 2], group = TW > 0 ? TW : nP;
     int64_t outer = 1;
     for (int64_t a = 0; a < nd - 2; a++)
@@ -322,16 +482,160 @@ void ${f.name}(const char *src, char *dst, const int64_t *box)
                 d += i * ds[a];
             }
             ${f.name}_plane(s, d, g1 - g0, n[nd - 1], ss[nd - 2], ss[nd - 1], ds[nd - 2],
-                            ds[nd - 1], TP, TQ, zq);
+                            ds[nd - 1], TP, TQ, zq, nt);
         }
     }
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
 }
 % endfor
+
+// -- the workers: a copy's parts run on the caller's thread and on workers of the library's
+// own, which spin a while after each copy before they sleep (a sleeping thread took 70-90 us
+// to wake on a 2-vCPU VM: a tenth of a 224x224x64 transpose). One copy at a time uses them;
+// a caller that finds them busy runs its parts alone. Parts are claimed under a lock (a
+// copy has a few), so a worker never runs a part of a copy that has returned.
+typedef void (*clayout_move_fn)(const char *, char *, const int64_t *);
+
+static pthread_mutex_t clayout_busy = PTHREAD_MUTEX_INITIALIZER;   // one copy at a time
+static pthread_mutex_t clayout_lock = PTHREAD_MUTEX_INITIALIZER;   // the slot, the sleep
+static pthread_cond_t clayout_wake = PTHREAD_COND_INITIALIZER;
+static struct {
+    clayout_move_fn fn;
+    const char *src;
+    char *dst;
+    const int64_t *parts;      // per part: source offset, destination offset, its box
+    int64_t stride, n, next;   // int64 words per part, parts, the next to claim
+    long long gen;             // which copy this is
+} clayout_slot;
+static atomic_llong clayout_gen;        // the slot's copy, for the workers' spin
+static atomic_llong clayout_done;       // parts of it finished
+static atomic_llong clayout_spin_ns;    // how long an idle worker spins
+static int clayout_workers;             // started (under clayout_busy)
+
+static int64_t clayout_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline void clayout_relax(void)
+{
+#if defined(__SSE2__)
+    _mm_pause();
+#endif
+}
+
+// the next part of copy ``gen`` (its index in *i, the copy in the locals), or 0
+static int clayout_claim(long long gen, int64_t *i, clayout_move_fn *fn, const char **src,
+                         char **dst, const int64_t **part)
+{
+    pthread_mutex_lock(&clayout_lock);
+    const int ok = clayout_slot.gen == gen && clayout_slot.next < clayout_slot.n;
+    if (ok) {
+        *i = clayout_slot.next++;
+        *fn = clayout_slot.fn;
+        *src = clayout_slot.src;
+        *dst = clayout_slot.dst;
+        *part = clayout_slot.parts + *i * clayout_slot.stride;
+    }
+    pthread_mutex_unlock(&clayout_lock);
+    return ok;
+}
+
+static void clayout_take(long long gen)
+{
+    int64_t i;
+    clayout_move_fn fn;
+    const char *src;
+    char *dst;
+    const int64_t *part;
+    while (clayout_claim(gen, &i, &fn, &src, &dst, &part)) {
+        fn(src + part[0], dst + part[1], part + 2);
+        atomic_fetch_add_explicit(&clayout_done, 1, memory_order_release);
+    }
+}
+
+static void *clayout_worker(void *arg)
+{
+    long long seen = (long long)(intptr_t)arg;
+    for (;;) {
+        const int64_t until = clayout_now_ns() + atomic_load(&clayout_spin_ns);
+        while (atomic_load_explicit(&clayout_gen, memory_order_acquire) == seen) {
+            for (int k = 0; k < 16; k++)
+                clayout_relax();
+            if (clayout_now_ns() >= until)
+                break;
+        }
+        pthread_mutex_lock(&clayout_lock);
+        while (atomic_load(&clayout_gen) == seen)
+            pthread_cond_wait(&clayout_wake, &clayout_lock);
+        seen = atomic_load(&clayout_gen);
+        pthread_mutex_unlock(&clayout_lock);
+        clayout_take(seen);
+    }
+    return NULL;
+}
+
+static void clayout_after_fork(void)   // a child has none of the parent's threads
+{
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    clayout_busy = m;
+    clayout_lock = m;
+    clayout_wake = c;
+    clayout_workers = 0;
+}
+
+// Run ``n`` parts of one copy (``parts``: ``stride`` int64 words each) with up to
+// ``threads`` threads, the caller's included; idle workers spin ``spin_ns`` first.
+void clayout_parallel(clayout_move_fn fn, const char *src, char *dst, const int64_t *parts,
+                      int64_t stride, int64_t n, int64_t threads, int64_t spin_ns)
+{
+    static int forks_handled;
+    if (threads <= 1 || n <= 1 || pthread_mutex_trylock(&clayout_busy) != 0) {
+        for (int64_t i = 0; i < n; i++)
+            fn(src + parts[i * stride], dst + parts[i * stride + 1], parts + i * stride + 2);
+        return;
+    }
+    atomic_store(&clayout_spin_ns, spin_ns);
+    pthread_mutex_lock(&clayout_lock);
+    clayout_slot.fn = fn;
+    clayout_slot.src = src;
+    clayout_slot.dst = dst;
+    clayout_slot.parts = parts;
+    clayout_slot.stride = stride;
+    clayout_slot.n = n;
+    clayout_slot.next = 0;
+    const long long gen = ++clayout_slot.gen;
+    atomic_store(&clayout_done, 0);
+    atomic_store_explicit(&clayout_gen, gen, memory_order_release);
+    pthread_cond_broadcast(&clayout_wake);
+    pthread_mutex_unlock(&clayout_lock);
+    while (clayout_workers < threads - 1 && clayout_workers < 63) {   // started on first need
+        pthread_t t;
+        if (!forks_handled)
+            forks_handled = pthread_atfork(NULL, NULL, clayout_after_fork) == 0;
+        if (pthread_create(&t, NULL, clayout_worker, (void *)(intptr_t)(gen - 1)) != 0)
+            break;
+        pthread_detach(t);
+        clayout_workers++;
+    }
+    clayout_take(gen);
+    while (atomic_load_explicit(&clayout_done, memory_order_acquire) < n)
+        clayout_relax();
+    pthread_mutex_unlock(&clayout_busy);
+}
 
 // what this library was built from, for clayout devices
 const char *clayout_cpu_built(void)
 {
     return "${built}"
+#if defined(__AVX512F__)
+        "; 16x16 blocks of 4 bytes (AVX-512)"
+#endif
 #if defined(__AVX__)
         "; 8x8 blocks of 4 bytes (AVX)"
 #endif

@@ -18,21 +18,22 @@ releases the GIL), after checking that both buffers hold the parts' extents.
 """
 from __future__ import annotations
 
+import ctypes
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import geometry as g, native
 from .methods import Copy, View, coalesced
 
-BLOCK = 8                    # the widest square block the library transposes
+BLOCK = 16                   # the widest square block the library transposes
 
 
 @dataclass(frozen=True)
 class Part:
     """One call: byte offsets into the two buffers and the packed box
-    (int64: nd, TP, TQ, zeros after each row, TW, shape, source strides,
+    (int64: nd, TP, TQ, zeros after each row, TW, NT, shape, source strides,
     destination strides; templates/cpu_move.c.mako says what each means)."""
     src_offset: int
     dst_offset: int
@@ -51,6 +52,9 @@ class Native:
     src_item: int
     dst_item: int
     zeros: int = 0
+    blob: bytes = b""    # every part as int64 words: source offset, destination offset, box
+    stride: int = 0      # words per part in blob
+    call: object = field(default=None, compare=False)   # the family's ctypes function
 
 
 def _order(shape, ss, ds):
@@ -74,9 +78,9 @@ def _tiles(n_p: int, n_q: int, item: int) -> tuple[int, int]:
     return min(n_p, tp), tq
 
 
-def _pack(shape, ss, ds, tp, tq, zq, tw) -> bytes:
+def _pack(shape, ss, ds, tp, tq, zq, tw, nt) -> bytes:
     pad = [0] * (native.MAX_AXES - len(shape))
-    return np.array([len(shape), tp, tq, zq, tw, *shape, *pad, *ss, *pad, *ds, *pad],
+    return np.array([len(shape), tp, tq, zq, tw, nt, *shape, *pad, *ss, *pad, *ds, *pad],
                     dtype=np.int64).tobytes()
 
 
@@ -151,15 +155,19 @@ def choose(s: View, d: View, src_dt, dst_dt, tail=None) -> Copy | None:
     zq = zeros if zeros and ds[-1] == step * item_d and shape[-1] == run else 0
     tp, tq = _tiles(shape[-2], shape[-1], item)
     pieces = g.THREADS if math.prod(shape) * item > g.SMALL_BYTES else 1
+    stream = int(math.prod(shape) * (item if same else item_d) > g.STREAM_BYTES)
     parts = tuple(Part(s.offset * item_s + so, d.offset * item_d + do,
-                       _pack(sh, ss, ds, tp, tq, zq, _group(sh, ds)))
+                       _pack(sh, ss, ds, tp, tq, zq, _group(sh, ds), stream))
                   for so, do, sh in _split(shape, ss, ds, pieces))
     ends = [sum((n - 1) * st for n, st in zip(shape, side)) for side in (ss, ds)]
     fn = native.move_name(item) if same else native.convert_name(src_dt.name, dst_dt.name)
     out_item = item if same else item_d
+    blob = b"".join(np.array([p.src_offset, p.dst_offset], np.int64).tobytes() + p.box
+                    for p in parts)
     return Copy(s, d, "compiled", native=Native(
         fn, parts, s.offset * item_s + ends[0] + item,
-        d.offset * item_d + ends[1] + out_item + zq * ds[-1], item_s, item_d, zq))
+        d.offset * item_d + ends[1] + out_item + zq * ds[-1], item_s, item_d, zq,
+        blob, 2 + len(parts[0].box) // 8, native.current().function(fn)))
 
 
 def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:
@@ -169,16 +177,16 @@ def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:
     return buf.ctypes.data
 
 
-def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray, run_all) -> None:
+def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray) -> None:
     """Make the compiled copy ``c`` from src_buf into dst_buf (1-D arrays of
-    the plan's two dtypes); ``run_all`` runs calls over the pool."""
+    the plan's two dtypes): one part on this thread, more on the library's
+    workers (templates/cpu_move.c.mako: clayout_parallel)."""
     n = c.native
-    fn = native.current().function(n.function)
     src = _base(src_buf, n.src_item, n.src_end, "source")
     dst = _base(dst_buf, n.dst_item, n.dst_end, "destination")
-    calls = [lambda p=p: fn(src + p.src_offset, dst + p.dst_offset, p.box) for p in n.parts]
-    if len(calls) == 1:
-        calls[0]()
-    else:
-        run_all(calls)
-
+    if len(n.parts) == 1:
+        p = n.parts[0]
+        n.call(src + p.src_offset, dst + p.dst_offset, p.box)
+        return
+    native.current().parallel(ctypes.cast(n.call, ctypes.c_void_p), src, dst, n.blob, n.stride,
+                              len(n.parts), g.THREADS, g.SPIN_NS)

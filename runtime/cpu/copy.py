@@ -68,7 +68,7 @@ def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray, dtype: dtypes.DType) 
     """Copy ``c.src`` of src_buf into ``c.dst`` of dst_buf (converted to
     ``dtype``) the way ``c.method`` says."""
     if c.method == "compiled":
-        compiled.run(c, src_buf, dst_buf, run_all)
+        compiled.run(c, src_buf, dst_buf)
         return
     s, d, put = c.src.of(src_buf), c.dst.of(dst_buf), putter(dtype)
     if c.method == "copy":

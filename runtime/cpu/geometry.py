@@ -7,6 +7,7 @@ says nothing.
 """
 from __future__ import annotations
 
+from ..settings import env_int
 from .machine import machine
 
 
@@ -25,6 +26,14 @@ PLANE_BYTES = 4096            # source elements this far apart lie in different 
 
 SMALL_ELEMS = 1 << 19         # up to this many elements (2 MiB of f32): one copy, no threads
 SMALL_BYTES = 1 << 20         # a compiled box of up to this many bytes: one call, no threads
+# how long the compiled moves' idle workers spin before they sleep (a sleeping thread took
+# 70-90 us to wake on a 2-vCPU VM); CLAYOUT_CPU_SPIN_US=0: they sleep at once
+SPIN_NS = 1000 * env_int("CLAYOUT_CPU_SPIN_US", 200, "a time in microseconds (0 or more)",
+                         minimum=0)
+# a compiled copy writing more than this stores whole lines past the caches: 1x64x512x512
+# f32 (64 MiB) NCHW->NHWC 8.2 -> 5.6 ms, NHWC->NCHW 5.0 -> 3.0; at 224 (12 MiB) streaming
+# lost (0.65 -> 0.84 ms): the lines were still in cache for the next call
+STREAM_BYTES = 8 * L2_BYTES * THREADS
 TILE_ELEMS = _pow2_floor(L2_BYTES // 16)  # elements per tile: source and destination tiles
                               # stay in L2 (1 << 16 at 1 MiB)
 WRITE_RUN = 64                # a tile first grows along the destination to runs of this many

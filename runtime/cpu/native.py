@@ -37,14 +37,14 @@ from ..errors import ClayoutError
 
 MAX_AXES = 8              # axes of one box (the plan coalesces to far fewer)
 CHOICES = ("auto", "compiled", "numpy")
-FLAGS = ("-O3", "-std=c99", "-fPIC", "-shared", "-fsigned-char", "-ffp-contract=off",
-         "-fno-fast-math")
+FLAGS = ("-O3", "-std=c11", "-pthread", "-fPIC", "-shared", "-fsigned-char",
+         "-ffp-contract=off", "-fno-fast-math")
 NATIVE = ("-march=native",)     # dropped where the compiler refuses it
 C_STORAGE = {"f32": "float", "f16": "ushort", "bf16": "ushort", "s32": "int", "s8": "char",
              "u8": "uchar"}
 MOVE_TYPES = {1: "uint8_t", 2: "uint16_t", 3: "clayout_b3", 4: "uint32_t", 6: "clayout_b6",
               8: "uint64_t", 12: "clayout_b12", 16: "clayout_b16"}
-BLOCKS = {4: ((8, "defined(__AVX__)"), (4, "defined(__SSE2__)")),
+BLOCKS = {4: ((16, "defined(__AVX512F__)"), (8, "defined(__AVX__)"), (4, "defined(__SSE2__)")),
           2: ((8, "defined(__SSE2__)"),), 1: ((8, "defined(__SSE2__)"),)}
 
 
@@ -172,8 +172,20 @@ class Library:
     reason: str
 
     def function(self, name: str):
+        """The family ``name``: f(src address, dst address, packed box)."""
         fn = getattr(self.dll, name)
         fn.restype, fn.argtypes = None, (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+        return fn
+
+    @property
+    def parallel(self):
+        """clayout_parallel(family address, src, dst, parts, words per part,
+        parts, threads, spin ns): a copy's parts on the library's workers."""
+        fn = self.dll.clayout_parallel
+        if fn.argtypes is None:
+            fn.restype = None
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
+                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
         return fn
 
 
