@@ -111,38 +111,44 @@ static inline void clayout_rows16(const char *s, int64_t sQ, __m512 *o)
     }
 }
 
-// A plane whose destination rows are 16 elements of 4 bytes, one after the other (a 16c
-// block), starting e elements past a cache line: each line is built of the end of one
-// row and the start of the next (a permute across two rows), so every store but the
-// first and last is one whole, aligned line (streamed past the caches where nt says).
-static void clayout_lines16_4(const char *s, int64_t sQ, char *d, int64_t nP, int nt)
+// A plane whose destination rows are k x 16 elements of 4 bytes, one row after the other (a
+// 16c block, NHWC's channels), starting e elements past a cache line: the rows' vectors
+// follow each other in memory, and each line is built of the end of one vector and the
+// start of the next (a permute across two), so every store but the first and the last is
+// one whole, aligned line (streamed past the caches where nt says).
+static void clayout_lines_4(const char *s, int64_t sQ, char *d, int64_t nP, int k, int nt)
 {
     const int e = (int)(((uintptr_t)d & 63) / 4);
     const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                          _mm512_set1_epi32(16 - e));
-    __m512 o[16], prev = _mm512_setzero_ps();
+    __m512 o[16][16], prev = _mm512_setzero_ps();   // o[qb][i]: row i's qb-th vector
     char *line = d + (64 - 4 * e);             // the first whole line
     int64_t p = 0;
     for (; p + 16 <= nP; p += 16) {
-        clayout_rows16(s + p * 4, sQ, o);
-        if (p == 0)                            // the first row's head, before the first line
-            _mm512_mask_storeu_ps((float *)d, (__mmask16)((1u << (16 - e)) - 1u), o[0]);
-        else {                                 // the line across the previous block's last row
-            const __m512 l = _mm512_permutex2var_ps(prev, idx, o[0]);
-            if (nt) _mm512_stream_ps((float *)(line - 64), l); else _mm512_store_ps((float *)(line - 64), l);
-        }
-        for (int k = 0; k < 15; k++) {
-            const __m512 l = _mm512_permutex2var_ps(o[k], idx, o[k + 1]);
-            if (nt) _mm512_stream_ps((float *)(line + 64 * k), l); else _mm512_store_ps((float *)(line + 64 * k), l);
-        }
-        prev = o[15];
-        line += 16 * 64;
+        for (int qb = 0; qb < k; qb++)
+            clayout_rows16(s + p * 4 + (int64_t)qb * 16 * sQ, sQ, o[qb]);
+        for (int i = 0; i < 16; i++)
+            for (int qb = 0; qb < k; qb++) {
+                const __m512 v = o[qb][i];
+                if (p == 0 && i == 0 && qb == 0)   // the head, before the first line
+                    _mm512_mask_storeu_ps((float *)d, (__mmask16)((1u << (16 - e)) - 1u), v);
+                else {
+                    const __m512 l = _mm512_permutex2var_ps(prev, idx, v);
+                    if (nt)
+                        _mm512_stream_ps((float *)(line - 64), l);
+                    else
+                        _mm512_store_ps((float *)(line - 64), l);
+                }
+                prev = v;
+                line += 64;
+            }
     }
-    if (p > 0)                                 // the last row's tail, after the last line
-        _mm512_mask_storeu_ps((float *)(line - 64), (__mmask16)(((1u << e) - 1u)), _mm512_permutexvar_ps(idx, prev));
+    if (p > 0)                                 // the tail, after the last line
+        _mm512_mask_storeu_ps((float *)(line - 64), (__mmask16)((1u << e) - 1u),
+                              _mm512_permutexvar_ps(idx, prev));
     for (; p < nP; p++)                        // rows left: one element at a time
-        for (int64_t q = 0; q < 16; q++)
-            memcpy(d + p * 64 + q * 4, s + p * 4 + q * sQ, 4);
+        for (int64_t q = 0; q < 16 * k; q++)
+            memcpy(d + p * 64 * k + q * 4, s + p * 4 + q * sQ, 4);
 }
 
 static inline void clayout_t16_4(const char *s, int64_t sQ, char *d, int64_t dP, int nt)
@@ -363,8 +369,9 @@ static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int6
         ? ((line - mis) & (line - 1)) / dQ : 0;
   % if f.item == 4 and f.move:
 #if defined(__AVX512F__)
-    if (nQ == 16 && sP == 4 && dQ == 4 && dP == 64 && zq == 0 && mis % 4 == 0 && mis != 0 && nP >= 16) {
-        clayout_lines16_4(s, sQ, d, nP, nt);
+    if (nQ % 16 == 0 && nQ <= 256 && sP == 4 && dQ == 4 && dP == 4 * nQ && zq == 0
+            && mis % 4 == 0 && mis != 0 && nP >= 16) {
+        clayout_lines_4(s, sQ, d, nP, (int)(nQ / 16), nt);
         return;
     }
 #endif

@@ -4,15 +4,18 @@ reasons it gives, the library's disk cache, the checks before a call, and a
 sweep under AddressSanitizer and UndefinedBehaviorSanitizer (thorough tier).
 Bits are checked against the reference by test_cpu_vs_reference.py and
 test_cpu_fastpath.py, on both paths."""
+import multiprocessing
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_sub
+from conftest import ROOT, run_sub, same_bits
+from strategies import small_tiles
 from runtime import ClayoutError, MemoryDesc, reorder
 from runtime.cpu import compiled, machine, native
 from runtime.cpu.plan import plan
@@ -100,6 +103,66 @@ def test_a_call_checks_the_buffers(monkeypatch):
         compiled.run(c, x.view(np.uint8), np.empty(dst.span, np.float32))
 
 
+def _conversions(seed: int):
+    """Conversions whose compiled copies have several parts (tiles made small)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for src_tag, dst_tag, dt in (("nchw", "nhwc", "f32"), ("nhwc", "nChw16c", "f16"),
+                                 ("nChw16c", "nchw", "f32"), ("nchw", "nChw8c", "s8")):
+        dims = (2, 21, 9, 13)
+        src, dst = MemoryDesc(dims, dt, tag=src_tag), MemoryDesc(dims, "f32", tag=dst_tag)
+        x = (rng.standard_normal(src.span) * 50).astype(src.dtype.np)
+        out.append(reorder(x, src, dst, engine="cpu"))
+    return out
+
+
+def test_many_threads_share_the_workers(monkeypatch):
+    """Eight threads converting at once (one copy holds the workers, the
+    others run their parts alone) give the single-threaded bits."""
+    monkeypatch.setenv("CLAYOUT_CPU", "compiled")
+    with small_tiles(small=1 << 8, tile=1 << 7):
+        dims = (2, 21, 9, 13)
+        assert len(plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc"))
+                   .copies[0].native.parts) > 1
+        want = {k: _conversions(k) for k in range(16)}
+        got, errors, start = {}, [], threading.Barrier(8)
+
+        def work(t):
+            start.wait()
+            try:
+                for k in range(t, 16, 8):
+                    got[k] = _conversions(k)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    assert not errors, errors
+    assert all(same_bits(a, b) for k in want for a, b in zip(got[k], want[k]))
+
+
+def _in_child(queue):
+    with small_tiles(small=1 << 8, tile=1 << 7):
+        queue.put([a.tobytes() for a in _conversions(3)])
+
+
+def test_a_forked_child_starts_its_own_workers(monkeypatch):
+    """The parent's workers do not cross a fork: a child converting with
+    several parts gets the parent's bits (and does not wait forever)."""
+    monkeypatch.setenv("CLAYOUT_CPU", "compiled")
+    with small_tiles(small=1 << 8, tile=1 << 7):
+        want = [a.tobytes() for a in _conversions(3)]   # the workers now exist
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_in_child, args=(queue,))
+    child.start()
+    got = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0 and got == want
+
+
 def test_machine_read_from_sysfs(tmp_path):
     root = tmp_path / "cache"
     for i, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"),
@@ -127,7 +190,7 @@ SWEEP = textwrap.dedent("""
     REF = engine.get("reference")
     names = ("f32", "f16", "bf16", "s32", "s8", "u8")
     n = 0
-    for dims in [(1, 3, 5, 7), (2, 17, 3, 9), (1, 20, 8, 8)]:
+    for dims in [(1, 3, 5, 7), (2, 17, 3, 9), (1, 20, 8, 8), (1, 32, 4, 8)]:
         for a, b in [("nchw", "nhwc"), ("nhwc", "nChw16c"), ("nChw8c", "nchw"), ("nchw", "nChw16c"),
                      ("nchw", "nChw4c")]:
             for s in names:
@@ -175,7 +238,7 @@ def test_sanitizers_find_nothing_in_a_sweep(tmp_path):
     """Every dtype pair over blocked, plain and tail shapes, built with ASan
     and UBSan: the reference's bits, and not one report."""
     done = _sanitized(SWEEP, tmp_path)
-    assert done.returncode == 0 and "swept 540" in done.stdout, done.stderr[-3000:]
+    assert done.returncode == 0 and "swept 720" in done.stdout, done.stderr[-3000:]
     assert "runtime error" not in done.stderr and "Sanitizer" not in done.stderr
 
 
