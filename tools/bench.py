@@ -27,7 +27,7 @@ import numpy as np
 import bench_frame
 import bench_model
 import bench_onednn
-from bench_call import geomean, public_call, timed_in_turn
+from bench_call import busy, geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
 from runtime import ClayoutError, ImageDesc, image_layout
 from runtime.cpu import engine as cpu
@@ -139,16 +139,20 @@ def on_path(path: str, call):
 
 def path_rows(sizes, repeat: int, report=print, peer=None) -> list[dict]:
     """The cpu engine's compiled and numpy paths (the public call with
-    out=) and np.copyto of the destination's bytes, their rounds in turn;
-    then oneDNN's reorder primitive on the same arrays in a block of its own
-    (its OpenMP threads spin after each call and would take the cores from
-    the next round). Bits checked between all three."""
+    out=), np.copyto of the destination's bytes and oneDNN's reorder
+    primitive on the same arrays, their rounds in turn; after each of
+    oneDNN's rounds this thread keeps busy 5 ms, untimed (its OpenMP threads
+    spin after its calls and would take the cores from the next round);
+    then oneDNN alone and clayout alone, each its rounds back to back (its
+    threads still spinning between calls: each at its best). Bits checked
+    between all three."""
     peer = peer or bench_onednn.load()
     report(f"oneDNN: {peer if isinstance(peer, str) else f'{peer.version}, {peer.threads} OpenMP threads'}; "
            f"cpu engine: {native.status()}")
     report("| case | size | MiB | np.copyto ms | oneDNN ms | clayout ms | numpy path ms | "
-           "clayout / oneDNN | clayout % of copy | clayout − copy µs |")
-    report("|---|---|---|---|---|---|---|---|---|---|")
+           "clayout / oneDNN | oneDNN alone ms | clayout alone ms | alone / alone | "
+           "clayout % of copy | clayout − copy µs |")
+    report("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for size in sizes:
         dims = SIZES[size]
@@ -163,27 +167,36 @@ def path_rows(sizes, repeat: int, report=print, peer=None) -> list[dict]:
             call = public_call(x, src, target, "cpu")
             fns = {"copy": lambda: np.copyto(same, ref), "clayout": on_path("auto", call),
                    "numpy": on_path("numpy", call)}
-            ms = timed_in_turn(fns, repeat, inner=3 if dims[1] == 64 else 8, warm=2)
+            got = np.full(dstd.span, np.nan, np.float32)
+            if not isinstance(peer, str) and not dst.startswith("image:"):
+                fns["onednn"] = peer.reorder(dims, src_tag, dst, x, got)
+            ms = timed_in_turn(fns, repeat, inner=3 if dims[1] == 64 else 8, warm=2,
+                               after={"onednn": lambda: busy(0.005)})
             ours = fns["clayout"]().reshape(-1).copy()
             assert np.array_equal(fns["numpy"]().reshape(-1), ours), f"paths disagree: {a}->{b}"
-            if not isinstance(peer, str) and not dst.startswith("image:"):
-                got = np.full(dstd.span, np.nan, np.float32)
-                run = peer.reorder(dims, src_tag, dst, x, got)
-                ms["onednn"] = timed_in_turn({"onednn": run}, repeat, inner=3, warm=2)["onednn"]
-                assert np.array_equal(got, ours), f"oneDNN disagrees: {a}->{b}"
+            assert "onednn" not in fns or np.array_equal(got, ours), f"oneDNN disagrees: {a}->{b}"
+            if "onednn" in fns:   # and each at its best: calls back to back, threads spinning
+                ms["alone"] = timed_in_turn({"o": fns["onednn"]}, repeat, inner=3, warm=2)["o"]
+                busy(0.005)
+                ms["ours alone"] = timed_in_turn({"c": fns["clayout"]}, repeat, inner=3,
+                                                 warm=2)["c"]
             row = {"size": size, "case": f"{a}->{b}", "bytes": dstd.size, **ms}
             rows.append(row)
+            nan = float("nan")
             vs = f"{ms['onednn'] / ms['clayout']:.2f}" if "onednn" in ms else "-"
+            alone = f"{ms['alone'] / ms['ours alone']:.2f}" if "alone" in ms else "-"
             report(f"| {a}->{b} | {'x'.join(map(str, dims))} | {dstd.size / 2**20:.1f} | "
-                   f"{ms['copy']:.3f} | {ms.get('onednn', float('nan')):.3f} | "
-                   f"{ms['clayout']:.3f} | {ms['numpy']:.3f} | {vs} | "
+                   f"{ms['copy']:.3f} | {ms.get('onednn', nan):.3f} | {ms['clayout']:.3f} | "
+                   f"{ms['numpy']:.3f} | {vs} | {ms.get('alone', nan):.3f} | "
+                   f"{ms.get('ours alone', nan):.3f} | {alone} | "
                    f"{100 * ms['copy'] / ms['clayout']:.0f}% | "
                    f"{1e3 * (ms['clayout'] - ms['copy']):.0f} |")
     with_peer = [r for r in rows if "onednn" in r]
     if with_peer:
         report(f"geomean clayout / oneDNN: "
-               f"{geomean(r['onednn'] / r['clayout'] for r in with_peer):.2f} "
-               f"(numpy path {geomean(r['onednn'] / r['numpy'] for r in with_peer):.2f})")
+               f"{geomean(r['onednn'] / r['clayout'] for r in with_peer):.2f} in turn "
+               f"(numpy path {geomean(r['onednn'] / r['numpy'] for r in with_peer):.2f}), "
+               f"{geomean(r['alone'] / r['ours alone'] for r in with_peer):.2f} each alone")
     return rows
 
 

@@ -30,12 +30,14 @@ def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
     return lambda: api.to_image(arr, layout, src=tag, engine=engine, out=out)
 
 
-def timed_in_turn(fns: dict, repeat: int, inner: int = 1, warm: int = 1) -> dict:
+def timed_in_turn(fns: dict, repeat: int, inner: int = 1, warm: int = 1,
+                  after: dict | None = None) -> dict:
     """Median ms per call of each of ``fns`` (name -> call) over ``repeat``
     rounds of ``inner`` calls, after ``warm`` calls of each. The rounds are
     taken in turn (one round of each, ``repeat`` times): a drift of the
     machine's memory speed during the measurement then reaches a copy limit
-    and the conversions timed against it alike, and their ratios stay steady."""
+    and the conversions timed against it alike, and their ratios stay steady.
+    ``after``: name -> a call made, untimed, after each of that name's rounds."""
     for fn in fns.values():
         for _ in range(warm):
             fn()
@@ -46,9 +48,20 @@ def timed_in_turn(fns: dict, repeat: int, inner: int = 1, warm: int = 1) -> dict
             for _ in range(inner):
                 fn()
             rounds[k].append((time.perf_counter() - start) / inner)
+            if after and k in after:
+                after[k]()
     return {k: statistics.median(v) * 1e3 for k, v in rounds.items()}
 
 
 def geomean(values) -> float:
     values = list(values)
     return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
+
+
+def busy(seconds: float) -> None:
+    """Keep this thread busy for ``seconds`` (not asleep: the CPU stays up):
+    a peer's OpenMP threads, which spin for a while after its calls, stop
+    spinning meanwhile and leave the cores to the next round."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
