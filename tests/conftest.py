@@ -260,6 +260,25 @@ def same_bits(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
 
 
+def in_threads(work, n: int = 8) -> None:
+    """``work(t)`` for t in range(n), on n threads released together; an
+    exception in any of them fails the calling test, naming them all."""
+    errors, start = [], threading.Barrier(n)
+
+    def run(t):
+        start.wait()
+        try:
+            work(t)
+        except Exception as exc:  # noqa: BLE001 - reported below, with its thread
+            errors.append((t, exc))
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
 def image_side(layout, dims, dtype="f32"):
     """The ImageDesc of ``layout`` (a name or an ImageLayout) at ``dims``."""
     from runtime import ImageDesc, image_layout

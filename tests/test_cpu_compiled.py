@@ -9,12 +9,11 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_sub, same_bits
+from conftest import ROOT, in_threads, run_sub, same_bits
 from strategies import small_tiles
 from runtime import ClayoutError, MemoryDesc, reorder
 from runtime.cpu import compiled, machine, native
@@ -75,18 +74,22 @@ def test_a_failing_compiler_is_named(monkeypatch, tmp_path, fresh_library):
                          "broken-cc: no license"
 
 
-def test_built_once_and_keyed_by_flags(monkeypatch, tmp_path, fresh_library):
-    """A second process finds the library on disk; other flags make another file."""
+def test_built_once_and_keyed_by_flags(monkeypatch, tmp_path):
+    """A second build of one source finds it on disk; other flags or another
+    source make another file (a small source: the library itself is built
+    once per run, by the other tests)."""
     monkeypatch.setenv("CLAYOUT_CPU_CACHE", str(tmp_path))
-    first = native.library("compiled").path
+    cc = native.compiler()
+    first, _ = native.build("int clayout_test_a(void) { return 1; }\n", cc)
     stamp = os.stat(first).st_mtime_ns
-    native.library.cache.clear()
-    assert native.library("compiled").path == first and os.stat(first).st_mtime_ns == stamp
-    native.library.cache.clear()
-    monkeypatch.setenv("CLAYOUT_CPU_CFLAGS", "-DCLAYOUT_UNUSED=1")
-    other = native.library("compiled").path
-    assert other != first and sorted(os.listdir(tmp_path)) == sorted(
-        os.path.basename(p) for p in (first, other))
+    assert native.build("int clayout_test_a(void) { return 1; }\n", cc)[0] == first
+    assert os.stat(first).st_mtime_ns == stamp
+    other, flags = native.build("int clayout_test_a(void) { return 1; }\n", cc,
+                                ("-DCLAYOUT_UNUSED=1",))
+    third, _ = native.build("int clayout_test_b(void) { return 2; }\n", cc)
+    assert len({first, other, third}) == 3 and flags.endswith("-DCLAYOUT_UNUSED=1")
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p)
+                                                  for p in (first, other, third))
 
 
 def test_a_call_checks_the_buffers(monkeypatch):
@@ -125,21 +128,12 @@ def test_many_threads_share_the_workers(monkeypatch):
         assert len(plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc"))
                    .copies[0].native.parts) > 1
         want = {k: _conversions(k) for k in range(16)}
-        got, errors, start = {}, [], threading.Barrier(8)
+        got = {}
 
         def work(t):
-            start.wait()
-            try:
-                for k in range(t, 16, 8):
-                    got[k] = _conversions(k)
-            except Exception as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-        threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    assert not errors, errors
+            for k in range(t, 16, 8):
+                got[k] = _conversions(k)
+        in_threads(work, 8)
     assert all(same_bits(a, b) for k in want for a, b in zip(got[k], want[k]))
 
 

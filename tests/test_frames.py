@@ -17,14 +17,13 @@ import itertools
 import os
 import random
 import sys
-import threading
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import runtime
-from conftest import ROOT, bits, child_result, start_child, tiered
+from conftest import ROOT, bits, child_result, in_threads, start_child, tiered
 from runtime import ClayoutError
 
 MEAN = (123.675, 116.28, 103.53)
@@ -216,21 +215,13 @@ def test_many_threads_on_one_engine(cl_engine):
         return runtime.from_frame(frames[fmt], "in_out_channel", dtype="f16", engine=cl_engine,
                                   **args(fmt, fit, "bilinear"))
     want = {c: one(*c) for c in cases}
-    got, errors = [], []
+    got = []
 
     def work(k):
-        try:
-            for i in range(6):
-                c = cases[(k + i) % len(cases)]
-                got.append((c, one(*c)))
-        except Exception as exc:   # noqa: BLE001 - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+        for i in range(6):
+            c = cases[(k + i) % len(cases)]
+            got.append((c, one(*c)))
+    in_threads(work, 8)
     assert len(got) == 48 and all(np.array_equal(bits(v), bits(want[c])) for c, v in got)
 
 
