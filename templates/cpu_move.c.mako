@@ -439,6 +439,18 @@ static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int6
                 }
                 p = p1;
             }
+            if (dQ == 4 && q1 - q0 <= 3 && q1 - q0 + zt <= 4 && zt > 0) {   // a pixel gathered, tail and all
+                const int64_t nq = q1 - q0;
+                for (; p < p1; p++) {
+                    const char *sp = s + p * sP + q0 * sQ;
+                    float v[3] = {0.0f, 0.0f, 0.0f};
+                    memcpy(&v[0], sp, 4);
+                    if (nq > 1) memcpy(&v[1], sp + sQ, 4);
+                    if (nq > 2) memcpy(&v[2], sp + 2 * sQ, 4);
+                    clayout_store_part(d + p * dP + q0 * dQ, _mm_setr_ps(v[0], v[1], v[2], 0.0f),
+                                       nq + zt);
+                }
+            }
             if (sP == 4 && dQ == 4 && p < p1 && p1 - p < 4 && q1 - q0 >= 4) {   // a short column
                 const int64_t np = p1 - p;
                 int64_t q = q0;
