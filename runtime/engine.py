@@ -3,14 +3,14 @@
 Every engine keeps one contract (runtime/contract.py): one conversion
 between two sides, and the storage of Memory objects. The engines:
 
-* ``cpu``: the numpy fast path (runtime/cpu/);
+* ``cpu``: the fast path on the host, compiled moves or numpy (runtime/cpu/);
 * ``reference``: the slow, obvious evaluation of the formulas (runtime/reference/);
 * ``opencl``: kernels rendered from templates (runtime/opencl/), when
   pyopencl finds a device;
 * ``auto``: ``opencl`` when a device with image support exists, else ``cpu``.
 
 The default engine of the Python API is ``cpu`` unless ``CLAYOUT_ENGINE``
-names another: a host array in, a host array out is what the numpy path does
+names another: a host array in, a host array out is what the cpu engine does
 best; Memory objects keep their own engine.
 
 Threads: every engine object, the process-wide defaults included, may be

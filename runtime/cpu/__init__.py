@@ -1,3 +1,4 @@
-"""The cpu engine: numpy (engine.py), each reorder planned once (plan.py, with
-the method of each box pair chosen in methods.py) and run over a shared pool
-(copy.py, rows.py, blocked.py), cut to the cache sizes of geometry.py."""
+"""The cpu engine (engine.py): each reorder planned once (plan.py), each box
+pair made by the compiled moves where a C compiler builds them (compiled.py,
+native.py) or by numpy (methods.py picks the method; copy.py, rows.py,
+blocked.py run it), cut to the machine's caches (machine.py, geometry.py)."""

@@ -1,13 +1,14 @@
-"""The cpu engine: the numpy fast path (docs/engines.md).
+"""The cpu engine: host arrays converted on the host (docs/engines.md).
 
 A reorder is planned once per pair of descs (runtime/cpu/plan.py: every
-choice is there, cached) and applied here: the plan's copies run on the
-shared thread pool (runtime/cpu/copy.py), its padding is written as the plan
-says. An image is the dense buffer of its layout's desc, so every conversion
-of the engine (runtime/contract.py ``HostEngine``) is one such reorder.
+choice is there, cached) and applied here: the plan's copies run as compiled
+moves (runtime/cpu/compiled.py) or numpy methods on the shared thread pool
+(runtime/cpu/copy.py), its padding is written as the plan says. An image is
+the dense buffer of its layout's desc, so every conversion of the engine
+(runtime/contract.py ``HostEngine``) is one such reorder.
 
-Threads: plans are frozen and their cache is thread-safe; the worker pool is
-made once and shared, so any number of callers may convert at once.
+Threads: plans are frozen and their cache is thread-safe; the worker pools
+are made once and shared, so any number of callers may convert at once.
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.
 
 
 class CpuEngine(HostEngine):
-    """The numpy fast path."""
+    """The fast path on the host: compiled moves, or numpy."""
     name = "cpu"
 
     def reorder(self, data, src, dst, out=None):
