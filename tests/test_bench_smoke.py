@@ -23,7 +23,8 @@ def test_path_rows_tiny_without_onednn():
     rows = bench.path_rows(["tiny", "tiny64"], repeat=1, report=lines.append,
                            peer="oneDNN not loaded: a test")
     assert lines[0].startswith("oneDNN: oneDNN not loaded: a test; cpu engine: ")
-    assert [r["case"] for r in rows] == [f"{s}->{d}" for s, d in bench.IMAGE_CASES + bench.PEER_CASES]
+    cases = bench.IMAGE_CASES + bench.PEER_CASES
+    assert [r["case"] for r in rows] == [f"{s}->{d}" for s, d in cases]
     assert all("onednn" not in r and r["clayout"] > 0 and r["numpy"] > 0 for r in rows)
 
 

@@ -8,8 +8,9 @@ the same run: naive numpy (one big ``ascontiguousarray`` of a pad + reshape +
 transpose view) and, where torch is installed, ``copy_`` into a channels_last
 tensor. Then the engine's two paths side by side with oneDNN's reorder
 primitive (tools/bench_onednn.py: a plain CPU build from PyPI through ctypes,
-skipped with a line where it does not install; ``--paths`` for that table alone). The OpenCL part is added by
-tools/bench_opencl.py when an OpenCL device exists, followed by the public
+skipped with a line where it does not install; ``--paths`` for that table
+alone). The OpenCL part is added by tools/bench_opencl.py when an OpenCL
+device exists, followed by the public
 call on host arrays (``out=``) with the engine's in-place path
 (``host_in_place=True``: USE_HOST_PTR and a map) and without it (copies to
 and from device buffers), against the same copy limit (``host_in_place_rows``).
@@ -147,8 +148,8 @@ def path_rows(sizes, repeat: int, report=print, peer=None) -> list[dict]:
     threads still spinning between calls: each at its best). Bits checked
     between all three."""
     peer = peer or bench_onednn.load()
-    report(f"oneDNN: {peer if isinstance(peer, str) else f'{peer.version}, {peer.threads} OpenMP threads'}; "
-           f"cpu engine: {native.status()}")
+    said = peer if isinstance(peer, str) else f"{peer.version}, {peer.threads} OpenMP threads"
+    report(f"oneDNN: {said}; cpu engine: {native.status()}")
     report("| case | size | MiB | np.copyto ms | oneDNN ms | clayout ms | numpy path ms | "
            "clayout / oneDNN | oneDNN alone ms | clayout alone ms | alone / alone | "
            "clayout % of copy | clayout − copy µs |")

@@ -10,11 +10,15 @@ functions walk, once, when the plan is made:
 2. Q is the axis the destination runs along, P the one the source runs along
    (else the destination's next), the other axes outside them in the
    destination's order, so that writes stream;
-3. tiles of TP x TQ elements: a tile of each side fits in half of L1;
-4. the box is cut along its outermost long axis into one part per worker.
+3. tiles of TP x TQ elements: a tile of each side fits in half of L1; a zero
+   box of the destination that continues Q's run (a block tail) is written
+   with each row; whole lines are streamed past the caches for a big copy;
+4. the box is cut into one part per worker along the axis with the largest
+   destination stride.
 
-``run`` calls the family's function once per part on the shared pool (ctypes
-releases the GIL), after checking that both buffers hold the parts' extents.
+``run`` checks that both buffers hold the parts' extents, then makes one
+call, or one call of ``clayout_parallel`` that runs the parts on the
+caller's thread and the library's workers (ctypes releases the GIL).
 """
 from __future__ import annotations
 
@@ -95,7 +99,8 @@ def _group(shape, ds) -> int:
 def _split(shape, ss, ds, pieces: int):
     """[(src offset, dst offset, shape)] cutting into ``pieces`` the axis
     (an outer one or P) with the largest destination stride among those at
-    least that long: the parts then write apart, never into one cache line."""
+    least that long: the parts then write apart (at most the line where two
+    meet is shared, each writing its own bytes)."""
     axes = [i for i in range(len(shape) - 1) if shape[i] >= pieces] or [len(shape) - 2]
     axis = max(axes, key=lambda i: ds[i])
     n = shape[axis]
@@ -137,7 +142,8 @@ def choose(s: View, d: View, src_dt, dst_dt, tail=None) -> Copy | None:
     lane = s.strides[axis] if zeros else 0
     s, d = coalesced(s, d)
     if run == 1:   # a tail after one lane: that unit axis stays, innermost, to carry it
-        s, d = (View(v.offset, v.shape + (1,), v.strides + (st,)) for v, st in ((s, lane), (d, step)))
+        s, d = (View(v.offset, v.shape + (1,), v.strides + (st,))
+                for v, st in ((s, lane), (d, step)))
     item_s, item_d = src_dt.itemsize, dst_dt.itemsize
     item = item_s
     if same and not zeros:
