@@ -153,40 +153,15 @@ static void clayout_lines_4(const char *s, int64_t sQ, char *d, int64_t nP, int 
 
 static inline void clayout_t16_4(const char *s, int64_t sQ, char *d, int64_t dP, int nt)
 {
-    __m512 r[16], t[16], u[16], v[16];
-    for (int i = 0; i < 16; i++)
-        r[i] = _mm512_loadu_ps((const float *)(s + i * sQ));
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {      // u[i + m]: column 4k + m of rows i..i+3, lane k
-        u[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
-        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-    for (int m = 0; m < 4; m++) {
-        v[m] = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88);
-        v[4 + m] = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xdd);
-        v[8 + m] = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
-        v[12 + m] = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xdd);
-    }
+    __m512 o[16];
+    clayout_rows16(s, sQ, o);
     if (nt && (((uintptr_t)d | (uintptr_t)dP) & 63) == 0) {   // whole lines, past the caches
-    for (int m = 0; m < 4; m++) {
-        _mm512_stream_ps((float *)(d + m * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0x88));
-        _mm512_stream_ps((float *)(d + (4 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0x88));
-        _mm512_stream_ps((float *)(d + (8 + m) * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0xdd));
-        _mm512_stream_ps((float *)(d + (12 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0xdd));
+        for (int i = 0; i < 16; i++)
+            _mm512_stream_ps((float *)(d + i * dP), o[i]);
+        return;
     }
-    return;
-    }
-    for (int m = 0; m < 4; m++) {
-        _mm512_storeu_ps((float *)(d + m * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0x88));
-        _mm512_storeu_ps((float *)(d + (4 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0x88));
-        _mm512_storeu_ps((float *)(d + (8 + m) * dP), _mm512_shuffle_f32x4(v[m], v[8 + m], 0xdd));
-        _mm512_storeu_ps((float *)(d + (12 + m) * dP), _mm512_shuffle_f32x4(v[4 + m], v[12 + m], 0xdd));
-    }
+    for (int i = 0; i < 16; i++)
+        _mm512_storeu_ps((float *)(d + i * dP), o[i]);
 }
 #endif
 #if defined(__AVX__)

@@ -134,7 +134,10 @@ def on_path(path: str, call):
         try:
             return call()
         finally:
-            os.environ.pop("CLAYOUT_CPU") if old is None else os.environ.update(CLAYOUT_CPU=old)
+            if old is None:
+                del os.environ["CLAYOUT_CPU"]
+            else:
+                os.environ["CLAYOUT_CPU"] = old
     return run
 
 

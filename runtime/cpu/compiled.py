@@ -32,6 +32,8 @@ from . import geometry as g, native
 from .methods import Copy, View, coalesced
 
 BLOCK = 16                   # the widest square block the library transposes
+BOX_WORDS = 6 + 3 * native.MAX_AXES   # int64 words of a packed box (_pack)
+PART_WORDS = 2 + BOX_WORDS            # a part in Native.blob: two offsets, then its box
 
 
 @dataclass(frozen=True)
@@ -56,9 +58,9 @@ class Native:
     src_item: int
     dst_item: int
     zeros: int = 0
-    blob: bytes = b""    # every part as int64 words: source offset, destination offset, box
-    stride: int = 0      # words per part in blob
-    call: object = field(default=None, compare=False)   # the family's ctypes function
+    blob: bytes = b""    # every part as PART_WORDS int64: source offset, destination offset, box
+    call: object = field(default=None, compare=False)       # the family's ctypes function
+    parallel: object = field(default=None, compare=False)   # the library's clayout_parallel
 
 
 def _order(shape, ss, ds):
@@ -170,10 +172,11 @@ def choose(s: View, d: View, src_dt, dst_dt, tail=None) -> Copy | None:
     out_item = item if same else item_d
     blob = b"".join(np.array([p.src_offset, p.dst_offset], np.int64).tobytes() + p.box
                     for p in parts)
+    lib = native.current()
     return Copy(s, d, "compiled", native=Native(
         fn, parts, s.offset * item_s + ends[0] + item,
         d.offset * item_d + ends[1] + out_item + zq * ds[-1], item_s, item_d, zq,
-        blob, 2 + len(parts[0].box) // 8, native.current().function(fn)))
+        blob, lib.function(fn), lib.parallel))
 
 
 def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:
@@ -194,5 +197,5 @@ def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray) -> None:
         p = n.parts[0]
         n.call(src + p.src_offset, dst + p.dst_offset, p.box)
         return
-    native.current().parallel(ctypes.cast(n.call, ctypes.c_void_p), src, dst, n.blob, n.stride,
-                              len(n.parts), g.THREADS, g.SPIN_NS)
+    n.parallel(ctypes.cast(n.call, ctypes.c_void_p), src, dst, n.blob, PART_WORDS, len(n.parts),
+               g.THREADS, g.SPIN_NS)

@@ -137,12 +137,11 @@ def build(source: str, cc: list[str], extra: tuple[str, ...] = ()) -> tuple[str,
     """(path of the shared library, flags used) for ``source``: from the disk
     cache, else compiled into it. A ClayoutError says why a build failed."""
     version = _run(cc + ["--version"]).stdout.splitlines()[:1]
-    last = ""
+    features, folder, last = cpu_features(), cache_dir(), ""
     for native in (NATIVE, ()):
         flags = FLAGS + native + extra
         key = hashlib.sha256("\0".join([source, " ".join(cc), *version, " ".join(flags),
-                                        cpu_features()]).encode()).hexdigest()[:24]
-        folder = cache_dir()
+                                        features]).encode()).hexdigest()[:24]
         path = os.path.join(folder, f"clayout-cpu-{key}.so")
         if os.path.isfile(path):
             return path, " ".join(flags)
