@@ -29,7 +29,7 @@ from .algebra.catalog import check_fits, image_layout
 from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
 from .algebra.frame import frame_side, frame_target
-from .algebra.hostarray import dims_from_shape, nonzero_padding, physical_input, physical_shape
+from .algebra.hostarray import dims_from_shape, host_input, nonzero_padding, physical_shape
 from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tiles import TilePlan, plan_of, tile_plan
 from .cache import LRU
@@ -124,13 +124,14 @@ def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
     if not _held(data):   # float64, int64, a list: rounded once, straight to dst's dtype
         data = dtypes.host_array(data, dst_desc.dtype, what)
         src_desc = src_desc.with_dtype(dst_desc.dtype)
-    flat = physical_input(data, src_desc, what)
-    if out is not None:
-        host_out(out, (dst_desc.span,), dst_desc.dtype, flat, "reorder")
+    eng = engines.get(engine)
+    flat, src_desc = host_input(data, src_desc, what, eng.reads_views)
+    if out is not None:   # (overlap with the caller's elements, not the window around a view)
+        host_out(out, (dst_desc.span,), dst_desc.dtype, np.asarray(data), "reorder")
     else:
         check_host_bytes(dst_desc.span_bytes,
                          f"reorder output {dst_desc.describe()}")
-    return Call("reorder", src_desc, dst_desc, engines.get(engine), flat, out)
+    return Call("reorder", src_desc, dst_desc, eng, flat, out)
 
 
 # -- to_image -------------------------------------------------------------------------------
@@ -171,8 +172,8 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
     if out is None:   # before the input's size: dims this large are the first thing wrong
         check_host_bytes(math.prod(shape) * image.dtype.itemsize,
                          f"the {layout.name} image of dims {desc.dims}")
-    flat = physical_input(arr, desc, what)
     eng = engines.get(engine)
+    flat, desc = host_input(arr, desc, what, eng.reads_views)
     plan = None
     if max_image is not None:
         if out is not None or pitch is not None:
@@ -184,7 +185,7 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
     else:
         check_fits(image, eng.limits)
     if out is not None:
-        host_out(out, shape, image.dtype, flat, "to_image")
+        host_out(out, shape, image.dtype, arr, "to_image")
     return Call("to_image", desc, image, eng, flat, out, plan, pitch=pitch)
 
 
@@ -224,10 +225,12 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
     arr = np.asarray(image)
     if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
         arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")
+    source = arr   # out= may not overlap what the caller gave
+    # a view of an image (a crop, a strided or misaligned array): copied once, contiguous
+    arr = np.require(dtypes.native(arr), requirements=("C", "A"))
     img_dt = dtypes.image_dtype(dtypes.of_array(arr))
     dims = as_ints(dims, "dims")
     side = _image_side(layout, dims, img_dt)
-    source = arr   # out= may not overlap what the caller gave
     if row_pitch is not None:   # the pitched host form: the first width columns of each row
         arr = unpitched(arr, side, pitch_pixels(side, row_pitch, "from_image"), "from_image")
     if arr.shape != side.array_shape:

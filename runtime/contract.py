@@ -37,11 +37,16 @@ class Engine:
     ``image_limits``: the (max width, max height) of the engine's 2-D images,
     None where there is no limit; ``storage_limits`` the limits of every
     storage (runtime.algebra.storage.Limits), None where there is none. ``domain``: where its storage lives; Memory
-    objects convert together only within one domain."""
+    objects convert together only within one domain. ``reads_views``: the
+    engine reads a host source through strides (a numpy view of a plain
+    tensor is then handed over as it is, with a strided desc:
+    runtime.algebra.hostarray.host_input); where False, a view is first
+    copied once into a contiguous array."""
     name = "engine"
     image_limits: tuple[int, int] | None = None
     storage_limits = None
     domain = "host"
+    reads_views = False
 
     @property
     def limits(self):
@@ -152,7 +157,10 @@ class HostEngine(Engine):
     moves are each one buffer-to-buffer reorder: an image is the dense buffer
     of its layout's desc. Subclasses give ``reorder`` (a fresh result: zero
     outside dst's footprint) and ``reorder_into`` (dst's footprint only).
-    Stateless, so any number of threads may share it."""
+    Stateless, so any number of threads may share it. A reorder reads any
+    strided desc in place, so views of host arrays are read through their
+    strides (``reads_views``)."""
+    reads_views = True
 
     def reorder(self, data, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
         raise NotImplementedError

@@ -82,6 +82,25 @@ def test_image_dtypes(cl_image_engine, image_dtype, other):
     assert np.array_equal(bits(got), bits(from_img(REF, pixels, layout, s)))
 
 
+@pytest.mark.parametrize("direction", ["write", "read"])
+def test_signalling_f16_nan_is_quieted_only_by_direct_image_access(cl_image_engine, direction):
+    """The documented exception (docs/engines.md), both directions: a
+    signalling f16 NaN moved into or out of an RGBA half image with direct
+    access comes back quiet, sign and payload kept; staged access keeps its
+    bits, as the host engines and every buffer move do."""
+    raw = np.array([0x7c01, 0xfc01, 0x7e01, 0x3c00, 0x7d55, 0, 0, 0], np.uint16)
+    quiet = raw | np.where(((raw & 0x7c00) == 0x7c00) & ((raw & 0x3ff) != 0), 0x200, 0)
+    values = raw.view(np.float16)
+    layout, s = IMAGE_LAYOUTS["argument"], MemoryDesc((8,), "f16")
+    if direction == "write":
+        got = to_img(cl_image_engine, values, layout, s, "f16").reshape(-1)
+    else:
+        got = from_img(cl_image_engine, values.reshape(1, 2, 4), layout, s)
+    assert bits(REF.convert(s, s, values)).tolist() == raw.tolist()
+    want = raw if cl_image_engine.image_access == "staged" else quiet
+    assert bits(got).tolist() == want.tolist()
+
+
 # -- every named layout x image dtype x both directions ---------------------------------
 ACT_DIMS = [(1, 17, 3, 5), (2, 5, 3, 3), (1, 3, 5, 1), (2, 1, 2, 3), (3, 4)]
 FILTER_DIMS = [(17, 5, 3, 3), (5, 3, 1, 1), (3, 1, 3, 5), (4, 17, 1, 3)]

@@ -20,8 +20,73 @@ from .tags import parse_tag
 
 
 def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
-    """``data`` as desc's 1-D physical array, after checking dtype and size.
-    A plain desc also takes its physical shape (an nhwc array of shape N,H,W,C)."""
+    """``data`` as desc's 1-D physical array, after checking dtype and size:
+    C-contiguous and aligned, copied once where the caller's array is not (a
+    strided or negative-stride view, a misaligned buffer). A plain desc also
+    takes its physical shape (an nhwc array of shape N,H,W,C)."""
+    return _compact(_checked(data, desc, what))
+
+
+def host_input(data, desc: MemoryDesc, what: str = "input",
+               views: bool = False) -> tuple[np.ndarray, MemoryDesc]:
+    """(the 1-D array an engine reads, the desc it reads it through) for
+    ``data`` held in ``desc``, after physical_input's checks. A contiguous,
+    aligned array is taken as it is. With ``views`` (an engine that reads
+    host arrays through strides: runtime/contract.py ``reads_views``) a view
+    of a plain tensor is read in place through a strided desc (``view_desc``);
+    anything else is copied once into a contiguous array.
+
+    >>> x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)[:, :, ::2]
+    >>> flat, d = host_input(x, MemoryDesc((2, 3, 2)), views=True)
+    >>> d.strides, flat.size, bool(np.shares_memory(flat, x))
+    ((12, 4, 2), 23, True)
+    """
+    arr = _checked(data, desc, what)
+    if _compact_already(arr):
+        return arr.reshape(-1), desc
+    viewed = view_desc(arr, desc) if views else None
+    if viewed is None:
+        return _compact(arr), desc
+    return viewed
+
+
+def view_desc(arr: np.ndarray, desc: MemoryDesc) -> tuple[np.ndarray, MemoryDesc] | None:
+    """``arr`` (a strided view holding ``desc``'s elements: desc's physical
+    shape, or 1-D) as (a 1-D contiguous read-only window of its memory, from
+    its first element to its last; a plain strided desc addressing the view's
+    elements in that window); None where no such desc exists: a blocked or
+    halo desc, a negative, zero or misaligned stride. The window holds every
+    element the desc addresses, and may be shorter than the desc's span
+    (oneDNN's size counts the outermost dim's whole stride, which can reach
+    past the memory a view lives in): an engine reads the elements, never
+    the span."""
+    item = arr.itemsize
+    if arr.ndim == 1:   # element i at i * k: desc's offsets scaled by k
+        linear = desc.linear_strides()
+        step = arr.strides[0]
+        if linear is None or step <= 0 or step % item:
+            return None
+        k = step // item
+        strides, offset0 = [s * k for s in linear], desc.offset0 * k
+    else:               # desc's physical shape: physical axis p is logical dim order[p]
+        if any(s <= 0 or s % item for s, n in zip(arr.strides, arr.shape) if n > 1):
+            return None
+        strides, offset0 = [0] * desc.ndims, 0
+        for p, d in enumerate(desc.order):
+            strides[d] = arr.strides[p] // item if arr.shape[p] > 1 else 0
+    if arr.__array_interface__["data"][0] % item:
+        return None
+    try:
+        viewed = MemoryDesc(desc.dims, desc.dtype, strides=strides, offset0=offset0)
+    except ClayoutError:   # elements that overlap (a broadcast): copied instead
+        return None
+    last = offset0 + sum((n - 1) * s for n, s in zip(desc.dims, strides))
+    window = np.lib.stride_tricks.as_strided(arr, (last + 1,), (item,), writeable=False)
+    return window, viewed
+
+
+def _checked(data, desc: MemoryDesc, what: str) -> np.ndarray:
+    """``data`` as an array of desc's dtype, its shape and size checked."""
     arr = dtypes.host_array(data, desc.dtype, what)
     got = dtypes.of_array(arr)
     if got != desc.dtype:
@@ -30,7 +95,19 @@ def physical_input(data, desc: MemoryDesc, what: str = "input") -> np.ndarray:
     if arr.size != desc.span and not (desc.is_zero and arr.size == 0):
         raise ClayoutError(f"{what} has {arr.size} elements but {desc.describe()} needs "
                            f"{desc.span} (its physical size, padding included)")
-    return arr.reshape(-1)
+    return arr
+
+
+def _compact_already(arr: np.ndarray) -> bool:
+    return arr.flags.c_contiguous and arr.flags.aligned
+
+
+def _compact(arr: np.ndarray) -> np.ndarray:
+    """``arr`` as a 1-D C-contiguous, aligned array: itself where it is one
+    (reshaped), else one copy."""
+    if _compact_already(arr):
+        return arr.reshape(-1)
+    return np.require(arr, requirements=("C", "A")).reshape(-1)
 
 
 def check_shape(shape, desc: MemoryDesc, what: str = "input") -> None:

@@ -262,9 +262,19 @@ def check_layout(layout, parsed) -> None:
     if layout.lanes == 4 and (not parsed.blocks or parsed.blocks[-1][1] != 4):
         raise ClayoutError(f"image layout {layout.name!r}: tag {layout.tag!r} must end in an inner "
                            "block of 4 (the RGBA lane), e.g. 'acBd4b'")
-    if not 0 <= layout.rows <= parsed.ndims - layout.layers or layout.layers < 0:
+    # lanes 0 holds the innermost dim whole in each texel: that axis forms no row or layer
+    texel = layout.lanes == 0
+    limit = parsed.ndims - texel
+    why = (f"; with lanes 0 the innermost dim {layout.tag[-1]!r} is the texel, so y and z "
+           f"take at most the other {limit} dim(s)") if texel else ""
+    if not 0 <= layout.layers <= limit:
+        raise ClayoutError(f"image layout {layout.name!r}: layers must be 0..{limit}, got "
+                           f"{layout.layers}{why}")
+    if not 0 <= layout.rows <= limit - layout.layers:
+        with_layers = f" with layers {layout.layers} (rows + layers <= {limit})" \
+            if layout.layers else ""
         raise ClayoutError(f"image layout {layout.name!r}: rows must be "
-                           f"0..{parsed.ndims - max(0, layout.layers)}, got {layout.rows}")
+                           f"0..{limit - layout.layers}{with_layers}, got {layout.rows}{why}")
     if layout.volume is not None and layout.volume.ndims == layout.ndims:
         raise ClayoutError(f"image layout {layout.name!r}: its volume form must take "
                            "another number of dims")
