@@ -55,6 +55,7 @@ def test_every_engine_gives_one_answer():
                              f"{where}; reproduce: python tests/differential.py --seed {SEED} "
                              f"--case {started[-1]['start'] if started else 0}\n"
                              f"{done.stderr[-4000:]}")
+    assert "Warning" not in done.stderr, done.stderr[-2000:]   # nothing leaks to stderr
     engines = lines[0]["engines"]
     assert {"reference", "cpu-compiled", "cpu-numpy"} <= set(engines)
     for short, _ in IMPLEMENTATIONS:   # every OpenCL implementation, three ways

@@ -189,8 +189,11 @@ def rounding(dt, magnitude: np.ndarray) -> np.ndarray:
 
 
 def _along(x: np.ndarray, matrix: np.ndarray, axes) -> np.ndarray:
-    """``matrix`` (rows x len) applied along each of ``axes`` of ``x``, in float64."""
-    for axis in axes:
-        x = np.moveaxis(np.tensordot(np.moveaxis(x, axis, -1), matrix, axes=([-1], [1])),
-                        -1, axis)
+    """``matrix`` (rows x len) applied along each of ``axes`` of ``x``, in float64.
+    An inf or NaN in ``x`` (an f16 image holds them) gives inf or NaN by IEEE
+    rules, without numpy's RuntimeWarning on the caller's stderr."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        for axis in axes:
+            x = np.moveaxis(np.tensordot(np.moveaxis(x, axis, -1), matrix, axes=([-1], [1])),
+                            -1, axis)
     return np.ascontiguousarray(x)
