@@ -346,7 +346,11 @@ def every_role_model(tmp_path):
 
 def test_every_role(tmp_path, capsys):
     path, m = every_role_model(tmp_path)
-    images, manifest, _ = convert(tmp_path, capsys, path)
+    images, manifest, _ = convert(tmp_path, capsys, path, "--keep-buffers")
+    kept = {e["name"]: e for e in manifest["tensors"] if e["layout"] == "buffer"}
+    assert list(kept) == ["mul.scalar"] and "scalar" in kept["mul.scalar"]["reason"]
+    assert images.pop("mul.scalar").tolist() == model.weight_arrays(str(path))["mul.scalar"].tolist()
+    manifest["tensors"] = [e for e in manifest["tensors"] if e["layout"] != "buffer"]
     by = {e["name"]: e for e in manifest["tensors"]}
     expect = {
         "conv.w": ("conv2d_filter", (4, 3, 3, 3)), "conv.b": ("argument", (4,)),
@@ -360,9 +364,10 @@ def test_every_role(tmp_path, capsys):
     }
     assert {n: (e["layout"], tuple(e["dims"])) for n, e in by.items()} == expect
     skipped = {s["name"]: s["reason"] for s in manifest["skipped"]}
-    assert set(skipped) == {"mul.scalar", "shape", "unused"}
-    assert "scalar" in skipped["mul.scalar"] and "int64" in skipped["shape"]
-    assert "not used" in skipped["unused"]
+    assert set(skipped) == {"shape", "unused"}
+    assert "int64" in skipped["shape"] and "not used" in skipped["unused"]
+    fates = {c["name"]: c["fate"] for c in manifest["accounting"]["constants"]}
+    assert fates["mul.scalar"] == "kept" and fates["unused"] == "dead"
     check_images(images, manifest, path)
 
     arrays = model.weight_arrays(str(path))
@@ -381,7 +386,9 @@ def test_every_role(tmp_path, capsys):
 
 def test_model_f16(tmp_path, capsys):
     path, m = every_role_model(tmp_path)
-    images, manifest, _ = convert(tmp_path, capsys, path, "--dtype", "f16")
+    images, manifest, _ = convert(tmp_path, capsys, path, "--dtype", "f16", "--keep-buffers")
+    images.pop("mul.scalar")
+    manifest["tensors"] = [e for e in manifest["tensors"] if e["layout"] != "buffer"]
     assert manifest["dtype"] == "f16"
     assert all(img.dtype == np.float16 for img in images.values())
     check_images(images, manifest, path)

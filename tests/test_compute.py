@@ -226,7 +226,7 @@ def test_every_conv_of_ppocr_det_alone(cl_engine, ppocr):
     proto = onnx.load(path)
     consts = clayout_model.weight_arrays(path)
     roles = {w.name: w for w in clayout_model.plan(
-        clayout_model.onnx_graph.read_constants(clayout_model.load(path), path))}
+        clayout_model.front_ends.read_constants(clayout_model.load(path), path))}
     convs = [n for n in proto.graph.node if n.op_type == "Conv"]
     assert len(convs) > 50
     chosen = range(len(convs)) if THOROUGH else _covering_convs(convs, consts, roles)

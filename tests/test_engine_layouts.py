@@ -20,8 +20,8 @@ from tests.conftest import run
 from tests.test_image_layouts import TABLE
 
 
-NEW = ("tvm_texture", "tvm_texture_nhwc", "tvm_texture_weight", "tvm_texture_array",
-       "tvm_texture_nhwc_array",
+NEW = ("tvm_texture", "tvm_texture_nhwc", "tvm_texture_weight", "tvm_texture_weight_activation",
+       "tvm_texture_array", "tvm_texture_nhwc_array",
        "tinygrad_image", "tinygrad_conv_weight", "acl_nhwc_image", "acl_ohwi_image")
 
 
@@ -142,22 +142,37 @@ def test_info_lists_every_engine(capsys, name):
 
 
 def test_choosing_among_an_engines_layouts():
-    assert runtime.choose_layout("activation", (1, 64, 224, 224), layouts_of="tvm").name == \
-        "tvm_texture_array"
-    # TVM's depth limit, 2048 layers: 200 x 16 channel blocks is over, 200 layers is not
-    choice = runtime.layout_choice("activation", (200, 64, 8, 8), layouts_of="tvm")
-    assert choice.layout.name == "tvm_texture_nhwc_array"
-    assert [c.name for c in choice.rejected] == ["tvm_texture_array", "tvm_texture"]
-    assert runtime.choose_layout("activation", (128, 64, 128, 129), layouts_of="tvm").name == \
-        "tvm_texture_array"
-    over = runtime.layout_choice("activation", (129, 64, 128, 129), layouts_of="tvm")
-    assert over.fits is False and "16384x16384x2048" in over.reason
+    """TVM's relax pass (annotate_custom_storage.cc, Scope()) on NCHW4c shapes:
+    texture-weight while N and C/4*H*W are under 16384, else texture-nhwc
+    while N < 2048, C/4 < 16384 and H*W < 16384, else texture while
+    N*C/4 < 2048, H and W < 16384, else a buffer: each strictly under."""
+    want = {(1, 64, 8, 8): "tvm_texture_weight_activation",
+            (1, 32, 16, 16): "tvm_texture_weight_activation",
+            (1, 1024, 7, 7): "tvm_texture_weight_activation",      # 256*49 = 12544
+            (1, 64, 56, 56): "tvm_texture_nhwc_array",             # 16*3136 over; 3136 under
+            (200, 64, 8, 8): "tvm_texture_weight_activation",
+            (1, 3, 224, 224): "tvm_texture_array",                 # 50176 over, twice
+            (3000, 64, 56, 56): None,                              # N over 2048: a buffer
+            (1, 16384 * 4, 1, 1): None,                            # C/4 = 16384: not under
+            (2048, 65536, 1, 1): None,                             # every texture over: a buffer
+            }
+    for dims, name in want.items():
+        choice = runtime.layout_choice("activation", dims, layouts_of="tvm")
+        assert (choice.layout.name if choice.fits else None) == name, (dims, choice.reason)
+    # the limit itself is refused: 16383 columns fit texture-weight, 16384 do not
+    assert runtime.choose_layout("activation", (1, 4 * 16383, 1, 1), layouts_of="tvm").name == \
+        "tvm_texture_weight_activation"
+    assert runtime.choose_layout("activation", (2, 4 * 16384, 1, 1), limits=(16384, 16384),
+                                 layouts_of="tvm").name == "tvm_texture_weight_activation"
+    over = runtime.layout_choice("activation", (2048, 65536, 1, 1), layouts_of="tvm")
+    assert over.fits is False and "16383x16383x2047" in over.reason
     # given limits win over the engine's own
     assert runtime.choose_layout("activation", (1, 64, 224, 224), limits=(512, 512),
                                  layouts_of="tvm").name == "tvm_texture_array"
-    few_layers = Limits((4096, 4096), (2048, 2048, 2048), 8, 65536)   # arrays of 8 layers
-    assert runtime.choose_layout("activation", (1, 64, 224, 224), limits=few_layers,
-                                 layouts_of="tvm").name == "tvm_texture"
+    # relax keeps conv2d weights in buffers: no texture for a filter
+    with pytest.raises(ClayoutError, match="names no image layout for role 'filter'.*No Texture "
+                       "for weights"):
+        runtime.choose_layout("filter", (16, 16, 3, 3), layouts_of="tvm")
     with pytest.raises(ClayoutError, match="tinygrad .* names no image layout for role "
                        "'depthwise'.*its roles: activation, filter, fc_weight"):
         runtime.choose_layout("depthwise", (1, 64, 3, 3), layouts_of="tinygrad")
@@ -166,7 +181,7 @@ def test_choosing_among_an_engines_layouts():
 
 
 def test_info_any_with_an_engine(capsys):
-    code, out, err = run(capsys, "info", "any", "--role", "activation", "--dims", "200,64,8,8",
+    code, out, err = run(capsys, "info", "any", "--role", "activation", "--dims", "1,64,56,56",
                          "--engine", "tvm")
     assert code == 0, err
     assert out.startswith("layout    tvm_texture_nhwc_array")

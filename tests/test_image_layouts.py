@@ -92,6 +92,9 @@ TABLE = {
     "tvm_texture_weight": (
         lambda O, I, H, W: (I * H * W, cdiv(O, 4)),
         lambda o, i, h, w, O, I, H, W: ((i * H + h) * W + w, o // 4, o % 4)),
+    "tvm_texture_weight_activation": (
+        lambda N, C, H, W: (cdiv(C, 4) * H * W, N),
+        lambda n, c, h, w, N, C, H, W: (((c // 4) * H + h) * W + w, n, c % 4)),
     "tvm_texture_array": (
         lambda N, C, H, W: (W, H, N * cdiv(C, 4)),
         lambda n, c, h, w, N, C, H, W: (w, h, n * cdiv(C, 4) + c // 4, c % 4)),
@@ -140,7 +143,7 @@ TABLE5["tflite_texture_3d"] = TABLE5["tflite_texture_array"]
 
 def test_table_covers_every_named_layout():
     assert set(TABLE) == set(NAMED) and set(ALL_NAMED) == set(FORMULAS)
-    assert len(NAMED) == 26 and len(ALL_NAMED) == 33
+    assert len(NAMED) == 27 and len(ALL_NAMED) == 34
     assert set(TABLE5) == {n for n, layout in NAMED.items() if layout.volume is not None}
 
 

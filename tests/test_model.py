@@ -17,7 +17,7 @@ import pytest
 import runtime
 import runtime.cli.demo
 from runtime import cli, model
-from runtime.model import convert as model_convert
+from runtime.model import apply as model_convert
 from runtime.algebra import dtypes
 from runtime.errors import ClayoutError
 from runtime.cli.progress import Progress
@@ -146,11 +146,20 @@ def test_flatten_and_value_floats(tmp_path, capsys):
              helper.make_node("Add", ["g", "bias"], ["h"]),
              helper.make_node("Constant", [], ["k"], value_float=2.0),
              helper.make_node("Mul", ["h", "k"], ["y"])]
-    images, manifest, _ = convert(tmp_path, capsys, build(tmp_path, nodes))
+    path = build(tmp_path, nodes)
+    # the scalar the Mul reads has no image: named, and the run refused, without --keep-buffers
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "w.safetensors"],
+          "1 weight(s) cannot go on an image", "'k' () (Mul Mul#6 input 1): scalar",
+          "--keep-buffers")
+    images, manifest, _ = convert(tmp_path, capsys, path, "--keep-buffers")
     expect(images, manifest, "b", "weight_width", fc.reshape(5, 6, 1, 1))
     expect(images, manifest, "bias", "argument", np.array([1.5, -2.0, 3.25, 0.5, 7.0], np.float32))
-    (k,) = [s for s in manifest["skipped"] if s["name"] == "k"]
-    assert "scalar" in k["reason"] and k["consumer"].startswith("Mul")
+    (k,) = [e for e in manifest["tensors"] if e["name"] == "k"]
+    assert "scalar" in k["reason"] and k["consumer"].startswith("Mul") and k["dims"] == [1]
+    assert k["layout"] == "buffer" and images["k"].tolist() == [2.0]
+    a = manifest["accounting"]
+    assert (a["float_elements"], a["placed"], a["folded"], a["kept"], a["dead"]) == \
+        (36, 5, 30, 1, 0)   # b0 folded into b (placed), bias placed, k kept
 
 
 def test_if_branch_weights(tmp_path, capsys):
@@ -453,7 +462,7 @@ def test_oversize_weights_are_tiled(tmp_path, capsys, request, engine):
         assert e["bytes"] == sum(stored[k].nbytes for k in keys if k.startswith(name + "."))
         tiles = tuple(stored[t["key"]] for t in e["tiles"])
         back = model.read_back(tiles, e, engine=engine)
-        assert np.array_equal(bits(back), bits(want.reshape(e["onnx_shape"])))
+        assert np.array_equal(bits(back), bits(want.reshape(e["source_shape"])))
     assert [len(by[n]["tiles"]) for n in ("big", "fc")] == [10, 5]   # 2 x 5 and 1 x 5
     expect(stored, manifest, "bias", "argument", bias)
     assert "16x36 in 10 tiles" in out and "3x40 in 5 tiles" in out

@@ -1,4 +1,4 @@
-"""clayout model plans, then converts (runtime.model.placements): the plan
+"""clayout model plans, then converts (runtime.model.plan): the plan
 equals the real run tensor by tensor, ``--dry-run`` prints it and writes
 nothing, other formats are named, a truncated external data file says what
 it holds, and a ``--winograd`` that takes no filter says why.
@@ -60,8 +60,8 @@ def same_as_the_real_run(tmp_path, path, **options):
     (SAMPLE, {"max_image": (8, 8)}),                      # a fallback and three tiled weights
     (SAMPLE, {"max_image": (8, 8), "tiles": False, "keep_buffers": True}),   # buffers
     (SAMPLE, {"winograd": "mace"}),
-    (QUANTIZED, {}),
-    (QUANTIZED, {"quantized": "keep"}),
+    (QUANTIZED, {"keep_buffers": True}),                  # its activations' scales: buffers
+    (QUANTIZED, {"quantized": "keep", "keep_buffers": True}),
 ], ids=["sample", "f16", "tiles", "buffers", "winograd", "quantized", "quantized-keep"])
 def test_the_plan_is_the_real_run(tmp_path, path, options):
     plan, manifest = same_as_the_real_run(tmp_path, path, **options)
@@ -72,11 +72,12 @@ def test_the_plan_is_the_real_run(tmp_path, path, options):
 
 
 def test_the_plan_of_ppocr_det_is_the_real_run(tmp_path, capsys, ppocr):
-    plan, manifest = same_as_the_real_run(tmp_path, ppocr["det"])
-    assert len(plan.stored) == 129 and sum(p.bytes for p in plan.stored) == \
+    plan, manifest = same_as_the_real_run(tmp_path, ppocr["det"], keep_buffers=True)
+    assert len(plan.stored) == 129 + 207 and sum(p.bytes for p in plan.stored) == \
         sum(e["bytes"] for e in manifest["tensors"])
     before = files(tmp_path)
-    code, out, err = run(capsys, "model", ppocr["det"], "--dry-run", "--engine", "cpu")
+    code, out, err = run(capsys, "model", ppocr["det"], "--dry-run", "--engine", "cpu",
+                         "--keep-buffers")
     assert code == 0, err
     assert out.splitlines()[-1] == f"dry run, nothing written: {totals(manifest)}"
     assert files(tmp_path) == before

@@ -156,7 +156,7 @@ def test_qdq_folded(tmp_path, capsys, case):
     assert e["origin"] == "initializer -> DequantizeLinear dq"
     assert {s["name"]: s["folded_into"] for s in manifest["skipped"]} == \
         {"q": ["w"], "s": ["w"], "z": ["w"]}
-    assert manifest["quantized"] == "fold" and manifest["format"] == "clayout-model/5"
+    assert manifest["quantized"] == "fold" and manifest["format"] == "clayout-model/6"
 
 
 @pytest.mark.parametrize("case", list(QDQ_CASES))
@@ -174,7 +174,7 @@ def test_qdq_kept(tmp_path, capsys, case):
                                  "source": "DequantizeLinear 'dq'",
                                  "scale_source": "DequantizeLinear 'dq'"}
     p = entry_of(manifest, "w.scale")
-    assert (p["param_of"], p["onnx_name"]) == ("w", "s")
+    assert (p["param_of"], p["source_name"]) == ("w", "s")
     assert manifest["skipped"] == [] and manifest["quantized"] == "keep"
     assert f"({sum(t['bytes'] for t in manifest['tensors'])} bytes of f32, {kind})" in out
 
@@ -292,7 +292,10 @@ def test_qlinear_conv_and_matmul(tmp_path, capsys):
                                    "bs": b_scale, "bz": b_zero, **act},
                  inputs=[helper.make_tensor_value_info("x", TensorProto.UINT8, None)],
                  outputs=[helper.make_tensor_value_info("z", TensorProto.UINT8, None)])
-    images, manifest, out = convert(tmp_path, capsys, path)
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors"],
+          "3 weight(s) cannot go on an image", "'xs' () (QLinearConv qconv input 1)",
+          "an activation's quantization parameter", "--keep-buffers")
+    images, manifest, out = convert(tmp_path, capsys, path, "--keep-buffers")
     e = expect(images, manifest, "w", "conv2d_filter", w, "s8")
     expect(images, manifest, "w.scale", "argument", w_scale, "f32")
     expect(images, manifest, "w.zero_point", "argument", w_zero, "s8")
@@ -302,10 +305,17 @@ def test_qlinear_conv_and_matmul(tmp_path, capsys):
     expect(images, manifest, "b.scale", "argument", b_scale, "f32")
     expect(images, manifest, "b.zero_point", "argument", b_zero, "u8")
     assert (e["quantization"]["axis"], e["quantization"]["logical_axis"]) == (1, 0)
+    # the activations' parameters: the float scales kept as buffers, the integer zero points
+    # (not float weights) skipped; each with its reason
+    kept = {e["name"]: e["reason"] for e in manifest["tensors"] if e["layout"] == "buffer"}
     skipped = {s["name"]: s["reason"] for s in manifest["skipped"]}
-    assert set(skipped) == set(act)            # the activations' parameters only
-    assert all("an activation's quantization parameter" in r for r in skipped.values())
-    assert "QLinearConv 2/0/4, QLinearMatMul 1/0/2" in out   # ys, yz: QLinearConv's first
+    assert set(kept) == {"xs", "ys", "zs"} and set(skipped) == {"xz", "yz", "zz"}
+    assert all("an activation's quantization parameter" in r for r in
+               list(skipped.values()) + list(kept.values()))
+    assert "QLinearConv 2/2/2, QLinearMatMul 1/1/1" in out   # ys, yz: QLinearConv's first
+    a = manifest["accounting"]   # the float constants: ws, bs placed (scales); xs, ys, zs kept
+    assert (a["float_constants"], a["placed"], a["kept"], a["folded"], a["dead"]) == \
+        (5, 9, 3, 0, 0)
 
 
 def test_integer_weights_that_cannot_be_stored_are_named(tmp_path, capsys):
@@ -450,7 +460,8 @@ def test_quantized_sample_is_up_to_date_and_runs(tmp_path):
     assert out.shape == (1, 10) and np.isfinite(out).all()
     for form, kinds in (("fold", {"f32", "u8"}), ("keep", {"f32", "s8", "s32", "u8"})):
         manifest, verified = model.convert_file(str(path), str(tmp_path / f"{form}.safetensors"),
-                                                quantized=form, verify_all=True)
+                                                quantized=form, verify_all=True,
+                                                keep_buffers=True)   # the input's scale
         assert {e["dtype"] for e in manifest["tensors"]} == kinds
         assert verified == len(manifest["tensors"])
 
@@ -463,7 +474,8 @@ def test_quantized_sample_on_opencl(tmp_path, cl_engine, form):
     files = {}
     for name, engine in (("cpu", "cpu"), ("opencl", cl_engine)):
         out = tmp_path / f"{name}.safetensors"
-        model.convert_file(path, str(out), quantized=form, engine=engine, verify_all=True)
+        model.convert_file(path, str(out), quantized=form, engine=engine, verify_all=True,
+                           keep_buffers=True)
         files[name] = load_file(str(out))
     assert sorted(files["cpu"]) == sorted(files["opencl"])
     for key, image in files["cpu"].items():

@@ -71,10 +71,29 @@ def test_weight_counts(expected):
     assert {k: len(v) for k, v in expected.items()} == COUNTS
 
 
+def graph_float_elements(path) -> tuple[int, int]:
+    """(float constants, their elements) of the ONNX file, counted here from
+    its Constant nodes and initializers (subgraphs included)."""
+    m = onnx.load(path)
+    found = []
+
+    def walk(graph):
+        found.extend(numpy_helper.to_array(t) for t in graph.initializer)
+        for n in graph.node:
+            if n.op_type == "Constant":
+                found.extend(numpy_helper.to_array(a.t) for a in n.attribute if a.name == "value")
+            for a in n.attribute:
+                if a.type == a.GRAPH:
+                    walk(a.g)
+    walk(m.graph)
+    floats = [a for a in found if a.dtype.kind == "f"]
+    return len(floats), sum(a.size for a in floats)
+
+
 def _check(tmp_path, path, want, dtype, engine):
     out = tmp_path / "w.safetensors"
     manifest, verified = model.convert_file(path, str(out), dtype, engine=engine,
-                                            verify_all=True)
+                                            verify_all=True, keep_buffers=True)
     images, stored_manifest = read_manifest(out)
     assert stored_manifest == manifest and verified == len(manifest["tensors"])
     by = {e["name"]: e for e in manifest["tensors"]}
@@ -89,6 +108,10 @@ def _check(tmp_path, path, want, dtype, engine):
                            images[name].view(f"u{ref.itemsize}")), name
     skipped = {s["name"] for s in manifest["skipped"]}
     assert not skipped & set(want)
+    # every float constant accounted for: the totals are the file's float elements
+    a = manifest["accounting"]
+    assert (a["float_constants"], a["float_elements"]) == graph_float_elements(path)
+    assert a["placed"] + a["folded"] + a["kept"] + a["dead"] + a["empty"] == a["float_elements"]
     return manifest
 
 
@@ -96,7 +119,11 @@ def _check(tmp_path, path, want, dtype, engine):
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_ppocr_cpu(tmp_path, ppocr, expected, which, dtype):
     manifest = _check(tmp_path, ppocr[which], expected[which], dtype, "cpu")
-    assert not [e for e in manifest["tensors"] if e["layout"] == "buffer"]
+    # the buffers are the constants no image takes (scalars, Clip bounds, Resize scales),
+    # never a weight of the compute ops
+    buffers = {e["name"]: e for e in manifest["tensors"] if e["layout"] == "buffer"}
+    assert buffers and not set(buffers) & set(expected[which])
+    assert all(e["role"] is None for e in buffers.values())
 
 
 @pytest.mark.parametrize("which", ["det", "rec"])
@@ -113,5 +140,5 @@ def test_demo_converts_ppocr_det(ppocr, capsys, monkeypatch):
     assert code == 0, err
     assert "11/11 images exact" in out
     assert "found in the cache: converting" in out and "ch_PP-OCRv4_det_infer.onnx" in out
-    assert "129 images, 0 buffers" in out and "129/129 images exact" in out
+    assert "129 images, 207 buffers" in out and "129/129 images exact" in out
 

@@ -110,7 +110,7 @@ def test_every_operator_against_litert(tmp_path, capsys, f16):
         assert e.get("source_layout") == source_layout, name
         assert same_image(images, e, logical), name
         back = model.read_back(images[name], e).astype(np.float32)
-        assert np.array_equal(back, model.onnx_weight(logical, steps_of(e), e["onnx_shape"]))
+        assert np.array_equal(back, model.source_weight(logical, steps_of(e), e["source_shape"]))
     assert skipped["flat/shape"]["reason"].startswith("int32 tensor")
     if f16:
         assert skipped["conv/w"]["folded_into"] == ["conv/w_dequantize"]
@@ -171,13 +171,15 @@ def test_unknown_custom_op_constants_are_listed(tmp_path, capsys):
          T("anchors", (4, 4), data=weights(4, 4)), T("out", (1, 4))]
     path, _ = write(tmp_path, t, [Op("FULLY_CONNECTED", [0, 1], [2]),
                                   Op("TFLite_Detection_PostProcess", [2, 3], [4], custom=True)])
-    _, _, by, skipped, stdout = convert(capsys, path)
-    assert set(by) == {"fc/w"}
-    assert skipped["anchors"]["consumer"] == "TFLite_Detection_PostProcess #1 input 1"
-    assert skipped["anchors"]["reason"] == (
+    err = convert(capsys, path, code=1)   # the model needs them: named, and refused
+    assert "'anchors' (4, 4) (TFLite_Detection_PostProcess #1 input 1): custom op" in err
+    _, _, by, skipped, stdout = convert(capsys, path, "--keep-buffers")
+    assert set(by) == {"fc/w", "anchors"} and by["anchors"]["layout"] == "buffer"
+    assert by["anchors"]["consumer"] == "TFLite_Detection_PostProcess #1 input 1"
+    assert by["anchors"]["reason"] == (
         "custom op TFLite_Detection_PostProcess input 1: clayout knows the inputs of no custom "
         "op but Convolution2DTransposeBias")
-    assert "TFLite_Detection_PostProcess 0/0/1" in stdout
+    assert "TFLite_Detection_PostProcess 0/1/0" in stdout
 
 
 def test_a_weight_with_no_role_fails_unless_kept(tmp_path, capsys):

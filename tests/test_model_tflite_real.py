@@ -155,11 +155,41 @@ def test_every_weight_is_what_litert_computes(tmp_path, capsys, mediapipe_models
                                engine="reference")
         assert same_bits(ref, images[tensor]), tensor
         back = model.read_back(images[tensor], e)
-        assert np.array_equal(back.astype(np.float32), model.onnx_weight(
-            value, model.manifest.steps_of(e), e["onnx_shape"])), tensor
+        assert np.array_equal(back.astype(np.float32), model.source_weight(
+            value, model.manifest.steps_of(e), e["source_shape"])), tensor
     assert f"verified {len(manifest['tensors'])} tensors" in stdout
     skipped = {s["name"] for s in manifest["skipped"]}
     assert not skipped & set(want)
+    # every float constant accounted for: the totals are the file's float elements
+    a = manifest["accounting"]
+    assert (a["float_constants"], a["float_elements"]) == float_elements(mediapipe_models[name])
+    assert a["placed"] + a["folded"] + a["kept"] + a["dead"] + a["empty"] == a["float_elements"]
+    assert "accounted for: " in stdout
+
+
+def float_elements(path) -> tuple[int, int]:
+    """(float constants, their elements) of a .tflite file, read by the tflite
+    package: the tensors with data of a float type, or of an integer type with a
+    scale (their values are real)."""
+    _, _, m, _, _ = graph(path)
+    count = elements = 0
+    for s in range(m.SubgraphsLength()):
+        g = m.Subgraphs(s)
+        for t in range(g.TensorsLength()):
+            tensor = g.Tensors(t)
+            data = m.Buffers(tensor.Buffer()).DataLength() if tensor.Buffer() < \
+                m.BuffersLength() else 0
+            q = tensor.Quantization()
+            scaled = q is not None and q.ScaleLength() > 0
+            kind = tensor.Type()
+            is_float = kind in (tflite.TensorType.FLOAT32, tflite.TensorType.FLOAT16)
+            if data and (is_float or (scaled and kind in (tflite.TensorType.INT8,
+                                                          tflite.TensorType.UINT8,
+                                                          tflite.TensorType.INT16,
+                                                          tflite.TensorType.INT32))):
+                count += 1
+                elements += int(np.prod(tensor.ShapeAsNumpy())) if tensor.ShapeLength() else 1
+    return count, elements
 
 
 def test_the_readme_shows_what_the_command_prints(tmp_path, capsys, mediapipe_models,

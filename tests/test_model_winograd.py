@@ -97,7 +97,7 @@ def test_each_engine(tmp_path, capsys, engine):
     by = {e["name"]: e for e in manifest["tensors"]}
     got = {n: e["layout"] for n, e in by.items() if "transform" in e}
     assert got == want
-    assert manifest["winograd"] == engine and manifest["format"] == "clayout-model/5"
+    assert manifest["winograd"] == engine and manifest["format"] == "clayout-model/6"
     for name, layout_name in want.items():
         e, layout = by[name], image_layout(layout_name)
         assert e["transform"] == layout.transform.name
@@ -182,7 +182,7 @@ def test_quantized(tmp_path, capsys):
     import importlib.resources as r
     path = tmp_path / "q.onnx"
     path.write_bytes((r.files("runtime") / "data/sample_quantized.onnx").read_bytes())
-    images, manifest, _ = convert(tmp_path, capsys, path, "--winograd", "mace")
+    images, manifest, _ = convert(tmp_path, capsys, path, "--winograd", "mace", "--keep-buffers")
     by = {e["name"]: e for e in manifest["tensors"]}
     assert {n for n, e in by.items() if "transform" in e} == {"conv1.weight"}
     e = by["conv1.weight"]
@@ -191,7 +191,7 @@ def test_quantized(tmp_path, capsys):
     assert np.array_equal(bits(images["conv1.weight"]),
                           bits(runtime.to_image(folded, ENGINES["mace"][3])))
     _, manifest, _ = convert(tmp_path, capsys, path, "--winograd", "mace", "--quantized", "keep",
-                             out="keep.safetensors")
+                             "--keep-buffers", out="keep.safetensors")
     by = {e["name"]: e for e in manifest["tensors"]}
     assert not any("transform" in e for e in manifest["tensors"])
     assert by["conv1.weight"]["layout"] == "conv2d_filter" and by["conv1.weight"]["dtype"] == "s8"
@@ -262,7 +262,8 @@ def eligible_3x3(path):
 def test_ppocr_det_mace(tmp_path, capsys, ppocr):
     want = eligible_3x3(ppocr["det"])
     assert want
-    images, manifest, stdout = convert(tmp_path, capsys, ppocr["det"], "--winograd", "mace")
+    images, manifest, stdout = convert(tmp_path, capsys, ppocr["det"], "--winograd", "mace",
+                                       "--keep-buffers")
     by = {e["name"]: e for e in manifest["tensors"]}
     got = {n for n, e in by.items() if "transform" in e}
     assert got == want

@@ -190,6 +190,7 @@ TILE_DIMS = {"in_out_channel": (2, 9, 3, 5), "in_out_height": (2, 3, 9, 5),
              "image_2d_weights_c4_fyx_b": (6, 5, 2, 2), "image_2d_weights_c1_b_fyx": (6, 3, 2, 1),
              "tflite_texture_2d": (2, 9, 3, 5), "tvm_texture": (2, 9, 3, 5),
              "tvm_texture_nhwc": (2, 9, 3, 5), "tvm_texture_weight": (5, 6, 2, 3),
+             "tvm_texture_weight_activation": (3, 9, 2, 3),
              "tinygrad_image": (2, 9, 3, 5), "tinygrad_conv_weight": (5, 6, 2, 3),
              "acl_nhwc_image": (2, 9, 3, 5), "acl_ohwi_image": (5, 6, 2, 3)}
 

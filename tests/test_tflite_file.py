@@ -1,4 +1,4 @@
-"""runtime.model.tflite_file, our bounded .tflite reader: the schema facts it
+"""runtime.model.tflite.file, our bounded .tflite reader: the schema facts it
 uses checked against the ``tflite`` package's generated code, every tensor and
 operator of MediaPipe's five models cross-checked with that package, and
 files that are not right (truncated, corrupt, offsets past the end, shapes
@@ -21,8 +21,8 @@ import pytest
 
 import tflite
 from runtime.errors import ClayoutError
-from runtime.model import tflite_file, tflite_schema as schema
-from runtime.model.flatbuffer import FlatBuffer
+from runtime.model.tflite import file as tflite_file, schema
+from runtime.model.tflite.flatbuffer import FlatBuffer
 
 NAMES = {v: k for k, v in vars(tflite.BuiltinOperator).items() if not k.startswith("_")}
 UNION = {v: k for k, v in vars(tflite.BuiltinOptions).items() if not k.startswith("_")}
@@ -86,7 +86,9 @@ def test_options_slots_types_and_defaults(op):
     assert cls_name == {"CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
                         "FULLY_CONNECTED": "FullyConnectedOptions",
                         "TRANSPOSE_CONV": "TransposeConvOptions",
-                        "BATCH_MATMUL": "BatchMatMulOptions"}[op]
+                        "BATCH_MATMUL": "BatchMatMulOptions",
+                        "CONCATENATION": "ConcatenationOptions", "GATHER": "GatherOptions",
+                        "PACK": "PackOptions", "STRIDED_SLICE": "StridedSliceOptions"}[op]
     module = importlib.import_module(f"tflite.{cls_name}")
     for filled in (False, True):
         b = flatbuffers.Builder(64)

@@ -1,4 +1,4 @@
-"""runtime.model.tflite_sparse.densify against LiteRT's DENSIFY kernel.
+"""runtime.model.tflite.sparse.densify against LiteRT's DENSIFY kernel.
 
 Each case makes a dense array with zero blocks, rows and tails, encodes it
 with ``sparsify`` below (an encoder written here, independent of densify:
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from runtime.errors import ClayoutError
-from runtime.model.tflite_sparse import DimMeta, Sparsity, densify
+from runtime.model.tflite.sparse import DimMeta, Sparsity, densify
 from conftest import same_bits
 from strategies import scaled
 

@@ -62,7 +62,7 @@ else:
     eng = engine.get(name)
 t["engine"] = time.perf_counter() - mark
 mark = time.perf_counter()
-graph = model.onnx_graph.load(path)
+graph = model.load(path)
 t["model read"] = time.perf_counter() - mark
 mark = time.perf_counter()
 model.convert_model(graph, path, dtype, engine=eng)
@@ -176,7 +176,7 @@ def _timed(fn, repeat: int) -> float:
 
 def run(path: str, dtype: str = "f32", repeat: int = 3, out=print) -> dict:
     """Measure and print the start-up and in-process figures for the model at ``path``."""
-    onnx_model = model.onnx_graph.load(path)
+    onnx_model = model.load(path)
     cpu = engine.get("cpu")
     count = len(model.convert_model(onnx_model, path, dtype, engine=cpu)[1]["tensors"])
     opencl = engine.opencl_available()

@@ -156,6 +156,8 @@ LAYOUTS = (
          "x=h*W+w, y=n*ceil(C/4)+c/4, k=c%4", "TVM", {}),
     _row("tvm_texture_weight", "Abcd4a", 1, "filter", "I·H·W × ⌈O/4⌉",
          "x=(i*H+h)*W+w, y=o/4, k=o%4", "TVM", {}),
+    _row("tvm_texture_weight_activation", "aBcd4b", 1, "activation", "⌈C/4⌉·H·W × N",
+         "x=((c/4)*H+h)*W+w, y=n, k=c%4", "TVM", {}),
     _row("tvm_texture_array", "aBcd4b", 1, "activation", "W × H × N·⌈C/4⌉ layers",
          "x=w, y=h, z=n*ceil(C/4)+c/4, k=c%4", "TVM", {}, storage="image2d_array", layers=2),
     _row("tvm_texture_nhwc_array", "aBcd4b", 1, "activation", "H·W × ⌈C/4⌉ × N layers",

@@ -43,6 +43,7 @@ class Peer:
     limit: tuple[int, int] | None = None
     layers: int | None = None
     notes: str = ""
+    strict: bool = False    # the engine compares sizes with <: its limit itself is refused
 
     def layout_of(self, theirs: str) -> str:
         """The clayout layout of the engine's name ``theirs``."""
@@ -57,8 +58,9 @@ class Peer:
         """The limits the engine checks itself, as a storage.Limits (None: none)."""
         if self.limit is None:
             return None
-        base = Limits.of(self.limit)
-        return base if self.layers is None else replace(base, array_size=self.layers)
+        less = int(self.strict)
+        base = Limits.of((self.limit[0] - less, self.limit[1] - less))
+        return base if self.layers is None else replace(base, array_size=self.layers - less)
 
 
 MACE_ROLES = {"activation": ("in_out_channel", "in_out_height", "in_out_width"),
@@ -109,21 +111,26 @@ PEERS = {p.name: p for p in (
          "bit for bit as oneDNN does"),
     Peer("tvm", "Apache TVM (Adreno textures)", "src/backend/opencl/runtime/texture.h "
          "(DefaultTextureLayoutSeparator, ApplyTexture2DFlattening; src/runtime/texture.h "
-         "before 2026)", (
-             Name("global.texture (image array, since #18523)", "tvm_texture_array"),
+         "before 2026); the choice: src/relax/backend/adreno/annotate_custom_storage.cc "
+         "(Scope)", (
+             Name("global.texture-weight (an NCHW4c activation)",
+                  "tvm_texture_weight_activation", "the separator after N: N rows"),
              Name("global.texture-nhwc (image array, since #18523)", "tvm_texture_nhwc_array"),
+             Name("global.texture (image array, since #18523)", "tvm_texture_array"),
              Name("global.texture-weight", "tvm_texture_weight",
                   "since #18523 an image array of 1 layer, the same pixels"),
              Name("global.texture (2-D, before #18523)", "tvm_texture"),
              Name("global.texture-nhwc (2-D, before #18523)", "tvm_texture_nhwc")),
-        {"activation": ("tvm_texture_array", "tvm_texture_nhwc_array", "tvm_texture",
-                        "tvm_texture_nhwc"),
-         "filter": ("tvm_texture_weight",), "fc_weight": ("tvm_texture_weight",)},
-        limit=(16384, 16384), layers=2048,
-        notes="texture_spatial_limit 16384 and texture_depth_limit 2048 are attributes of "
-        "the opencl target; TVM picks a scope by size, not by role (an activation may take "
-        "global.texture-weight); images sit on pooled buffers, the row pitch aligned to "
-        "CL_DEVICE_IMAGE_PITCH_ALIGNMENT read as bytes (64 when the device says 0)"),
+        {"activation": ("tvm_texture_weight_activation", "tvm_texture_nhwc_array",
+                        "tvm_texture_array")},
+        limit=(16384, 16384), layers=2048, strict=True,
+        notes="relax's Scope() takes an NCHW4c activation (a0, a1, a2, a3, 4) as texture-weight "
+        "when a0 < 16384 and a1*a2*a3 < 16384, else texture-nhwc when a0 < 2048, a1 < 16384 "
+        "and a2*a3 < 16384, else texture when a0*a1 < 2048, a2 < 16384 and a3 < 16384, else a "
+        "buffer; it keeps conv2d weights in buffers (\"No Texture for weights\"). 16384 and "
+        "2048 are the opencl target's texture_spatial_limit and texture_depth_limit. Images "
+        "sit on pooled buffers, the row pitch aligned to CL_DEVICE_IMAGE_PITCH_ALIGNMENT read "
+        "as bytes (64 when the device says 0)"),
     Peer("tinygrad", "tinygrad (image mode)", "tinygrad/tensor.py Tensor.image_conv2d (the "
          "classic image mode, to Dec 2025); now tinygrad/mixin/op.py", (
              Name("image activation (N·H, W·C/4, 4)", "tinygrad_image"),

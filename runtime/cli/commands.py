@@ -23,7 +23,7 @@ from ..call import parse_reorder, parse_to_image, run
 from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from ..model.manifest import summary, table, totals, verified_line
+from ..model.manifest import accounting_line, summary, table, totals, verified_line
 from ..model.graph import printable
 from . import figure
 from .checks import check_not_empty, check_output_kind
@@ -167,6 +167,7 @@ def cmd_model(args) -> int:
         if not args.quiet:
             manifest = plan.manifest()
             print(model.plan_table(plan))
+            print(accounting_line(manifest))
             print((f"would write {printable(args.output)}" if args.output is not None else
                    "dry run, nothing written") + f": {totals(manifest)}")
             _model_notes(plan, manifest, engine, done=False)
@@ -180,6 +181,7 @@ def cmd_model(args) -> int:
             bar.close()
     if not args.quiet:
         print(table(manifest))
+        print(accounting_line(manifest))
         print(summary(manifest, args.output))
         _model_notes(plan, manifest, engine)
         if verified is not None:

@@ -156,8 +156,8 @@ def peer_listing(name: str) -> int:
         print("  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  note")
         for r in rows:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + (r[4] or "-"))
-    limit = "the device's" if p.limit is None else f"{p.limit[0]}x{p.limit[1]}" + (
-        f", {p.layers} array layers" if p.layers else "")
+    limit = "the device's" if p.limit is None else ("under " if p.strict else "") + \
+        f"{p.limit[0]}x{p.limit[1]}" + (f", {p.layers} array layers" if p.layers else "")
     print(f"limits    {limit}")
     for role, names in p.roles.items():
         if names:

@@ -22,7 +22,7 @@ from ..algebra.desc import MemoryDesc
 from ..api import from_frame, from_image, to_image
 from ..errors import ClayoutError
 from ..memory import Memory
-from ..model import onnx_graph
+from ..model.onnx import reader as onnx_reader
 from ..model.manifest import read_manifest
 from . import ops
 
@@ -209,7 +209,7 @@ def compare_with_onnxruntime(model_path: str, weights_path: str, engine,
     session = _onnxruntime_session(model_path)
     if session is None:
         return f"end to end: {NO_ONNXRUNTIME}", True
-    model = onnx_graph.load(model_path)
+    model = onnx_reader.load(model_path)
     x = np.random.default_rng(seed).standard_normal(input_shape(model)).astype(np.float32)
     diff, top, same = _against(session, model, weights_path, x, x, engine)
     return (f"end to end: the sample CNN on {engine.name} through accessor kernels (weights "
@@ -232,7 +232,7 @@ def compare_frame_with_onnxruntime(model_path: str, weights_path: str, engine, f
     session = _onnxruntime_session(model_path)
     if session is None:
         return f"end to end from a frame: {NO_ONNXRUNTIME}", True
-    model = onnx_graph.load(model_path)
+    model = onnx_reader.load(model_path)
     n, c, h, w = input_shape(model)
     opts = dict(format=format, size=(w, h), mean=mean, std=std)
     src = Memory(MemoryDesc(frame.shape, "u8"), engine=engine, data=frame)

@@ -14,16 +14,17 @@ Example::
 """
 from __future__ import annotations
 
-from . import onnx_graph, tflite_file, tflite_graph
+from .onnx import constants as onnx_constants, reader as onnx_reader
+from .tflite import constants as tflite_constants, file as tflite_file
 
 
 def load(path: str):
-    """The model at ``path``: a runtime.model.tflite_file.TFLiteModel for a
+    """The model at ``path``: a runtime.model.tflite.file.TFLiteModel for a
     TensorFlow Lite file, else an ONNX ModelProto; a file that is neither is
     a one-line ClayoutError."""
     if tflite_file.is_tflite(path):
         return tflite_file.load(path)
-    return onnx_graph.load(path)
+    return onnx_reader.load(path)
 
 
 def source_format(model) -> str:
@@ -45,12 +46,12 @@ def interface(model) -> dict:
             ends[key] = [{"name": sub.tensors[i].name, "shape": list(sub.tensors[i].shape),
                           "dtype": sub.tensors[i].dtype} for i in indices]
         return ends
-    return onnx_graph.interface(model)
+    return onnx_reader.interface(model)
 
 
 def read_constants(model, path: str) -> list:
     """Every constant of ``model`` (read from ``path``) with the operators
     that read it (runtime.model.graph.Constant records)."""
     if source_format(model) == "tflite":
-        return tflite_graph.read_constants(model, path)
-    return onnx_graph.read_constants(model, path)
+        return tflite_constants.read_constants(model, path)
+    return onnx_constants.read_constants(model, path)

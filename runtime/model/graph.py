@@ -3,8 +3,8 @@
 A front end reads one model format and returns its constants: one
 :class:`Constant` per constant tensor (its host array, dtype, shape, where it
 came from), each with the :class:`Use` records of the operators that read it.
-:mod:`runtime.model.onnx_graph` fills them from an ONNX model,
-:mod:`runtime.model.tflite_graph` from a TensorFlow Lite flatbuffer. Everything
+:mod:`runtime.model.onnx.constants` fills them from an ONNX model,
+:mod:`runtime.model.tflite.constants` from a TensorFlow Lite flatbuffer. Everything
 after (roles, quantized weights, placement, the manifest) reads only these
 records, so both formats take one code path.
 
@@ -12,8 +12,8 @@ A :class:`Role` is what one use makes of a constant: its role (filter,
 depthwise, fc_weight, argument), clayout's logical dims, and the ``steps``
 (numpy reshapes and transposes, in order) from the stored tensor to the
 logical one. Each front end has its table of roles
-(:func:`runtime.model.roles.role_of` for ONNX,
-:func:`runtime.model.tflite_roles.role_of` for TFLite); the per-channel vector
+(:func:`runtime.model.onnx.roles.role_of` for ONNX,
+:func:`runtime.model.tflite.roles.role_of` for TFLite); the per-channel vector
 rule both share is :func:`argument_role`.
 
 Example::
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import quantization
+from .tensor import Reshape
 
 FORMATS = ("onnx", "tflite")
 
@@ -65,6 +66,8 @@ class Use:
     proto: object = None   # the operator record (its attributes or options decide some roles)
     graph: object = None   # ONNX: the GraphIndex of its graph; TFLite: the Subgraph record
     front: str = "onnx"    # the front end that made it: "onnx" or "tflite"
+    note: str = ""         # what the front end says of the operator (every input constant,
+    #                        but not an op it evaluates)
 
     def __str__(self) -> str:
         return f"{self.op} {self.node} input {self.index}"
@@ -75,12 +78,14 @@ class Constant:
     """A constant tensor: its qualified name, host data and where it came from."""
     name: str
     array: np.ndarray | None       # None for tensors clayout cannot read (strings, sparse)
-    onnx_dtype: str                # its numpy dtype name ("float32"), or what it is ("string")
+    dtype: str                     # its numpy dtype name ("float32"), or what it is ("string")
     shape: tuple[int, ...]
     origin: str                    # "initializer", "Constant node c0 -> Cast k", "buffer 5"
     uses: list[Use] = field(default_factory=list)
     folded_into: list[str] = field(default_factory=list)   # names made from it by folding
     quant: quantization.QuantSource | None = None   # dequantized: its integers and parameters
+    folded_from: tuple[str, ...] = ()   # made by folding: the constants it was made from
+    live: bool = True              # some graph output needs it (the front end's liveness walk)
 
 
 @dataclass(frozen=True)
@@ -109,5 +114,5 @@ def argument_role(op: str, index: int, shape: tuple, elementwise: bool, source: 
         return Role(reason=f"{op} input {index} of shape {tuple(shape)} is not a per-channel "
                     "vector")
     length = big[0] if big else 1           # a bias of one output channel is still a vector
-    return Role("argument", (length,), (("reshape", (length,)),),
+    return Role("argument", (length,), (Reshape((length,)),),
                 "as stored" if len(shape) == 1 else f"{source} {tuple(shape)} flattened")

@@ -1,6 +1,6 @@
 """The quantized half of ``clayout model``'s plan: integer weights and their parameters.
 
-After :func:`runtime.model.roles.roles` has given each constant its role,
+After :func:`runtime.model.weights.roles` has given each constant its role,
 :func:`attach_parameters` settles the quantized ones:
 
 * a weight folded from a ``DequantizeLinear`` (QDQ) keeps its float value and
@@ -27,7 +27,8 @@ from types import MappingProxyType
 import numpy as np
 
 from ..errors import ClayoutError
-from .roles import Weight, logical_axis
+from .tensor import Reshape, Tensor
+from .weights import Weight, logical_axis
 from .quantization import IMAGE_INT, INTEGER_OPS, check_parameters, param_axis, traced_scale
 
 PARAM_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "f32", "float64": "f32",
@@ -39,12 +40,12 @@ def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
     """The ``argument`` weight ``NAME.kind`` holding ``array`` (flattened)."""
     count = int(np.asarray(array).size)
     per = "per tensor" if axis is None else f"one per index of the weight's ONNX axis {axis}"
-    return Weight(f"{w.name}.{kind}", tuple(np.shape(array)), array.dtype.name,
-                  consumer=w.consumer, origin=origin, role="argument", dims=(count,),
-                  steps=(("reshape", (count,)),),
+    return Weight(Tensor(f"{w.name}.{kind}", tuple(np.shape(array)), array.dtype.name, origin,
+                         w.tensor.consumer),
+                  role="argument", dims=(count,), steps=(Reshape((count,)),),
                   mapping=f"the {kind.replace('_', ' ')} of {w.name!r}, {per}",
                   reason="a quantized weight's parameter",
-                  store_dtype=PARAM_DTYPES[array.dtype.name], onnx_name=name, param_of=w.name)
+                  store_dtype=PARAM_DTYPES[array.dtype.name], source_name=name, param_of=w.name)
 
 
 def _refuse(w: Weight, why: str) -> Weight:
@@ -113,7 +114,7 @@ def _input_constant(use, index: int, kind: str):
 def _integer_operator(w: Weight, c, use, claimed: set, sources: dict):
     """An integer operator's weight: integer image, its zero point and scale."""
     spec = INTEGER_OPS[use.op]
-    w = _integer(w, c.onnx_dtype, f"{use.op} weight")
+    w = _integer(w, c.dtype, f"{use.op} weight")
     if not w.store_dtype:
         return w, []
     try:
@@ -136,7 +137,7 @@ def _integer_operator(w: Weight, c, use, claimed: set, sources: dict):
 
 def attach_parameters(weights: list[Weight], constants, form: str) -> tuple[list[Weight], dict]:
     """(weights, sources): ``weights`` (one per constant, from
-    runtime.model.roles.roles) with the quantized ones settled, each followed
+    runtime.model.weights.roles) with the quantized ones settled, each followed
     by its parameter weights; ``sources`` maps the name of each weight stored
     with other values than the constant of its name (a kept integer tensor
     q, a parameter) to those values. ``form``: "fold" or "keep" (``--quantized``)."""
@@ -153,14 +154,14 @@ def attach_parameters(weights: list[Weight], constants, form: str) -> tuple[list
         elif integer_use is not None:
             w, params = _integer_operator(w, c, integer_use, claimed, sources)
         elif any(u.op in INTEGER_OPS and u.index == INTEGER_OPS[u.op].bias for u in c.uses):
-            w = _integer(w, c.onnx_dtype, "QLinearConv bias")   # int32; scale x_scale * w_scale
+            w = _integer(w, c.dtype, "QLinearConv bias")   # int32; scale x_scale * w_scale
         elif c.quant is not None and form == "keep":
             w, params = _keep_dequantized(w, c.quant, claimed, sources)
         elif c.quant is not None:
             q = c.quant
-            w = replace(w, dequantized=MappingProxyType({
+            w = replace(w, tensor=replace(w.tensor, dequantized=MappingProxyType({
                 "q": q.q_name, "scale": q.scale_name, "zero_point": q.zero_point_name or None,
-                "axis": q.axis, "node": q.node}))
+                "axis": q.axis, "node": q.node})))
         elif form == "keep" and " -> DequantizeLinear " in c.origin:
             w = _refuse(w, "--quantized keep: the steps folded after its DequantizeLinear move "
                         "its per-axis parameters off one axis; pass --quantized fold")

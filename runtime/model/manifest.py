@@ -8,8 +8,10 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   role's own layout, or another after a ``--max-image`` fallback, which also
   sets ``fallback_from``), ``choice`` (why that layout: runtime.placement's reason,
   with the size of every candidate it rejected), logical ``dims``, image
-  ``width``/``height``, ``dtype``, ``bytes``, the source tensor's ``onnx_shape``/``onnx_dtype`` (the names
-  say ONNX, a TFLite model's tensor fills them too) and ``source_layout``
+  ``width``/``height``, ``dtype``, ``bytes``, the source tensor's
+  ``source_shape``/``source_dtype`` (as the model file stores it, ONNX or
+  TFLite; format 5 and before called them ``onnx_shape``/``onnx_dtype``, which
+  :func:`upgrade` reads) and ``source_layout``
   when its format names one (TFLite's ``OHWI``), the ``consumer`` node, the
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
@@ -26,12 +28,12 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   integer weight's has ``quantization`` (``q``, the keys of its ``scale`` and
   ``zero_point`` tensors, ``axis``, ``logical_axis``, ``source``,
   ``scale_source``); those parameter tensors have entries of their own with
-  ``param_of`` and ``onnx_name``. A Winograd image (``--winograd``) has
+  ``param_of`` and ``source_name``. A Winograd image (``--winograd``) has
   ``transform``: the name of the G whose U = G·g·Gᵀ the image holds (its
   ``layout`` is the Winograd layout, ``dims`` the filter's logical ones).
 * ``skipped``: every other constant, with ``consumer`` and ``reason`` (a
   constant stored as a weight's parameter is not listed again).
-* top level: ``format`` (``clayout-model/5``), ``source``, ``source_format``
+* top level: ``format`` (``clayout-model/6``), ``source``, ``source_format``
   (``onnx`` or ``tflite``), ``dtype`` (of float
   images), ``quantized`` (fold or keep), ``max_image``, ``engine`` and
   ``host_converted`` (the images over that engine's device limit, converted
@@ -57,14 +59,17 @@ import numpy as np
 from ..algebra.tiles import plan_of
 from ..errors import ClayoutError
 from .graph import printable
-from .roles import COMPUTE_OPS
+from .accounting import FATES as ACCOUNTED
+from .tensor import parse_steps
+from .weights import COMPUTE_OPS
 
 # safetensors (the optional model extra) is imported inside the two functions
 # that read and write the file, so that the manifest's printing works without it.
 
 MANIFEST_KEY = "clayout"
-FORMAT = "clayout-model/5"   # 3: tiles, choice; 4: quantized, host_converted, role = the role;
-#                              5: source_format (onnx, tflite), source_layout
+FORMAT = "clayout-model/6"   # 3: tiles, choice; 4: quantized, host_converted, role = the role;
+#                              5: source_format (onnx, tflite), source_layout;
+#                              6: source_shape, source_dtype, source_name (were onnx_*)
 PLAIN = "abcdefghijkl"
 
 
@@ -75,14 +80,16 @@ def bits(a: np.ndarray) -> np.ndarray:
 
 
 def _common(p) -> dict:
-    """What every stored tensor's entry says of the ONNX tensor (``p``: a
-    runtime.model.placements.Placement)."""
-    entry = {"onnx_shape": list(p.onnx_shape), "onnx_dtype": p.onnx_dtype,
-             "consumer": p.consumer, "origin": p.origin, "mapping": p.mapping,
-             "steps": [[kind, list(arg)] for kind, arg in p.steps],
-             "transposed": any(kind == "transpose" for kind, _ in p.steps)}
-    for key in ("param_of", "onnx_name", "source_layout", "quantization", "dequantized"):
-        value = getattr(p, key)
+    """What every stored tensor's entry says of the source tensor (``p``: a
+    runtime.model.plan.Placement, which holds it by reference)."""
+    t = p.tensor
+    entry = {"source_shape": list(t.shape), "source_dtype": t.dtype,
+             "consumer": t.consumer, "origin": t.origin, "mapping": p.mapping,
+             "steps": [step.json() for step in p.steps],
+             "transposed": any(step.kind == "transpose" for step in p.steps)}
+    for key, value in (("param_of", p.weight.param_of), ("source_name", p.weight.source_name),
+                       ("source_layout", t.layout), ("quantization", p.weight.quantization),
+                       ("dequantized", t.dequantized)):
         if value:
             entry[key] = dict(value) if isinstance(value, Mapping) else value
     return entry
@@ -152,17 +159,33 @@ def buffer_entry(p) -> dict:
 
 
 def skipped_entry(p) -> dict:
-    entry = {"name": p.name, "onnx_shape": list(p.onnx_shape),
-             "onnx_dtype": p.onnx_dtype, "consumer": p.consumer, "origin": p.origin,
-             "reason": p.reason}
-    if p.folded_into:
-        entry["folded_into"] = list(p.folded_into)
+    t = p.tensor
+    entry = {"name": p.name, "source_shape": list(t.shape), "source_dtype": t.dtype,
+             "consumer": t.consumer, "origin": t.origin, "reason": p.reason}
+    if p.weight.folded_into:
+        entry["folded_into"] = list(p.weight.folded_into)
     return entry
 
 
 def steps_of(entry: dict) -> tuple:
-    """The steps of a manifest entry as (kind, tuple) pairs."""
-    return tuple((kind, tuple(arg)) for kind, arg in entry["steps"])
+    """The steps of a manifest entry, as records (runtime.model.tensor)."""
+    return parse_steps(entry["steps"])
+
+
+OLD_KEYS = {"onnx_shape": "source_shape", "onnx_dtype": "source_dtype",
+            "onnx_name": "source_name"}   # clayout-model/5 and before
+
+
+def upgrade(manifest: dict) -> dict:
+    """A manifest of an earlier format with today's keys: an entry's
+    ``onnx_shape`` / ``onnx_dtype`` / ``onnx_name`` (format 5 and before,
+    filled for TFLite models too) read as ``source_shape`` /
+    ``source_dtype`` / ``source_name``."""
+    for entry in list(manifest.get("tensors", ())) + list(manifest.get("skipped", ())):
+        for old, new in OLD_KEYS.items():
+            if old in entry and new not in entry:
+                entry[new] = entry.pop(old)
+    return manifest
 
 
 # -- printing --------------------------------------------------------------------------------
@@ -196,8 +219,8 @@ def table(manifest: dict, names_per_reason: int = 3) -> str:
 
 
 def _skipped_name(s: dict) -> str:
-    shape = ",".join(map(str, s["onnx_shape"])) or "scalar"
-    return (f"{printable(s['name'])} ({s['onnx_dtype']} [{shape}], "
+    shape = ",".join(map(str, s["source_shape"])) or "scalar"
+    return (f"{printable(s['name'])} ({s['source_dtype']} [{shape}], "
             f"{printable(s['consumer']) or 'unused'})")
 
 
@@ -205,7 +228,7 @@ def by_op(manifest: dict) -> dict[str, list[int]]:
     """{op kind: [placed on images, kept as buffers, skipped]} of the constants
     each kind of op reads (by each one's ``consumer``; a quantized weight's
     parameters, folded steps and unused constants are left out). The compute
-    ops (runtime.model.roles.COMPUTE_OPS) come first, then the others, each in
+    ops (runtime.model.weights.COMPUTE_OPS) come first, then the others, each in
     order of appearance."""
     counts: dict[str, list[int]] = {}
     for column, entries in ((0, manifest["tensors"]), (2, manifest["skipped"])):
@@ -245,6 +268,47 @@ def totals(manifest: dict) -> str:
             f"manifest in metadata key {MANIFEST_KEY!r}; engine {manifest['engine']}")
 
 
+def accounting_line(manifest: dict) -> str:
+    """The accounting's line (runtime.model.accounting), from the manifest."""
+    a = manifest.get("accounting")
+    if not a:
+        return ""
+    parts = ", ".join(f"{a[fate]} {fate}" for fate in ACCOUNTED if a[fate] or fate != "empty")
+    return (f"accounted for: {a['float_elements']} float elements in {a['float_constants']} "
+            f"constants = {parts}")
+
+
+def accounting_problems(manifest: dict) -> list[str]:
+    """What is wrong with a manifest's accounting (``--verify``): its totals
+    must add up to the graph's float elements, each constant's fate must be
+    one of the five, a placed or kept one stored, a folded one's tensors
+    listed in the file."""
+    a = manifest.get("accounting")
+    if not a:
+        return ["the manifest has no accounting"]
+    problems = []
+    listed = a.get("constants", [])
+    if sum(a[f] for f in ACCOUNTED) != a["float_elements"] or \
+            sum(c["elements"] for c in listed) != a["float_elements"] or \
+            len(listed) != a["float_constants"]:
+        problems.append("the accounting's totals do not add up to the graph's float elements")
+    stored = {e["name"] for e in manifest["tensors"]} | \
+        {e["source_name"] for e in manifest["tensors"] if "source_name" in e}
+    named = stored | {e["name"] for e in manifest["skipped"]}
+    for c in listed:
+        if c["fate"] not in ACCOUNTED:
+            problems.append(f"{printable(c['name'])!r}: fate {c['fate']!r}")
+        elif c["fate"] in ("placed", "kept") and c["name"] not in stored:
+            problems.append(f"{printable(c['name'])!r} is {c['fate']} but not stored")
+        elif c["fate"] == "folded" and not set(c.get("into", ())) <= named:
+            problems.append(f"{printable(c['name'])!r} is folded into tensors the manifest "
+                            "does not list")
+    for fate in ACCOUNTED:
+        if a[fate] != sum(c["elements"] for c in listed if c["fate"] == fate):
+            problems.append(f"the {fate} total is not the sum of its constants")
+    return problems
+
+
 # -- the file ---------------------------------------------------------------------------------
 def safetensors_bytes(stored: dict, manifest: dict) -> bytes:
     """The safetensors file: the tensors plus the manifest under metadata key ``clayout``."""
@@ -258,7 +322,7 @@ def read_bytes(data: bytes) -> tuple[dict, dict]:
     try:
         (size,) = struct.unpack("<Q", data[:8])
         meta = json.loads(data[8:8 + size]).get("__metadata__") or {}
-        manifest = json.loads(meta[MANIFEST_KEY])
+        manifest = upgrade(json.loads(meta[MANIFEST_KEY]))
     except (struct.error, ValueError, KeyError, TypeError, AttributeError):
         raise ClayoutError("no clayout manifest in the safetensors metadata") from None
     return load(data), manifest

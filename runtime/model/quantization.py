@@ -4,7 +4,7 @@ Quantized ONNX models hold a weight in one of two ways:
 
 * **QDQ** (onnxruntime's ``quantize_static``, most quantization toolkits): an integer
   constant ``q`` goes through ``DequantizeLinear(q, scale, zero_point)`` before the
-  op reads it. :mod:`runtime.model.onnx_graph` folds that node like a ``Cast`` (the float
+  op reads it. :mod:`runtime.model.onnx.constants` folds that node like a ``Cast`` (the float
   value, :func:`dequantize`) and keeps where the value came from
   (:class:`QuantSource`), so that ``clayout model --quantized keep`` can store ``q``
   and its parameters instead.

@@ -22,9 +22,8 @@ from ..errors import ClayoutError
 from ..winograd import engine_layouts
 from . import manifest as mf
 from .graph import printable
-from . import tflite_roles
-from .onnx_graph import attr
-from .roles import Weight, logical_weight, stored_values
+from .tensor import logical_weight
+from .weights import ROLE_TABLES, Weight, stored_values
 
 
 def winograd_layouts(winograd, dtype=None) -> dict[int, ImageLayout]:
@@ -48,21 +47,8 @@ CONV_OPS = ("Conv", "CONV_2D")   # the 2-D convolutions of ONNX and TFLite
 
 def conv_settings(use) -> tuple[tuple, tuple, int]:
     """(strides, dilations, group) of the convolution ``use`` reads a filter
-    for, in ONNX's terms (TFLite: its options, and the group its input's
-    channels give)."""
-    if use.front == "tflite":
-        options = use.proto.options
-        strides = (int(options.get("stride_h", 1)), int(options.get("stride_w", 1)))
-        dilations = (int(options.get("dilation_h_factor", 1)),
-                     int(options.get("dilation_w_factor", 1)))
-        channels = tflite_roles.input_channels(use)
-        per_group = use.graph.tensors[use.proto.inputs[1]].shape[-1]
-        group = channels // per_group if channels and per_group and \
-            channels % per_group == 0 else 1
-        return strides, dilations, group
-    node = use.proto
-    return (tuple(attr(node, "strides") or ()), tuple(attr(node, "dilations") or ()),
-            int(attr(node, "group", 1)))
+    for, in ONNX's terms, by the role table of its format."""
+    return ROLE_TABLES[use.front].conv_settings(use)
 
 
 def conv_allows(use) -> bool:
@@ -93,7 +79,7 @@ def winograd_refusal(w: Weight, uses, layouts) -> str | None:
     if w.role != "filter":
         return (f"depthwise (group {conv_settings(w.use)[2]})" if w.role == "depthwise"
                 else "a filter with no image role")
-    if len(w.onnx_shape) != 4:
+    if len(w.tensor.shape) != 4:
         return "a 1-D convolution's filter"
     k_h, k_w = w.dims[2], w.dims[3]
     if k_h != k_w or k_h not in layouts:

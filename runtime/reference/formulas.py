@@ -141,6 +141,11 @@ def _tvm_texture_weight(x, y, k, d):
     return 4 * y + k, x // (H * W), (x // W) % H, x % W
 
 
+def _tvm_texture_weight_activation(x, y, k, d):
+    N, C, H, W = d
+    return y, 4 * (x // (H * W)) + k, (x // W) % H, x % W
+
+
 def _tvm_texture_array(x, y, z, k, d):
     N, C, H, W = d
     Cb = _cdiv(C, 4)
@@ -174,6 +179,8 @@ FORMULAS.update({
     "tvm_texture": (_tvm_texture, lambda d: (d[3], d[0] * _cdiv(d[1], 4) * d[2])),
     "tvm_texture_nhwc": (_tvm_texture_nhwc, lambda d: (d[2] * d[3], d[0] * _cdiv(d[1], 4))),
     "tvm_texture_weight": (_tvm_texture_weight, lambda d: (d[1] * d[2] * d[3], _cdiv(d[0], 4))),
+    "tvm_texture_weight_activation": (_tvm_texture_weight_activation,
+                                      lambda d: (_cdiv(d[1], 4) * d[2] * d[3], d[0])),
     "tvm_texture_array": (_tvm_texture_array, lambda d: (d[3], d[2], d[0] * _cdiv(d[1], 4))),
     "tvm_texture_nhwc_array": (_tvm_texture_nhwc_array,
                                lambda d: (d[2] * d[3], _cdiv(d[1], 4), d[0])),

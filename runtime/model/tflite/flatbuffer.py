@@ -26,7 +26,7 @@ import struct
 
 import numpy as np
 
-from ..errors import ClayoutError
+from ...errors import ClayoutError
 
 WIDTH = {"b": 1, "B": 1, "?": 1, "h": 2, "H": 2, "i": 4, "I": 4, "q": 8, "Q": 8, "f": 4, "d": 8}
 

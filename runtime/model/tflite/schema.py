@@ -1,5 +1,5 @@
 """Facts of the TensorFlow Lite flatbuffer schema (schema.fbs) that
-:mod:`runtime.model.tflite_file` reads: the builtin operators' names by code,
+:mod:`runtime.model.tflite.file` reads: the builtin operators' names by code,
 the tensor types, and the field slots of the tables it decodes.
 
 A table's fields are numbered by their order in the schema (slot 0, 1, ...;
@@ -152,4 +152,11 @@ OPTIONS = {
                             ("stride_h", 2, "i", 0), ("fused_activation_function", 3, "b", 0))),
     "BATCH_MATMUL": (101, (("adj_x", 0, "?", False), ("adj_y", 1, "?", False),
                            ("asymmetric_quantize_inputs", 2, "?", False))),
+    # the constant operators the reader evaluates (runtime.model.tflite.fold)
+    "CONCATENATION": (10, (("axis", 0, "i", 0), ("fused_activation_function", 1, "b", 0))),
+    "GATHER": (23, (("axis", 0, "i", 0), ("batch_dims", 1, "i", 0))),
+    "PACK": (59, (("values_count", 0, "i", 0), ("axis", 1, "i", 0))),
+    "STRIDED_SLICE": (32, (("begin_mask", 0, "i", 0), ("end_mask", 1, "i", 0),
+                           ("ellipsis_mask", 2, "i", 0), ("new_axis_mask", 3, "i", 0),
+                           ("shrink_axis_mask", 4, "i", 0), ("offset", 5, "?", False))),
 }

@@ -1,23 +1,24 @@
-"""The plan of ``clayout model``: what becomes of every constant of an ONNX
-model, settled before a single weight is converted.
+"""The plan of ``clayout model``: what becomes of every constant of a model,
+settled before a single weight is converted.
 
-:func:`plan_model` reads the graph's constants (runtime.model.onnx_graph),
-gives each its role (runtime.model.roles, runtime.model.integer_weights) and,
+:func:`plan_model` reads the graph's constants (runtime.model.front_ends: the
+ONNX or TFLite reader), gives each its role (runtime.model.weights,
+runtime.model.integer_weights) and,
 from the :class:`Options` alone, makes one frozen :class:`Placement` per
 tensor: an image in a layout (maybe cut into tiles, maybe a Winograd layout,
 maybe converted on the host), a plain buffer, or skipped with the reason. Its
 dims, dtype, image size and bytes come from the layout
 (runtime.algebra.layout.ImageDesc), never from a converted array, and the
-manifest is the plan's (:meth:`ModelPlan.manifest`): runtime.model.convert only
+manifest is the plan's (:meth:`ModelPlan.manifest`): runtime.model.apply only
 turns the plan into arrays and checks each against it, so ``clayout model
 --dry-run`` prints what the real run writes, to the byte.
 
 The rules (roles, layouts, tiles, buffers, Winograd filters, host conversion)
-are in runtime.model.convert's docstring.
+are in runtime.model.apply's docstring.
 
 Example::
 
-    >>> plan, sources = plan_model(onnx_graph.load("m.onnx"), "m.onnx")   # doctest: +SKIP
+    >>> plan, sources = plan_model(front_ends.load("m.onnx"), "m.onnx")   # doctest: +SKIP
     >>> [(p.name, p.layout, p.size, p.bytes) for p in plan.stored][:1]    # doctest: +SKIP
     [('conv1.weight', 'conv2d_filter', (3, 18), 864)]
 """
@@ -37,9 +38,10 @@ from ..algebra.catalog import image_layout
 from ..algebra.layout import ImageDesc
 from ..algebra.tiles import Tile, tile_plan
 from ..errors import ClayoutError
+from .accounting import Accounting, account
 from .integer_weights import attach_parameters
 from .graph import printable
-from .roles import FLOAT_DTYPES, Weight, float_dtype, roles
+from .weights import FLOAT_DTYPES, Weight, float_dtype, roles
 from .winograd_weights import fits, winograd_layout, winograd_layouts, winograd_note
 
 MAX_IMAGE = (8192, 8192)   # the OpenCL 1.2 minimum of IMAGE2D_MAX_WIDTH/HEIGHT: fits every device
@@ -77,35 +79,31 @@ class Options:
 
 @dataclass(frozen=True)
 class Placement:
-    """One tensor of the model and what ``clayout model`` does with it: an
-    image (``layout``: an image layout's name), a plain buffer (``layout``
-    "buffer") or nothing (``layout`` None: skipped). It holds no array: the
-    values a stored tensor holds come apart, in :func:`plan_model`'s sources."""
-    name: str
-    role: str | None                # filter, depthwise, fc_weight, argument; None: no image role
+    """What ``clayout model`` does with one tensor: an image (``layout``: an
+    image layout's name), a plain buffer (``layout`` "buffer") or nothing
+    (``layout`` None: skipped), and the :class:`~runtime.model.weights.Weight`
+    it places, held by reference (its source tensor, role, dims, steps). It
+    holds no array: the values a stored tensor holds come apart, in
+    :func:`plan_model`'s sources."""
+    weight: Weight
     layout: str | None              # an image layout's name, "buffer", or None (skipped)
-    dims: tuple[int, ...]           # logical dims (a buffer with no role: the ONNX shape)
     dtype: str                      # the stored dtype: f32, f16, s8, u8, s32; "" when skipped
     size: tuple[int, ...]           # the whole image's pixels per storage coordinate; () if none
     bytes: int                      # bytes stored (every tile together); 0 when skipped
     reason: str                     # image: why this layout; buffer: why not an image;
     #                                 skipped: why not stored
-    onnx_shape: tuple[int, ...]
-    onnx_dtype: str
-    consumer: str = ""              # "Conv conv1 input 1", or "" when unused
-    origin: str = ""                # "initializer", "Constant node c0 -> Cast k", ...
-    mapping: str = ""               # the steps in words
-    steps: tuple = ()               # ONNX -> logical: ("transpose", perm) / ("reshape", shape)
     fallback_from: str = ""         # the role's own layout, when too big for it
     transform: str = ""             # a Winograd image: the name of its G
     tiles: tuple[Tile, ...] = ()    # an image over --max-image: its tiles, row-major
     on_host: bool = False           # over the engine's device limit: converted by the cpu engine
-    param_of: str = ""              # a quantized weight's parameter: that weight
-    onnx_name: str = ""             # a parameter: the ONNX constant it holds
-    quantization: Mapping | None = None   # a kept integer weight's parameters (manifest field)
-    dequantized: Mapping | None = None    # a folded DequantizeLinear: what it was made of
-    folded_into: tuple[str, ...] = ()     # a step of a folded chain: the tensors made from it
-    source_layout: str = ""         # the stored tensor's layout in its format's letters ("OHWI")
+
+    # the weight's, by reference
+    name = property(lambda self: self.weight.name)
+    tensor = property(lambda self: self.weight.tensor)
+    role = property(lambda self: self.weight.role)
+    dims = property(lambda self: tuple(self.weight.dims))
+    steps = property(lambda self: self.weight.steps)
+    mapping = property(lambda self: self.weight.mapping)
 
     @property
     def kind(self) -> str:
@@ -128,6 +126,7 @@ class ModelPlan:
     winograd_note: str = ""             # --winograd took no filter: why (the manifest has no room)
     source_format: str = "onnx"         # the front end that read the model: onnx or tflite
     interface: Mapping | None = None    # the graph's inputs and outputs (front_ends.interface)
+    accounting: Accounting | None = None   # what became of every float constant
 
     @property
     def stored(self) -> tuple[Placement, ...]:
@@ -152,6 +151,8 @@ class ModelPlan:
                             outputs=[dict(v) for v in self.interface["outputs"]])
         manifest.update(tensors=[mf.tensor_entry(p) for p in self.stored],
                         skipped=[mf.skipped_entry(p) for p in self.skipped])
+        if self.accounting is not None:
+            manifest["accounting"] = self.accounting.manifest()
         return manifest
 
 
@@ -160,18 +161,19 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
     """The plan of ``model`` (read from ``path``) under ``options``, and its
     sources: {stored tensor's name: the array it holds} (the ONNX weight as
     read, a folded DequantizeLinear's float value, kept integers, a
-    parameter), for runtime.model.convert.convert_plan and ``--verify``.
+    parameter), for runtime.model.apply.convert_plan and ``--verify``.
     Whatever the conversion would refuse (weights that cannot go on an
     image without --keep-buffers, clashing names) is refused here."""
     layouts = winograd_layouts(options.winograd, options.dtype)
     eng = engines.get(options.engine)
     constants = front_ends.read_constants(model, path)
     weights, values = attach_parameters(roles(constants), constants, options.quantized)
-    if not any(w.onnx_dtype in FLOAT_DTYPES or w.compute for w in weights):
+    if not any(w.tensor.dtype in FLOAT_DTYPES or w.compute for w in weights):
         raise ClayoutError(f"{path}: no floating-point tensor among its {len(weights)} constants "
                            "and no integer operator's weight: no weights to convert")
     dt = dtypes.dtype(options.dtype or float_dtype(weights))
     uses = {c.name: c.uses for c in constants}
+    by_name = {c.name: c for c in constants}
     max_image, winograd = options.max_image, options.winograd
     images, buffers, splits, qualified = [], [], {}, 0
     for w in weights:
@@ -198,7 +200,7 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
                 buffers.append((w, why))
             else:
                 images.append((w, layout, fallback, why))
-        elif w.compute and w.consumer:
+        elif (w.compute and w.tensor.consumer) or _needed_elsewhere(w, by_name):
             buffers.append((w, w.reason))
     if buffers and not options.keep_buffers:
         raise _unplaced_error(buffers)
@@ -213,9 +215,21 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
     sources = {w.name: values[w.name] if w.name in values else arrays[w.name]
                for w, *_ in images + buffers}
     note = winograd_note(weights, uses, winograd, layouts) if layouts and not qualified else ""
+    stored = {p.weight.source_name or p.name: p.kind for p in placements if p.kind != "skipped"}
+    accounted = account(constants, stored, {w.name: w.reason for w in weights})
     return ModelPlan(os.path.basename(path), options, eng.name, dt.name, tuple(placements),
                      note, front_ends.source_format(model),
-                     MappingProxyType(front_ends.interface(model))), sources
+                     MappingProxyType(front_ends.interface(model)), accounted), sources
+
+
+def _needed_elsewhere(w: Weight, by_name: dict) -> bool:
+    """A float constant with no image role that a live operator reads: a
+    buffer with --keep-buffers (its value is the model's, whatever its shape:
+    a scalar, a (1, 4, 4) attention constant), never dropped without saying so."""
+    c = by_name.get(w.name)
+    return (c is not None and c.live and bool(c.uses) and w.role is None and not w.claimed
+            and not w.param_of and w.tensor.dtype in FLOAT_DTYPES and c.array is not None
+            and c.array.size > 0)
 
 
 def _choose_layout(w: Weight, max_image) -> tuple:
@@ -232,15 +246,6 @@ def _choose_layout(w: Weight, max_image) -> tuple:
     return choice.layout, "" if choice.layout.name == own else own, choice.reason
 
 
-def _described(w: Weight) -> dict:
-    """The Placement fields that say what the tensor is (the manifest's)."""
-    frozen = {key: MappingProxyType(dict(getattr(w, key))) if getattr(w, key) else None
-              for key in ("quantization", "dequantized")}
-    return dict(onnx_shape=tuple(w.onnx_shape), onnx_dtype=w.onnx_dtype, consumer=w.consumer,
-                origin=w.origin, mapping=w.mapping, steps=tuple(w.steps), param_of=w.param_of,
-                onnx_name=w.onnx_name, source_layout=w.source_layout, **frozen)
-
-
 def _image(w: Weight, layout, fallback: str, why: str, split, dt, limits) -> Placement:
     """An image; its bytes are those of the ImageDesc (of every tile of
     ``split``), the array the engine returns holds exactly these."""
@@ -252,46 +257,49 @@ def _image(w: Weight, layout, fallback: str, why: str, split, dt, limits) -> Pla
     else:
         nbytes, largest = image.nbytes, size
     on_host = limits is not None and (largest[0] > limits[0] or largest[1] > limits[1])
-    return Placement(w.name, w.role, layout.name, tuple(w.dims), image.dtype.name, tuple(size),
-                     nbytes, why, fallback_from=fallback,
+    return Placement(w, layout.name, image.dtype.name, tuple(size), nbytes, why,
+                     fallback_from=fallback,
                      transform=layout.transform.name if layout.transform and split is None
-                     else "", tiles=split.tiles if split is not None else (), on_host=on_host,
-                     **_described(w))
+                     else "", tiles=split.tiles if split is not None else (), on_host=on_host)
 
 
 def _buffer(w: Weight, why: str, dt) -> Placement:
-    """A plain buffer: the logical tensor of its role, or with none the ONNX
-    tensor as stored (a scalar as one element)."""
-    kind = w.store_dtype or (dt.name if w.onnx_dtype in FLOAT_DTYPES else "")
+    """A plain buffer: the logical tensor of its role, or with none the
+    source tensor as stored (a scalar as one element)."""
+    kind = w.store_dtype or (dt.name if w.tensor.dtype in FLOAT_DTYPES else "")
     if not kind:
-        raise ClayoutError(f"tensor {printable(w.name)!r} ({w.onnx_dtype}) cannot be stored, "
+        raise ClayoutError(f"tensor {printable(w.name)!r} ({w.tensor.dtype}) cannot be stored, "
                            f"not even as a buffer: {why}")
-    described = _described(w)
-    dims = tuple(w.dims)
-    if w.role is None:
-        dims = tuple(w.onnx_shape) or (1,)
-        described["steps"] = (("reshape", dims),)
+    w = w.as_buffer()
     stored = dtypes.dtype(kind)
-    return Placement(w.name, w.role, "buffer", dims, stored.name, (),
-                     math.prod(dims) * stored.itemsize, why, **described)
+    return Placement(w, "buffer", stored.name, (), math.prod(w.dims) * stored.itemsize, why)
 
 
 def _skipped(w: Weight) -> Placement:
-    return Placement(w.name, w.role, None, (), "", (), 0, w.reason,
-                     folded_into=w.folded_into, **_described(w))
+    return Placement(w, None, "", (), 0, w.reason)
 
 
-def _unplaced_error(unplaced) -> ClayoutError:
-    shown = "; ".join(f"{printable(w.name)!r} {w.onnx_shape} ({printable(w.consumer)}): {why}"
-                      for w, why in unplaced[:4])
-    more = (f"; and {len(unplaced) - 4} more: "
-            + ", ".join(repr(printable(w.name)) for w, _ in unplaced[4:])
-            if len(unplaced) > 4 else "")
+def _unplaced_error(unplaced, per_reason: int = 3, reasons: int = 6) -> ClayoutError:
+    """One line naming what would not be stored, grouped by reason (the
+    first few names of each, with their shape and the operator reading them)."""
+    groups: dict[str, list] = {}
+    for w, why in unplaced:
+        groups.setdefault(why, []).append(w)
+    shown = []
+    for why, ws in list(groups.items())[:reasons]:
+        names = ", ".join(f"{printable(w.name)!r} {w.tensor.shape} "
+                          f"({printable(w.tensor.consumer)})" for w in ws[:per_reason])
+        more = f", ... ({len(ws)} in all)" if len(ws) > per_reason else ""
+        shown.append(f"{names}{more}: {printable(why)}")
+    if len(groups) > reasons:
+        shown.append(f"and {sum(len(ws) for ws in list(groups.values())[reasons:])} more "
+                     f"for {len(groups) - reasons} other reasons")
     hint = ("raise --max-image, drop --no-tiles to split them into tiles, or pass "
             "--keep-buffers" if any(w.role is not None for w, _ in unplaced) else
             "pass --keep-buffers")
-    return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {shown}{more}; "
-                        f"{hint} to store them as plain buffers")
+    return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {'; '.join(shown)}; "
+                        f"{hint} to store them as plain buffers (every constant the model needs "
+                        "is then in the file)")
 
 
 def _check_keys(path: str, weights, splits, constants) -> None:
@@ -326,9 +334,9 @@ def plan_table(plan: ModelPlan) -> str:
     rows = [head]
     for p in plan.placements:
         if p.kind == "skipped":
-            shape = ",".join(map(str, p.onnx_shape)) or "scalar"
+            shape = ",".join(map(str, p.tensor.shape)) or "scalar"
             rows.append((printable(p.name), "-", "skipped", "-", "-", "-", "-",
-                         f"{p.onnx_dtype} [{shape}], {printable(p.consumer) or 'unused'}: "
+                         f"{p.tensor.dtype} [{shape}], {printable(p.tensor.consumer) or 'unused'}: "
                          + printable(p.reason)))
             continue
         if p.kind == "buffer":

@@ -1,6 +1,6 @@
 """What each TensorFlow Lite operator makes of its constant inputs: the
 TFLite half of ``clayout model``'s role table (the ONNX half is
-:func:`runtime.model.roles.role_of`).
+:func:`runtime.model.onnx.roles.role_of`).
 
 TFLite stores convolution weights channels-last, so each role's ``steps``
 turn the stored tensor into clayout's logical one:
@@ -37,9 +37,10 @@ Example::
 """
 from __future__ import annotations
 
-from .graph import Role, argument_role
+from ..graph import Role, argument_role
+from ..tensor import Reshape, Transpose
 
-OHWI = (("transpose", (0, 3, 1, 2)),)
+OHWI = (Transpose((0, 3, 1, 2)),)
 TRANSPOSED_CONV_OPS = ("TRANSPOSE_CONV", "Convolution2DTransposeBias")
 BIAS_INPUT = {"CONV_2D": 2, "DEPTHWISE_CONV_2D": 2, "FULLY_CONNECTED": 2, "TRANSPOSE_CONV": 3,
               "Convolution2DTransposeBias": 2}
@@ -78,7 +79,7 @@ def _depthwise(shape: tuple, use) -> Role:
                     "channel count is unknown or does not divide C*M")
     mult = cm // channels
     return Role("depthwise", (mult, channels, kh, kw),
-                (("reshape", (kh, kw, channels, mult)), ("transpose", (3, 2, 0, 1))),
+                (Reshape((kh, kw, channels, mult)), Transpose((3, 2, 0, 1))),
                 f"TFLite (1,kH,kW,C*M) with C={channels}, M={mult}: "
                 "[m,c,h,w] = tflite[0,h,w,c*M+m]", source_layout="1HWC")
 
@@ -96,15 +97,15 @@ def input_channels(use) -> int:
 def _matmul(shape: tuple, use) -> Role:
     adj_y = bool(getattr(use.proto, "options", {}).get("adj_y", False))
     if len(shape) == 2 and adj_y:
-        return Role("fc_weight", (shape[0], shape[1], 1, 1), (("reshape", (*shape, 1, 1)),),
+        return Role("fc_weight", (shape[0], shape[1], 1, 1), (Reshape((*shape, 1, 1)),),
                     "BATCH_MATMUL y (N,K) with adj_y, as stored", source_layout="NK")
     if len(shape) == 2:
         dims = (shape[1], shape[0], 1, 1)
-        return Role("fc_weight", dims, (("transpose", (1, 0)), ("reshape", dims)),
+        return Role("fc_weight", dims, (Transpose((1, 0)), Reshape(dims)),
                     "BATCH_MATMUL y (K,N) transposed to (N,K)", source_layout="KN")
     if len(shape) == 3 and not adj_y:
         dims = (shape[0] * shape[2], shape[1], 1, 1)
-        return Role("fc_weight", dims, (("transpose", (0, 2, 1)), ("reshape", dims)),
+        return Role("fc_weight", dims, (Transpose((0, 2, 1)), Reshape(dims)),
                     "BATCH_MATMUL y (G,K,N) to (G*N,K): [g*N+n, k] = y[g, k, n]",
                     source_layout="GKN")
     return Role(reason=f"BATCH_MATMUL weight of rank {len(shape)}"
@@ -128,13 +129,13 @@ def role_of(shape: tuple, use) -> Role:
         if len(shape) != 2:
             return Role(reason=f"FULLY_CONNECTED weight of rank {len(shape)}: expected (O, I)")
         dims = (shape[0], shape[1], 1, 1)
-        return Role("fc_weight", dims, (("reshape", dims),), "TFLite (O,I) as stored",
+        return Role("fc_weight", dims, (Reshape(dims),), "TFLite (O,I) as stored",
                     source_layout="OI")
     if op == "BATCH_MATMUL" and index == 1:
         return _matmul(shape, use)
     if op in SEQUENCE_OPS and len(shape) == 2:
         dims = (shape[0], shape[1], 1, 1)
-        return Role("fc_weight", dims, (("reshape", dims),), f"{op} weight (rows, cols) as stored",
+        return Role("fc_weight", dims, (Reshape(dims),), f"{op} weight (rows, cols) as stored",
                     source_layout="OI")
     if BIAS_INPUT.get(op) == index or (op == "PRELU" and index == 1) or \
             (op in SEQUENCE_OPS and len(shape) == 1):
@@ -152,3 +153,27 @@ def is_weight_input(use, dtype: str) -> bool:
     constant input of a COMPUTE_OPS operator, or its weight input whatever
     its type (not TRANSPOSE_CONV's int32 output shape)."""
     return use.op in COMPUTE_OPS and (dtype in FLOAT_TYPES or WEIGHT_INPUT.get(use.op) == use.index)
+
+
+def use_role(shape: tuple, use) -> Role:
+    """The role one use (a runtime.model.graph.Use) gives a constant of ``shape``."""
+    return role_of(shape, use)
+
+
+def param_reason(use) -> str:
+    """TFLite keeps quantization parameters on the tensors, never as inputs: ""."""
+    return ""
+
+
+def conv_settings(use) -> tuple[tuple, tuple, int]:
+    """(strides, dilations, group) of the CONV_2D ``use`` reads a filter for,
+    in ONNX's terms: its options, and the group its input's channels give."""
+    options = use.proto.options
+    strides = (int(options.get("stride_h", 1)), int(options.get("stride_w", 1)))
+    dilations = (int(options.get("dilation_h_factor", 1)),
+                 int(options.get("dilation_w_factor", 1)))
+    channels = input_channels(use)
+    per_group = use.graph.tensors[use.proto.inputs[1]].shape[-1]
+    group = channels // per_group if channels and per_group and \
+        channels % per_group == 0 else 1
+    return strides, dilations, group

@@ -1,11 +1,11 @@
 """Every constant tensor of a TensorFlow Lite model, in the graph record
 (:mod:`runtime.model.graph`) the ONNX front end fills too.
 
-A constant is a tensor whose buffer holds data (:mod:`runtime.model.tflite_file`
+A constant is a tensor whose buffer holds data (:mod:`runtime.model.tflite.file`
 reads the flatbuffer). Its value is its real value:
 
 * a **sparse** tensor is densified by the format's own rule
-  (:func:`runtime.model.tflite_sparse.densify`);
+  (:func:`runtime.model.tflite.sparse.densify`);
 * an **integer tensor with quantization parameters** (int8/uint8/int16/int32
   weights and biases, per tensor or per channel along ``quantized_dimension``)
   is dequantized by ``(q - zero_point) * scale``
@@ -27,22 +27,24 @@ subgraph K > 0 are prefixed with the subgraph's name (or ``subgraphK``) and
 
 Example::
 
-    >>> from runtime.model import tflite_file
+    >>> from runtime.model.tflite import file as tflite_file
     >>> m = tflite_file.load("face.tflite")                            # doctest: +SKIP
     >>> [(c.name, c.origin) for c in read_constants(m)][:1]           # doctest: +SKIP
     [('conv2d/Kernel', 'buffer 3 -> DEQUANTIZE #0')]
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from . import quantization
-from ..errors import ClayoutError
-from .graph import Constant, Use, printable
-from .tflite_file import tensor_array
-from .tflite_sparse import densify
+from .. import quantization
+from ...errors import ClayoutError
+from ..graph import Constant, Use, printable
+from .file import tensor_array
+from .fold import FOLDED_OPS, MOVES, PASSED_ON, evaluate, foldable
+from .sparse import densify
 
-FOLDED_OPS = ("DEQUANTIZE", "DENSIFY")
 
 
 def _names(subgraph, prefix: str) -> list[str]:
@@ -106,29 +108,57 @@ def _constant(t, name: str, where: str) -> Constant:
     return Constant(name, array, array.dtype.name, tuple(t.shape), origin)
 
 
-def _fold(op, source: Constant, out, name: str, label: str, where: str) -> Constant:
+def _passed_on(op, source: Constant, out, name: str, label: str, where: str) -> Constant:
     """The constant a DEQUANTIZE or DENSIFY makes of ``source``: the same value."""
     if source.array.dtype.kind in "iu" and op.op == "DEQUANTIZE":
         raise ClayoutError(f"{where}: DEQUANTIZE {label} reads {printable(source.name)!r}, a "
-                           f"{source.onnx_dtype} tensor without quantization parameters (no "
+                           f"{source.dtype} tensor without quantization parameters (no "
                            "scale): its value is unknown")
     if tuple(out.shape) != tuple(source.shape):
         raise ClayoutError(f"{where}: {op.op} {label} makes {printable(name)!r} of shape "
                            f"{tuple(out.shape)} from {printable(source.name)!r} of shape "
                            f"{tuple(source.shape)}")
-    return Constant(name, source.array, source.onnx_dtype, tuple(source.shape),
-                    f"{source.origin} -> {op.op} {label}", quant=source.quant)
+    return Constant(name, source.array, source.dtype, tuple(source.shape),
+                    f"{source.origin} -> {op.op} {label}", quant=source.quant,
+                    folded_from=(source.name,))
 
 
-def _foldable(op, inputs) -> bool:
-    return (op.op in FOLDED_OPS and not op.custom and len(op.inputs) == 1
-            and inputs[0] is not None and inputs[0].array is not None
-            and len(op.outputs) == 1 and op.outputs[0] >= 0)
+def _fold(op, inputs: list, out, name: str, label: str, where: str) -> Constant:
+    """The constant a folded operator makes of its constant ``inputs``."""
+    if op.op in PASSED_ON:
+        return _passed_on(op, inputs[0], out, name, label, where)
+    try:
+        array = evaluate(op, [c.array for c in inputs], out)
+    except ClayoutError as exc:
+        shown = ", ".join(repr(printable(c.name)) for c in inputs)
+        raise ClayoutError(f"{where}: {op.op} {label} of the constants {shown}: {exc}") from None
+    quant = None
+    if op.op in MOVES and inputs[0].quant is not None:   # its integers moved along
+        rest = [c.array for c in inputs[1:]]
+        quant = quantization.follow(op.op, inputs[0].quant,
+                                    lambda a: evaluate(op, [a] + rest, replace(out, dtype=a.dtype.name)))
+    data = inputs if op.op in ("CONCATENATION", "PACK") else inputs[:1]
+    origin = f"{data[0].origin} -> {op.op} {label}" if len(data) == 1 else \
+        f"{op.op} {label} of " + ", ".join(c.name for c in data)
+    return Constant(name, array, array.dtype.name, tuple(array.shape), origin, quant=quant,
+                    folded_from=tuple(c.name for c in inputs))
+
+
+def _live(subgraph) -> set:
+    """The tensor indices some output of ``subgraph`` needs: walked back from
+    its outputs, an operator one of whose outputs is needed (or that has none:
+    it acts on state) needs its inputs."""
+    needed = set(subgraph.outputs)
+    for op in reversed(subgraph.operators):
+        if not op.outputs or any(i in needed for i in op.outputs):
+            needed.update(i for i in op.inputs if i >= 0)
+    return needed
 
 
 def _subgraph(subgraph, where: str) -> list[Constant]:
     """The constants of one subgraph, each listed where an operator first
-    reads or folds it (execution order), then the unread ones."""
+    reads or folds it (execution order), then the unread ones; each knows
+    whether an output of the subgraph needs it."""
     prefix = "" if subgraph.index == 0 else f"{subgraph.name or f'subgraph{subgraph.index}'}/"
     names = _names(subgraph, prefix)
     consts = {t.index: _constant(t, names[t.index], where) for t in subgraph.tensors
@@ -140,22 +170,31 @@ def _subgraph(subgraph, where: str) -> list[Constant]:
         for i in op.inputs:
             if i in consts:
                 ordered.setdefault(i, consts[i])
-        if _foldable(op, inputs) and op.outputs[0] not in consts:
+        if foldable(op, inputs) and op.outputs[0] not in consts:
             out = op.outputs[0]
-            made = _fold(op, inputs[0], subgraph.tensors[out], names[out], label, where)
-            inputs[0].folded_into.append(made.name)
+            made = _fold(op, inputs, subgraph.tensors[out], names[out], label, where)
+            for c in inputs:
+                if made.name not in c.folded_into:
+                    c.folded_into.append(made.name)
             consts[out] = ordered[out] = made
             continue
+        note = "" if not inputs or any(c is None for c in inputs) else \
+            (f"every input of {op.op} {label} is a constant, but clayout does not evaluate "
+             f"{op.op} (it evaluates {', '.join(FOLDED_OPS)})")
         for position, c in enumerate(inputs):
             if c is not None:
-                c.uses.append(Use(op.op, label, position, op, subgraph, front="tflite"))
+                c.uses.append(Use(op.op, label, position, op, subgraph, front="tflite",
+                                  note=note))
     for index, c in consts.items():
         ordered.setdefault(index, c)
+    needed = _live(subgraph)
+    for index, c in consts.items():
+        c.live = index in needed
     return list(ordered.values())
 
 
 def read_constants(model, path: str | None = None) -> list[Constant]:
-    """Every constant tensor of ``model`` (a runtime.model.tflite_file.TFLiteModel),
+    """Every constant tensor of ``model`` (a runtime.model.tflite.file.TFLiteModel),
     subgraph by subgraph, with the operators that read it."""
     where = path or model.path
     return [c for subgraph in model.subgraphs for c in _subgraph(subgraph, where)]

@@ -3,12 +3,12 @@ records: its subgraphs, their tensors (shape, type, constant bytes,
 quantization and sparsity parameters) and operators (name, inputs, outputs,
 the builtin options clayout uses).
 
-Our own bounded reader (:mod:`runtime.model.flatbuffer`) checks every offset,
+Our own bounded reader (:mod:`runtime.model.tflite.flatbuffer`) checks every offset,
 vector and string against the file's size, so a truncated or corrupt file is
 one ClayoutError line naming what is wrong and where. Tensor and buffer
 indices are checked too, and a dense constant's byte count must be what its
 shape and type need. Facts of the schema (field slots, enum values, operator
-names) live in :mod:`runtime.model.tflite_schema`.
+names) live in :mod:`runtime.model.tflite.schema`.
 
 Example::
 
@@ -29,12 +29,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from . import tflite_schema as schema
-from ..errors import ClayoutError
-from ..fileio import input_size
-from ..limits import check_host_bytes
+from . import schema
+from ...errors import ClayoutError
+from ...fileio import input_size
+from ...limits import check_host_bytes
 from .flatbuffer import FlatBuffer, Table
-from .tflite_sparse import DimMeta, Sparsity
+from .sparse import DimMeta, Sparsity
 
 IDENTIFIER = b"TFL3"
 NO_OPTIONS: Mapping[str, object] = MappingProxyType({})
@@ -72,7 +72,7 @@ class Operator:
     custom: bool
     inputs: tuple[int, ...]    # tensor indices, -1 = optional input absent
     outputs: tuple[int, ...]
-    options: Mapping[str, object]   # decoded builtin options (tflite_schema.OPTIONS), else empty
+    options: Mapping[str, object]   # decoded builtin options (schema.OPTIONS), else empty
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Offline conversion of an ONNX model's weights into image layouts (``clayout model``).
 
-Read, plan, apply: :func:`runtime.model.onnx_graph.read_constants` finds every constant
+Read, plan, apply: a front end (runtime.model.front_ends) finds every constant
 tensor (initializers, ``Constant`` nodes, folded chains, ``DequantizeLinear`` of
 constants, subgraphs, external data); :func:`plan` gives each one a role from the
-op that reads it (runtime.model.roles) and settles quantized weights
-(runtime.model.integer_weights); :func:`runtime.model.placements.plan_model` decides,
+op that reads it (runtime.model.weights) and settles quantized weights
+(runtime.model.integer_weights); :func:`runtime.model.plan.plan_model` decides,
 from those and the options, one frozen ``Placement`` per tensor (layout, dims,
 dtype, image size, bytes, or why it is a buffer or skipped) and the manifest;
 :func:`convert_plan` only carries the plan out, placing each weight on its
@@ -46,7 +46,7 @@ Add/Sub/Mul/Div constants
 =======================  ==================  ==============================================
 
 A TensorFlow Lite model's operators have their own table
-(runtime.model.tflite_roles): the same roles, from channels-last tensors.
+(runtime.model.tflite.roles): the same roles, from channels-last tensors.
 A weight reaches a role through the first op reading it that gives one. Other
 tensors are listed in the manifest's ``skipped`` list with the op that reads
 them and the reason (integer tensors, scalars, other ops, steps of a folded
@@ -58,7 +58,7 @@ records why (``choice``); a layout other than the role's own is noted as
 layout is split into tiles of at most ``max_image`` (the rule of
 :mod:`runtime.algebra.tiles`), each stored as the tensor ``NAME.tile-R-C`` and listed
 with its pixel range in the entry's ``tiles``. A weight of a compute op
-(runtime.model.roles.COMPUTE_OPS: Conv, ConvTranspose, Gemm, MatMul, Einsum,
+(runtime.model.weights.COMPUTE_OPS: Conv, ConvTranspose, Gemm, MatMul, Einsum,
 LSTM, GRU, RNN, Attention, the integer operators) that ends on no image (no
 role, or with ``tiles=False`` over the limit) makes the conversion fail with
 the list of them, unless ``keep_buffers``: then it is stored as a plain buffer
@@ -100,14 +100,15 @@ from ..fileio import atomic_write, check_output
 from .integer_weights import attach_parameters
 from .front_ends import load  # noqa: F401  (load is part of this module's API)
 from .graph import printable
-from .placements import (MAX_IMAGE, QUANTIZED_FORMS, ModelPlan, Options,  # noqa: F401
-                         check_dtype, plan_model)
-from .roles import Weight, logical_weight, onnx_weight, roles, stored_values
+from .plan import (MAX_IMAGE, QUANTIZED_FORMS, ModelPlan, Options,  # noqa: F401
+                   check_dtype, plan_model)
+from .tensor import logical_weight, source_weight
+from .weights import Weight, roles, stored_values
 from .winograd_weights import winograd_layouts, winograd_ok  # noqa: F401
 
 
 def plan(constants, quantized: str = "fold") -> list[Weight]:
-    """Every constant (from :func:`runtime.model.onnx_graph.read_constants`) with its
+    """Every constant (from a front end's read_constants) with its
     role, each quantized weight followed by its parameters (``quantized``:
     "fold" stores a DequantizeLinear weight's float value, "keep" its integers)."""
     return attach_parameters(roles(constants), constants, quantized)[0]
@@ -115,7 +116,7 @@ def plan(constants, quantized: str = "fold") -> list[Weight]:
 
 def plan_file(path: str, options: Options = Options()) -> tuple[ModelPlan, dict]:
     """(plan, sources) of the model at ``path``: :func:`plan_model` of what
-    :func:`runtime.model.onnx_graph.load` reads; nothing is converted or written."""
+    :func:`runtime.model.front_ends.load` reads; nothing is converted or written."""
     return plan_model(front_ends.load(path), path, options)
 
 
@@ -174,15 +175,15 @@ def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None
                   keep_buffers=False, progress=None, tiles=True, quantized="fold",
                   winograd=None):
     """Place every weight of ``model`` (read from ``path``) on its image:
-    :func:`runtime.model.placements.plan_model`, then :func:`convert_plan`.
+    :func:`runtime.model.plan.plan_model`, then :func:`convert_plan`.
 
     Returns (stored, manifest, originals): ``stored`` maps tensor names to
     host arrays (images, tiles under ``NAME.tile-R-C``, and buffers with
     ``keep_buffers``), ``manifest`` is the JSON-ready description,
     ``originals`` the arrays each stored tensor holds (the ONNX weight, a
     folded DequantizeLinear's float value, or a kept integer tensor). The
-    options are those of :class:`runtime.model.placements.Options`: ``dtype``
-    None is the weights' own float type (runtime.model.roles.float_dtype);
+    options are those of :class:`runtime.model.plan.Options`: ``dtype``
+    None is the weights' own float type (runtime.model.weights.float_dtype);
     ``tiles=False`` treats a weight no layout fits like one with no role
     instead of splitting it; ``quantized``: "fold" or "keep"
     (runtime.model.integer_weights); ``winograd``: an engine of
@@ -206,7 +207,7 @@ def read_back(array, entry: dict, engine=None) -> np.ndarray:
         logical = array.reshape(entry["dims"])
     else:
         logical = np.asarray(from_image(array, entry["layout"], entry["dims"], engine=engine))
-    return onnx_weight(logical, mf.steps_of(entry), entry["onnx_shape"])
+    return source_weight(logical, mf.steps_of(entry), entry["source_shape"])
 
 
 def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[str]:
@@ -259,6 +260,10 @@ def write_plan(plan: ModelPlan, sources: dict, output: str, verify_all=False, pr
     verified = None
     if verify_all:
         again, again_manifest = mf.read_bytes(data)
+        problems = mf.accounting_problems(again_manifest)
+        if problems:
+            raise ClayoutError(f"--verify: the manifest's accounting of the float constants: "
+                               f"{'; '.join(problems[:4])}; {output} not written")
         bad = verify(again, again_manifest, originals, engine=plan.options.engine)
         if bad:
             how = ("bit for bit (Winograd images: within their transform's inverse_bound)"

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ClayoutError
-from ..limits import check_host_bytes
+from ...errors import ClayoutError
+from ...limits import check_host_bytes
 
 
 @dataclass(frozen=True)
