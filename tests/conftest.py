@@ -32,6 +32,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+from implementations import implementations
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # -- tiers ----------------------------------------------------------------------------------
@@ -361,26 +363,13 @@ def run_under_oclgrind(script: str, tmp_path: Path, cwd: Path) -> subprocess.Com
 
 def opencl_implementations() -> list:
     """(id, device) of every OpenCL implementation present with image
-    support, one device each, the default engine's first: PoCL ("pocl") and,
-    where make installed it, Intel's CPU runtime ("intel"). Empty without
-    pyopencl or a device."""
+    support (tests/implementations.py), the default engine's first. Empty
+    without pyopencl or a device."""
+    found = implementations()
+    if not found:
+        return []
     try:
         from runtime.opencl import engine
-        import pyopencl as cl
-        platforms = cl.get_platforms()
-    except Exception:  # noqa: BLE001 - no pyopencl, no ICD loader, no platform
-        return []
-    found = []
-    for platform in platforms:
-        try:
-            device = next(d for d in platform.get_devices() if d.image_support)
-        except (StopIteration, cl.Error):
-            continue
-        name = platform.name.lower()
-        short = "pocl" if "portable" in name else "intel" if "intel" in name else \
-            "".join(c for c in name if c.isalnum())[:12]
-        found.append((short, device))
-    try:
         first = engine.default().device if engine.available() else None
     except Exception:  # noqa: BLE001 - the fixture says why
         first = None

@@ -46,6 +46,9 @@ from runtime import ClayoutError, ImageDesc, MemoryDesc  # noqa: E402
 from runtime.algebra.catalog import NAMED  # noqa: E402
 from runtime.algebra.tags import LETTERS  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "tests"))
+from implementations import implementations  # noqa: E402
+
 DTYPES = ("f32", "f16", "bf16", "s32", "s8", "u8")
 IMAGE_DTYPES = ("f32", "f16", "s32", "s8", "u8")
 SIZES = (1, 1, 2, 3, 4, 5, 7, 15, 16, 17, 31, 32, 33)
@@ -352,20 +355,8 @@ def engines() -> list[tuple[str, object, str | None]]:
     """(name, engine, CLAYOUT_CPU value or None) of every engine here."""
     out = [("reference", "reference", None), ("cpu-compiled", "cpu", "compiled"),
            ("cpu-numpy", "cpu", "numpy")]
-    try:
-        import pyopencl as cl
+    for short, device in implementations():
         from runtime.opencl.engine import OpenCLEngine
-        platforms = cl.get_platforms()
-    except Exception:  # noqa: BLE001 - no OpenCL here: the host engines alone
-        return out
-    for platform in platforms:
-        try:
-            device = next(d for d in platform.get_devices() if d.image_support)
-        except (StopIteration, cl.Error):
-            continue
-        name = platform.name.lower()
-        short = "pocl" if "portable" in name else "intel" if "intel" in name else \
-            "".join(c for c in name if c.isalnum())[:12]
         base = OpenCLEngine(device=device)
         out += [(f"opencl-{short}", base, None),
                 (f"opencl-{short}-direct", OpenCLEngine(queue=base.queue, image_access="direct"),
