@@ -39,7 +39,7 @@ from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tags import parse_tag
 from .algebra.tiles import TilePlan, tile_plan
 from .algebra.transform import Transform
-from .api import from_frame, from_image, image_pitch, reorder, to_image
+from .api import empty_pinned, from_frame, from_image, image_pitch, reorder, to_image
 from .errors import BufferCopyWarning, ClayoutError
 from .loader import load_images
 from .memory import Memory
@@ -72,6 +72,6 @@ def __dir__() -> list[str]:
 
 __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
-           "from_frame", "image_pitch",
+           "from_frame", "image_pitch", "empty_pinned",
            "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning",
            "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]

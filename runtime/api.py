@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np  # noqa: F401  (the doctests use np)
 
+from . import engine as engines
+from .algebra import dtypes
 from .algebra.desc import MemoryDesc
 from .call import parse_from_frame, parse_from_image, parse_reorder, parse_to_image, run
 from .hostside import host_out, image_pitch
@@ -122,3 +124,25 @@ def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fi
 
 
 __all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out", "image_pitch"]
+
+
+def empty_pinned(shape, dtype="f32", engine=None) -> np.ndarray:
+    """An uninitialized host array of ``shape`` and ``dtype`` (a clayout
+    dtype name or a numpy dtype) in memory the device transfers at its full
+    rate: on an OpenCL engine, memory the driver allocates and pins
+    (CL_MEM_ALLOC_HOST_PTR, mapped once), which a conversion from or into it
+    moves without staging (CuPy's ``cupyx.empty_pinned``). ``engine``: an
+    OpenCL engine, or None for the default one where a device exists; on a
+    host engine (cpu, reference), or with no device, a plain numpy array.
+    The memory is freed when the array and every view of it are gone;
+    allocate once and reuse (docs/engines.md, "Pinned host arrays").
+
+    >>> a = empty_pinned((2, 3), "f32")
+    >>> a.shape, a.dtype
+    ((2, 3), dtype('float32'))
+    """
+    dt = dtypes.dtype(dtype).np if isinstance(dtype, str) else np.dtype(dtype)
+    if engine is None:
+        engine = "opencl" if engines.opencl_available() else "cpu"
+    return engines.get(engine).empty_pinned(shape, dt)
+

@@ -333,8 +333,8 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
 def _memory_call(door: str, mem: Memory, target, engine, src=None) -> Call:
     """A call on a Memory: ``target`` a side (a new Memory on mem's engine)
     or a Memory to write into, on the same engine's storage."""
-    if engine is not None and engine is not mem.engine and \
-            engines.get(engine).domain != mem.engine.domain:
+    if engine is not None and engine != "auto" and engine is not mem.engine and \
+            engines.get(engine).domain != mem.engine.domain:   # 'auto': the Memory's own
         raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
                            f"on engine {engines.get(engine).name} (use to_numpy() or a Memory "
                            "on that engine)")

@@ -148,6 +148,21 @@ class Engine:
         for host arrays."""
         return 0
 
+    def view_buffer(self, side, buffer, row_pitch=None):
+        """The storage of the ImageDesc ``side`` on the caller's device
+        ``buffer`` (Memory.from_buffer): a view, or a copy and why; a
+        runtime.opencl.shared.BufferView. Only a device engine has one."""
+        raise ClayoutError(f"engine {self.name!r} keeps host arrays: a device buffer needs "
+                           "the opencl engine (Memory.from_buffer)")
+
+    def empty_pinned(self, shape, dtype) -> np.ndarray:
+        """A host array the engine's device reaches at its full transfer rate
+        (runtime.empty_pinned); a host engine has no device: a plain array."""
+        return np.empty(shape, dtype)
+
+    def close(self) -> None:
+        """Release what the engine keeps for reuse (a host engine: nothing)."""
+
     def __repr__(self) -> str:
         return f"<clayout engine {self.name}>"
 

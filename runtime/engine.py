@@ -7,7 +7,9 @@ between two sides, and the storage of Memory objects. The engines:
 * ``reference``: the slow, obvious evaluation of the formulas (runtime/reference/);
 * ``opencl``: kernels rendered from templates (runtime/opencl/), when
   pyopencl finds a device;
-* ``auto``: ``opencl`` when a device with image support exists, else ``cpu``.
+* ``auto``: ``opencl`` when a device with image support exists that shares
+  host memory (a CPU device, an integrated GPU), else ``cpu``: for host
+  arrays on a discrete GPU the bus costs more than the conversion.
 
 The default engine of the Python API is ``cpu`` unless ``CLAYOUT_ENGINE``
 names another: a host array in, a host array out is what the cpu engine does
@@ -55,9 +57,16 @@ def engine_for(engine, data=None, queue=None) -> Engine:
     return get(engine)
 
 
+def device_pitch_alignment(device) -> int:
+    """CL_DEVICE_IMAGE_PITCH_ALIGNMENT in pixels of a pyopencl Device (0: none)."""
+    from .opencl.shared import device_pitch_alignment as read
+    return read(device)
+
+
 def opencl_available() -> bool:
-    """True when 'auto' chooses opencl (``auto_fallback`` is the one rule)."""
-    return auto_fallback() is None
+    """True when the opencl engine can run here: it loads and finds a device
+    with image support (``opencl_missing`` says why not)."""
+    return opencl_missing() is None
 
 
 def get(name=None) -> Engine:
@@ -102,10 +111,9 @@ def choose_engine(name) -> tuple[Engine, str]:
     return eng, f"opencl (auto: found an OpenCL device with image support: {eng.device_name})"
 
 
-def auto_fallback() -> str | None:
-    """Why 'auto' falls back to cpu (the OpenCL engine cannot be loaded or
-    started, or there is no device with image support), None when it
-    chooses opencl."""
+def opencl_missing() -> str | None:
+    """Why the opencl engine cannot run here (it cannot be loaded or
+    started, or there is no device with image support), None when it can."""
     try:
         from .opencl import engine as cl_engine
     except ImportError as exc:
@@ -119,5 +127,18 @@ def auto_fallback() -> str | None:
     return None
 
 
+def auto_fallback() -> str | None:
+    """Why 'auto' falls back to cpu, None when it chooses opencl: the
+    opencl engine cannot run here (``opencl_missing``), or its device is
+    discrete, where a host array crosses the bus twice and the cpu engine
+    converts host arrays faster (docs/engines.md, "auto"). A Memory on a
+    device keeps its own engine whatever 'auto' says."""
+    missing = opencl_missing()
+    if missing is not None:
+        return missing
+    from .opencl import engine as cl_engine
+    return cl_engine.default().auto_refusal()
+
+
 __all__ = ["NAMES", "get", "choose_engine", "auto_fallback", "engine_for", "is_device_object",
-           "opencl_available"]
+           "opencl_available", "opencl_missing", "device_pitch_alignment"]

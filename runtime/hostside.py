@@ -151,8 +151,7 @@ def pitch_alignment(device) -> int:
     if isinstance(device, Engine) or (isinstance(device, str) and device in engines.NAMES):
         return engines.get(device).pitch_alignment()
     if engines.is_device_object(device):
-        from .opencl.shared import device_pitch_alignment
-        return device_pitch_alignment(device)
+        return engines.device_pitch_alignment(device)
     raise ClayoutError(f"image_pitch: device={device!r}; allowed: None (the default opencl "
                        "engine's device, if any), an engine or its name, a pyopencl Device, "
                        "or an int alignment in pixels")

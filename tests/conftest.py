@@ -322,6 +322,19 @@ def run_sub(*argv, cwd=None, env=None, timeout=60):
                           text=True, cwd=cwd, env=full, timeout=timeout)
 
 
+def with_facts(monkeypatch, engine, **facts):
+    """``engine`` (an OpenCL engine) as a device with other facts for the
+    time of the test (its limits, its alignments: a stand-in of a device
+    this machine does not have): its Device record replaced
+    (runtime.opencl.device.Device) and a DeviceMemory over it."""
+    import dataclasses
+    from runtime.opencl.memory import DeviceMemory
+    device = dataclasses.replace(engine.device, **facts)
+    monkeypatch.setattr(engine, "device", device)
+    monkeypatch.setattr(engine, "memory", DeviceMemory(device))
+    return engine
+
+
 def require(what: str, ok: bool, why: str = "") -> None:
     """Skip without ``what`` outside CI; fail in CI."""
     if ok:

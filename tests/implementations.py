@@ -10,6 +10,7 @@ def implementations() -> list:
     support, in the platforms' order: PoCL ("pocl"), Intel's CPU runtime
     ("intel"), any other by its name. Empty without pyopencl or a device."""
     try:
+        import runtime.opencl  # noqa: F401  (first: it points the ICD loader at .venv's vendors)
         import pyopencl as cl
         platforms = cl.get_platforms()
     except Exception:  # noqa: BLE001 - no pyopencl, no ICD loader, no platform

@@ -7,6 +7,7 @@ import runtime
 from conftest import bits, from_img, to_img
 from runtime import ClayoutError, Memory, MemoryDesc
 from runtime import engine as engines
+from runtime.opencl import host
 from runtime.opencl.engine import OpenCLEngine
 
 REF = engines.get("reference")
@@ -27,8 +28,8 @@ def test_round_trip_stays_on_the_device(cl_engine, monkeypatch):
 
     def no_host(*a, **k):
         raise AssertionError("a Memory conversion went through the host")
-    monkeypatch.setattr(OpenCLEngine, "_host_buffer", no_host)
-    monkeypatch.setattr(OpenCLEngine, "_read_back", no_host)
+    monkeypatch.setattr(host, "array_in", no_host)
+    monkeypatch.setattr(host, "array_out", no_host)
     blocked = runtime.reorder(src, None, MemoryDesc(DIMS, tag="nChw16c"))
     image = runtime.to_image(blocked, "in_out_channel", dtype="f16")
     back = runtime.from_image(image, "in_out_channel", DIMS, dst="nhwc", dtype="f32")

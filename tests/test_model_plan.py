@@ -18,7 +18,7 @@ from runtime.model.manifest import read_manifest, totals
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from conftest import run  # noqa: E402
+from conftest import run, with_facts  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "runtime" / "data"
 SAMPLE = DATA / "sample_cnn.onnx"
@@ -248,8 +248,8 @@ def test_an_external_data_length_that_is_not_the_tensors(tmp_path, capsys):
 # -- images the cpu engine converts ------------------------------------------------------------------
 def test_dry_run_says_which_images_the_host_converts(tmp_path, capsys, monkeypatch, default_cl_engine):
     from runtime.algebra.storage import Limits
-    monkeypatch.setattr(default_cl_engine, "image_limits", (8, 8))     # the build machine's device
-    monkeypatch.setattr(default_cl_engine, "storage_limits", Limits.of((8, 8)))
+    with_facts(monkeypatch, default_cl_engine, image_limits=(8, 8),   # the build machine's
+               limits=Limits.of((8, 8)))
     argv = ["model", SAMPLE, "--engine", "opencl", "--max-image", "64,64"]
     code, out, err = run(capsys, *argv, "--dry-run")
     assert code == 0, err

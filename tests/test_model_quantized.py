@@ -30,7 +30,7 @@ import runtime
 from runtime.algebra.storage import Limits
 from runtime import model
 
-from conftest import ROOT, bits, run
+from conftest import ROOT, bits, run, with_facts
 
 RNG = np.random.default_rng(14)
 
@@ -423,8 +423,8 @@ def test_max_image_over_the_device_limit(tmp_path, capsys, monkeypatch, default_
     nodes = [helper.make_node("Conv", ["x", "big", "bias"], ["a"]),
              helper.make_node("MatMul", ["a", "fc"], ["y"])]
     path = build(tmp_path, nodes, {"big": big, "bias": bias, "fc": fc})
-    monkeypatch.setattr(default_cl_engine, "image_limits", (8, 8))     # the build machine's device
-    monkeypatch.setattr(default_cl_engine, "storage_limits", Limits.of((8, 8)))
+    with_facts(monkeypatch, default_cl_engine, image_limits=(8, 8),   # the build machine's
+               limits=Limits.of((8, 8)))
     assert runtime.engine.get("opencl") is default_cl_engine
     with pytest.raises(runtime.ClayoutError, match="over the device limit 8x8"):
         runtime.to_image(big, "conv2d_filter", engine=default_cl_engine)

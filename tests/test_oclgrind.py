@@ -29,7 +29,7 @@ def child() -> int:
     from runtime import engine as engines
     from runtime.opencl.engine import default
     eng = default()
-    assert "oclgrind" in eng.device.platform.name.lower(), eng
+    assert "oclgrind" in eng.device.platform.lower(), eng
     ref = engines.get("reference")
     rng = np.random.default_rng(0)
 

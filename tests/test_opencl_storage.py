@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runtime
-from conftest import bits, run_under_oclgrind, tiered
+from conftest import bits, run_under_oclgrind, tiered, with_facts
 from runtime import ClayoutError, ImageDesc, Memory, MemoryDesc, image_layout
 from runtime import engine as engines
 from runtime.algebra.storage import Limits
@@ -186,8 +186,8 @@ def test_buffer_storages_are_buffers_and_attach_in_place(cl_engine):
 def test_limits_are_refused_before_allocation(cl_engine, monkeypatch):
     from runtime.opencl import images
     from runtime.opencl.engine import OpenCLEngine
-    eng = OpenCLEngine(queue=cl_engine.queue)
-    eng.storage_limits = Limits((64, 64), (4, 4, 2), 2, 16, 1 << 20)
+    eng = with_facts(monkeypatch, OpenCLEngine(queue=cl_engine.queue),
+                     limits=Limits((64, 64), (4, 4, 2), 2, 16, 1 << 20))
 
     def no(*args, **kwargs):
         raise AssertionError("allocated before the limit was checked")
@@ -332,7 +332,7 @@ def child() -> int:
     from runtime.opencl.engine import OpenCLEngine, default
     from test_accessor import VALUE, gather, program, scatter
     base = default()
-    assert "oclgrind" in base.device.platform.name.lower(), base
+    assert "oclgrind" in base.device.platform.lower(), base
     bad, runs = [], 0
     cases = [("tflite_texture_3d", (1, 5, 2, 3), "f32"), ("tflite_texture_array", (1, 6, 2, 1, 3),
                                                           "f16"),

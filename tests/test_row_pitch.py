@@ -150,7 +150,7 @@ def test_image_pitch_converts_the_alignment_from_pixels_to_bytes(default_cl_engi
     align = default_cl_engine.pitch_alignment()                # PoCL: 0, it has no image over a buffer
     want = round_up(35, max(1, align)) * 16
     assert runtime.image_pitch("in_out_channel", dims, device=default_cl_engine) == want
-    assert runtime.image_pitch("in_out_channel", dims, device=default_cl_engine.device) == want
+    assert runtime.image_pitch("in_out_channel", dims, device=default_cl_engine.device.cl_device) == want
     assert runtime.image_pitch("in_out_channel", dims) == want   # the default opencl engine
 
 
@@ -189,7 +189,7 @@ def test_bad_pitches_are_refused_by_every_door(pitch, says, cl_engine):
         with pytest.raises(ClayoutError) as exc:
             call()
         assert says in one_line(exc)
-    buf = cl_engine.new_buffer(4 * PLAIN.nbytes)
+    buf = cl_engine.memory.buffer(4 * PLAIN.nbytes)
     with pytest.raises(ClayoutError) as exc:
         Memory.from_buffer(buf, "in_out_channel", DIMS, engine=cl_engine, row_pitch=pitch)
     assert one_line(exc).startswith("Memory.from_buffer: ") and says in str(exc.value)

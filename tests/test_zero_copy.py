@@ -23,6 +23,7 @@
   engine give the bits of the same calls run one after another.
 - The bench's in-place comparison runs (tiny size).
 """
+import dataclasses
 import sys
 import threading
 import warnings
@@ -39,6 +40,7 @@ from runtime.hostside import pitched
 cl = pytest.importorskip("pyopencl")
 from runtime.opencl import shared  # needs pyopencl
 from runtime.opencl.engine import OpenCLEngine
+from runtime.opencl.memory import DeviceMemory
 
 mf = cl.mem_flags
 DIMS = (1, 17, 5, 7)
@@ -122,7 +124,7 @@ def fresh(cl_engine):
 # -- what the device does with a buffer --------------------------------------------------------
 def test_what_each_implementation_does(cl_engine):
     """The two implementations docs/engines.md names; any other: its numbers are read."""
-    platform = cl_engine.device.platform.name
+    platform = cl_engine.device.platform
     why = cl_engine.image_from_buffer()
     pitch, base = cl_engine.image_alignments()
     if platform == "Portable Computing Language":
@@ -187,7 +189,7 @@ def test_the_buffers_start(fresh, extra):
     side = image_side("in_out_channel", WIDE)
     pixels, pitch = _pixels(side, 8), side.width + extra
     nbytes, kept = pitch * side.height * 16, []
-    origins = sorted({int(fresh.device.mem_base_addr_align) // 8, 4096})
+    origins = sorted({int(fresh.device.cl_device.mem_base_addr_align) // 8, 4096})
     parent = cl.Buffer(fresh.context, mf.READ_WRITE, nbytes + 8192)
     for offset in [0, 16, 64] + [-o for o in origins]:
         if offset >= 0:
@@ -208,7 +210,7 @@ def test_the_buffers_start(fresh, extra):
                                      row_pitch=pitch * 16)
         _check(fresh, mem, buf, side, pixels, pitch, reason)
         kept.append((offset, reason))
-    if fresh.device.platform.name == "Intel(R) OpenCL":   # viewed: on 1024 bytes, 64 pixels
+    if fresh.device.platform == "Intel(R) OpenCL":   # viewed: on 1024 bytes, 64 pixels
         assert [o for o, r in kept if r is None] == ([0, -4096] if extra == 0 else [])
 
 
@@ -292,9 +294,12 @@ def test_the_view_path_with_a_stand_in_device(fresh, monkeypatch):
     an aligned pitch and start are viewed, nothing told; a pitch or start
     off them is copied, each reason told once."""
     made = []
-    monkeypatch.setattr(fresh, "image_from_buffer", lambda: None)
-    monkeypatch.setattr(fresh, "image_alignments", lambda: (16, 4))
-    monkeypatch.setattr(fresh, "_image_over", lambda side, buf, pitch: made.append(
+    # the stand-in: the device record with the extension and its alignments (facts, not a device)
+    fresh.device = dataclasses.replace(
+        fresh.device, extensions=fresh.device.extensions | {shared.EXTENSION},
+        alignments=(16, 4))
+    fresh.memory = DeviceMemory(fresh.device)
+    monkeypatch.setattr(shared, "_image_over", lambda memory, side, buf, pitch: made.append(
         (buf, pitch)) or "image over the buffer")
     side = image_side("in_out_channel", DIMS)
     pixels = _pixels(side, 9)
@@ -331,7 +336,7 @@ def test_buffer_address_is_what_the_alignment_applies_to(cl_engine):
     assert shared.buffer_address(wrapped) == host.ctypes.data
     own = cl.Buffer(cl_engine.context, mf.READ_WRITE, 8192)
     assert shared.buffer_address(own) is None
-    base = int(cl_engine.device.mem_base_addr_align) // 8
+    base = int(cl_engine.device.cl_device.mem_base_addr_align) // 8
     assert shared.buffer_address(own.get_sub_region(base, 1024)) == base
 
 
@@ -370,13 +375,13 @@ def test_row_pitch_only_on_image2d(cl_engine, layout):
 # -- host arrays in place ---------------------------------------------------------------------
 def _spy(engine, monkeypatch) -> list:
     """The cl.Buffers the engine wraps host arrays in, as they are made."""
-    made, wrap = [], engine._host_buffer
+    made, wrap = [], engine.memory.host_buffer
 
     def record(arr, flags):
         buf = wrap(arr, flags)
         made.append((buf, arr))
         return buf
-    monkeypatch.setattr(engine, "_host_buffer", record)
+    monkeypatch.setattr(engine.memory, "host_buffer", record)
     return made
 
 
@@ -408,7 +413,7 @@ def test_host_in_place_uses_the_callers_arrays(cl_engine, monkeypatch, target):
         monkeypatch.undo()
     # the default: in place where the device shares host memory (PoCL: a CPU device)
     assert OpenCLEngine(queue=cl_engine.queue).host_in_place is (
-        cl_engine.is_cpu or bool(cl_engine.device.host_unified_memory))
+        cl_engine.is_cpu or cl_engine.device.host_unified)
     want = runtime.reorder(x, src, dst, engine="reference") if target == "nhwc" else \
         runtime.to_image(x.reshape(DIMS), target, engine="reference")
     assert np.array_equal(bits(results[True]), bits(want))

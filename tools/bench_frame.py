@@ -197,7 +197,7 @@ def header(engine=None) -> str:
             f"{geometry.THREADS} threads" +
             (f", cv2 {cv2.__version__} {cv2.getNumThreads()} threads)" if cv2 else ")"))
     if engine is not None:
-        line += f"; OpenCL: {engine.device_name} ({engine.device.platform.name})"
+        line += f"; OpenCL: {engine.device_name} ({engine.device.platform})"
     return line
 
 

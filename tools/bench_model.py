@@ -74,7 +74,7 @@ for kind, events in device.items():
 t["builds"] = programs.STATS["seconds"] if name == "opencl" else 0.0
 t["host work"] = spent - t["builds"] - t["kernels"] - t["transfers"]
 print(json.dumps({"builds": programs.STATS["builds"] if name == "opencl" else 0,
-                  "device": eng.device.name.strip() if name == "opencl" else "numpy",
+                  "device": eng.device.name if name == "opencl" else "numpy",
                   "phases": t}))
 """
 

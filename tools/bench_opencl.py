@@ -236,7 +236,7 @@ class _Bench:
 def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
     """Time every case at every NCHW size; see the module docstring."""
     b = _Bench(engine, repeats)
-    report(f"OpenCL device: {b.eng.device.name.strip()} ({b.eng.device.platform.name})")
+    report(f"OpenCL device: {b.eng.device.name} ({b.eng.device.platform})")
     report("| case | size | MB | ours ms | limit ms | % of limit | first calls ms | generic ms | "
            "x vs generic | first call ms | cached call ms | host out= ms | % of limit |")
     report("|---|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -1,17 +1,26 @@
-"""Which OpenCL device the opencl engine runs on.
+"""Which OpenCL device the opencl engine runs on, and what it is.
 
 ``PYOPENCL_CTX`` names a platform[:device] (pyopencl's own rule); without it
 the first device with image support is taken, GPUs first; no device at all
 is one clear line that names the cpu engine.
+
+A :class:`Device` is the engine's device as a frozen record: its context
+and queue, the facts the engine's choices depend on (type, host-unified
+memory, local memory, image limits, alignments, allocation sizes), read
+once, and the engine's :class:`Options`, read once from its arguments and
+the environment. Everything the engine decides (runtime/opencl/moves.py:
+the access, the kernel family, the host path) is a function of these.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 import pyopencl as cl
 
 from ..algebra.storage import Limits
 from ..errors import ClayoutError
+from ..settings import env_choice, env_int
 
 CPU_HINT = "engine='cpu' (--engine cpu) works without OpenCL"
 
@@ -114,3 +123,143 @@ def storage_limits(dev: cl.Device) -> Limits:
                    get("image3d_max_depth")),
                   get("image_max_array_size"), get("image_max_buffer_size"),
                   get("max_mem_alloc_size") or None)
+
+
+# -- the device as the engine's choices see it ------------------------------------------------
+IMAGE_ACCESS = ("auto", "direct", "staged")
+HOST_PATHS = ("auto", "driver", "staging")
+DEFAULT_SPECIALIZE_BYTES = 16 << 20
+DEFAULT_SPECIALIZE_AFTER = 8
+
+
+@dataclass(frozen=True)
+class Options:
+    """What an engine's caller (or the environment) chose, read once when the
+    engine is made: ``image_access`` (auto, direct, staged), ``host_in_place``
+    (None: the device decides), ``tiled`` (the tiled kernel family:
+    CLAYOUT_OPENCL_TILED=0|1, None: the device decides), ``pool_bytes``
+    (CLAYOUT_OPENCL_POOL_BYTES: the most bytes of device memory kept for
+    reuse; None: a quarter of the device's global memory), ``host_path``
+    (CLAYOUT_OPENCL_HOST_PATH: how a host array that is not pinned crosses to
+    a discrete device: auto, driver (the driver's copy from pageable memory)
+    or staging (through a pinned buffer)), and the thresholds of a baked
+    program (CLAYOUT_SPECIALIZE_BYTES, CLAYOUT_SPECIALIZE_AFTER)."""
+    image_access: str = "auto"
+    host_in_place: bool | None = None
+    tiled: bool | None = None
+    pool_bytes: int | None = None
+    host_path: str = "auto"
+    specialize_bytes: int = DEFAULT_SPECIALIZE_BYTES
+    specialize_after: int = DEFAULT_SPECIALIZE_AFTER
+
+    @classmethod
+    def read(cls, image_access: str = "auto", host_in_place: bool | None = None) -> "Options":
+        if image_access not in IMAGE_ACCESS:
+            raise ClayoutError(f"image_access {image_access!r}; allowed: "
+                               f"{', '.join(IMAGE_ACCESS)}")
+        tiled = env_choice("CLAYOUT_OPENCL_TILED", "", ("0", "1"))
+        return cls(image_access, None if host_in_place is None else bool(host_in_place),
+                   None if tiled == "" else tiled == "1",
+                   env_int("CLAYOUT_OPENCL_POOL_BYTES", None, "a byte count (0 or more)",
+                           minimum=0),
+                   env_choice("CLAYOUT_OPENCL_HOST_PATH", "auto", HOST_PATHS),
+                   env_int("CLAYOUT_SPECIALIZE_BYTES", DEFAULT_SPECIALIZE_BYTES, "a byte count"),
+                   env_int("CLAYOUT_SPECIALIZE_AFTER", DEFAULT_SPECIALIZE_AFTER,
+                           "a count of calls"))
+
+
+def _info(dev: cl.Device, name: str, default=0):
+    try:
+        return getattr(dev, name)
+    except (cl.Error, AttributeError):
+        return default
+
+
+@dataclass(frozen=True, eq=False)
+class Device:
+    """One engine's device, context and queue, and the facts read from them
+    once. ``kind``: "cpu", "gpu" or "other"; ``host_unified``: the device
+    works on host memory (a CPU device, or CL_DEVICE_HOST_UNIFIED_MEMORY);
+    ``local_memory``: bytes of __local memory, ``local_is_dedicated``: of
+    type CL_LOCAL (on-chip), not emulated in global memory;
+    ``alignments``: CL_DEVICE_IMAGE_PITCH_ALIGNMENT and
+    _BASE_ADDRESS_ALIGNMENT in pixels (None where they cannot be read)."""
+    context: cl.Context
+    queue: cl.CommandQueue
+    cl_device: cl.Device
+    name: str
+    platform: str
+    kind: str
+    host_unified: bool
+    in_order: bool
+    image_support: bool
+    limits: Limits
+    image_limits: tuple[int, int]
+    max_alloc: int
+    global_memory: int
+    local_memory: int
+    local_is_dedicated: bool
+    max_work_group: int
+    extensions: frozenset
+    alignments: tuple[int, int] | None
+    options: Options = field(default_factory=Options)
+
+    @classmethod
+    def open(cls, context: cl.Context, queue: cl.CommandQueue, options: Options,
+             alignments=None) -> "Device":
+        """The record of ``queue``'s device (``alignments``: a function
+        reading the image alignments of a cl.Device, runtime.opencl.shared)."""
+        dev = queue.device
+        kind = "gpu" if dev.type & cl.device_type.GPU else "cpu" \
+            if dev.type & cl.device_type.CPU else "other"
+        in_order = not (queue.properties
+                        & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
+        return cls(context, queue, dev, dev.name.strip(), dev.platform.name.strip(), kind,
+                   kind == "cpu" or bool(_info(dev, "host_unified_memory", False)), in_order,
+                   bool(dev.image_support), storage_limits(dev),
+                   (int(_info(dev, "image2d_max_width")), int(_info(dev, "image2d_max_height"))),
+                   int(dev.max_mem_alloc_size), int(_info(dev, "global_mem_size")),
+                   int(_info(dev, "local_mem_size")),
+                   _info(dev, "local_mem_type", 0) == cl.device_local_mem_type.LOCAL,
+                   int(_info(dev, "max_work_group_size", 1)),
+                   frozenset(str(_info(dev, "extensions", "")).split()),
+                   None if alignments is None else alignments(dev), options)
+
+    @property
+    def host_in_place(self) -> bool:
+        """Kernels work on the caller's host arrays in place (USE_HOST_PTR)
+        instead of copies on the device: the option, else where the device
+        shares host memory."""
+        chosen = self.options.host_in_place
+        return self.host_unified if chosen is None else chosen
+
+    @property
+    def stages_images(self) -> bool:
+        """Kernels reach images through a dense buffer and one copy (the
+        option ``staged``, or ``auto`` on a CPU device, which emulates image
+        access in software), else with read_image*/write_image*."""
+        access = self.options.image_access
+        return access == "staged" or (access == "auto" and self.kind == "cpu")
+
+    @property
+    def pool_bytes(self) -> int:
+        """The most bytes of device memory kept for reuse between calls."""
+        chosen = self.options.pool_bytes
+        return self.global_memory // 4 if chosen is None else chosen
+
+    @property
+    def key(self) -> tuple:
+        """What tells this device record from another in a cache: the
+        device, its context and queue, and the options (a context's address
+        may be reused once it is gone, never by another device's facts)."""
+        return (self.platform, self.name, self.context.int_ptr, self.queue.int_ptr,
+                self.options)
+
+    @property
+    def fp16(self) -> bool:
+        return "cl_khr_fp16" in self.extensions
+
+    def describe(self) -> str:
+        """'NVIDIA H100 (NVIDIA CUDA; gpu, discrete)', for messages."""
+        where = "host-unified" if self.host_unified else "discrete"
+        return f"{self.name} ({self.platform}; {self.kind}, {where})"

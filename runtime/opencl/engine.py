@@ -1,16 +1,26 @@
 """The opencl engine: the engine contract (runtime/contract.py) kept on an
-OpenCL device through pyopencl.
+OpenCL device through pyopencl, as a façade over three parts:
 
-``OpenCLEngine(context=None, queue=None, device=None, image_access="auto")``
-binds one context and queue (the user's own, or one chosen by
-``PYOPENCL_CTX`` / the first device with image support: runtime/opencl/device.py).
-Every conversion is one ``enqueue``: the kernel runtime/opencl/plan.py
-plans for the two sides, launched on device memory; host arrays
-(``move``) are put on the device around it, Memory storage
-(``convert_storage``, runtime/opencl/storage.py) never leaves it. A
-layout's forward transform stage (a Winograd filter's U = G·g·Gᵀ) is one
-more kernel between two moves (runtime/opencl/transform.py); the inverse
-stage runs on the host, as in every engine.
+* ``device``: a runtime.opencl.device.Device, the context, queue and facts
+  read once, and the engine's options read once (its arguments and the
+  environment);
+* ``memory``: a runtime.opencl.memory.DeviceMemory, every buffer and image
+  the engine makes, the pool it leases per-call memory from, Memory storage
+  and the import of a caller's buffer;
+* the move plans (runtime/opencl/moves.py), one per (sides, device),
+  cached: the access to an image, the kernel, the host path. An enqueue
+  applies a plan; it decides nothing.
+
+``OpenCLEngine(context=None, queue=None, device=None, image_access="auto",
+host_in_place=None)`` binds one context and queue (the user's own, or one
+chosen by ``PYOPENCL_CTX`` / the first device with image support). Host
+arrays (``move``) are put on the device around the kernel: in place on a
+device that shares host memory, else copied into leased device memory
+(a pinned array at the device's full rate) and back, the write, the kernel
+and the read ordered by events with no host wait between them; Memory
+storage (``convert_storage``) never leaves the device. A layout's forward
+transform stage (a Winograd filter's U = G·g·Gᵀ) is one more kernel between
+two moves (runtime/opencl/transform.py); the inverse stage runs on the host.
 
 >>> eng = default()                                             # doctest: +SKIP
 >>> eng.convert(MemoryDesc((2, 2)), MemoryDesc((2, 2), tag="ba"),
@@ -18,19 +28,18 @@ stage runs on the host, as in every engine.
 array([0., 2., 1., 3.], dtype=float32)
 
 Threads: one engine may serve any number of threads at once, each getting
-the bits a single-threaded run gives. Two things are serialized, each only
-while commands are enqueued, never while they run: a cached kernel's
+the bits a single-threaded run gives. Leased memory is one call's alone
+until it is given back. Two things are serialized, each only while
+commands are enqueued, never while they run: a cached kernel's
 ``set_args`` with its enqueue (a ``cl.Kernel`` holds its arguments, and the
 program cache shares it between engines on one context), and the two
-commands of a staged image access (kernel + buffer<->image copy), so that no
-other conversion's commands fall between them in the engine's staging
-buffer. On an in-order queue the device runs commands one after another
-anyway, so neither lock costs device parallelism. Host-array calls wait for
-their own commands only.
+commands of a staged image access (kernel + buffer<->image copy) on an
+in-order queue, so that no other conversion's commands fall between them in
+the one staging buffer. A host-array call waits for its own commands only.
 
-A user's out-of-order queue: each conversion gets a staging buffer of its
-own and chains its own commands by events, a new Memory is zeroed before it
-is returned, and a host-array call waits for its own commands before it
+A user's out-of-order queue: each conversion leases its own staging buffer
+and chains its own commands by events, a new Memory is zeroed before it is
+returned, and a host-array call waits for its own commands before it
 returns. Conversions of Memory objects are enqueued without waiting, and on
 such a queue nothing orders them with one another, with ``Memory.to_numpy``
 / ``map`` or with the user's own commands: put ``cl.enqueue_barrier(queue)``
@@ -39,7 +48,6 @@ out-of-order queue.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 
@@ -50,13 +58,14 @@ from ..algebra import conversion, dtypes
 from ..algebra.hostarray import host_shape
 from ..contract import Engine
 from ..errors import ClayoutError
-from . import images, programs, tiles
-from .device import pick_context, storage_limits
-from .contexts import engine_of, register, track
-from .shared import SharedStorage
+from . import host, images, programs, tiles
 from . import transform as transform_kernel
-from .plan import ByteCopy, plan
-from .storage import DeviceStorage
+from .contexts import engine_of, register, track
+from .device import IMAGE_ACCESS, Device, Options, pick_context
+from .memory import DeviceMemory
+from .moves import access_of, host_path, move_plan
+from .plan import ByteCopy
+from .shared import alignments
 
 mf = cl.mem_flags
 # a cl.Kernel holds its arguments and the program cache shares it between engines:
@@ -64,10 +73,9 @@ mf = cl.mem_flags
 _LAUNCH_LOCK = threading.Lock()
 
 
-class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
+class OpenCLEngine(Engine):
     name = "opencl"
-
-    IMAGE_ACCESS = ("auto", "direct", "staged")
+    IMAGE_ACCESS = IMAGE_ACCESS
 
     def __init__(self, context: cl.Context | None = None, queue: cl.CommandQueue | None = None,
                  device: cl.Device | None = None, image_access: str = "auto",
@@ -77,102 +85,87 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         buffer<->image copy), or ``auto`` (staged on CPU devices, else direct).
         ``host_in_place``: kernels work on the caller's host arrays in place
         (USE_HOST_PTR, and a map to read the result) instead of copying them
-        to and from device buffers; None (default): where the device shares
+        to and from device memory; None (default): where the device shares
         host memory (a CPU device, or CL_DEVICE_HOST_UNIFIED_MEMORY)."""
-        if image_access not in self.IMAGE_ACCESS:
-            raise ClayoutError(f"image_access {image_access!r}; allowed: "
-                               f"{', '.join(self.IMAGE_ACCESS)}")
-        self.image_access = image_access
+        options = Options.read(image_access, host_in_place)
         if queue is not None:
             context = queue.context
         if context is None:
             context = cl.Context([device]) if device is not None else pick_context()
-        self.context = context
-        self.queue = queue if queue is not None else cl.CommandQueue(context)
-        dev = self.queue.device
-        self.device = dev
-        # capabilities, read once
-        self.image_support = bool(dev.image_support)
-        self.image_limits = (int(dev.image2d_max_width), int(dev.image2d_max_height))
-        self.max_alloc = int(dev.max_mem_alloc_size)
-        self.storage_limits = storage_limits(dev)
-        self.is_cpu = bool(dev.type & cl.device_type.CPU)
-        self.host_in_place = (self.is_cpu or bool(dev.host_unified_memory)) \
-            if host_in_place is None else bool(host_in_place)
-        self.in_order = not (self.queue.properties
-                             & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
-        self.domain = ("opencl", self.context.int_ptr)
-        self._stage: cl.Buffer | None = None
-        self._stage_lock = threading.Lock()
+        queue = queue if queue is not None else cl.CommandQueue(context)
+        self.device = Device.open(context, queue, options, alignments)
+        self.memory = DeviceMemory(self.device)
+        self.domain = ("opencl", context.int_ptr)
         track(self)   # waited for at exit
 
-    device_name = property(lambda self: self.device.name.strip())
+    # -- the device's facts, as the contract and callers ask them ----------------------------
+    context = property(lambda self: self.device.context)
+    queue = property(lambda self: self.device.queue)
+    device_name = property(lambda self: self.device.name)
+    image_support = property(lambda self: self.device.image_support)
+    image_limits = property(lambda self: self.device.image_limits)
+    storage_limits = property(lambda self: self.device.limits)
+    image_access = property(lambda self: self.device.options.image_access)
+    host_in_place = property(lambda self: self.device.host_in_place)
+    is_cpu = property(lambda self: self.device.kind == "cpu")
+    in_order = property(lambda self: self.device.in_order)
 
     def __repr__(self) -> str:
-        return f"<clayout engine opencl: {self.device_name} ({self.device.platform.name})>"
+        return f"<clayout engine opencl: {self.device.name} ({self.device.platform})>"
 
-    @contextlib.contextmanager
-    def staging(self, nbytes: int):
-        """A dense buffer for one staged image access, held while its two
-        commands are enqueued. On an in-order queue one buffer is kept and
-        reused (a fresh one per call costs an allocation and its page faults)
-        under a lock, so that the next conversion's commands queue after both
-        of this one's; an out-of-order queue gets a new buffer each time."""
-        if not self.in_order:
-            yield self.new_buffer(nbytes)
-            return
-        with self._stage_lock:
-            if self._stage is None or self._stage.size < nbytes:
-                self._stage = self.new_buffer(nbytes)
-            yield self._stage
+    # -- what Memory and runtime.hostside ask of an engine (runtime/contract.py) -------------
+    def view_buffer(self, side, buffer, row_pitch=None):
+        return self.memory.view_buffer(side, buffer, row_pitch)
 
-    def new_buffer(self, nbytes: int, hostbuf: np.ndarray | None = None,
-                   flags=mf.READ_WRITE) -> cl.Buffer:
-        if nbytes > self.max_alloc:
-            raise ClayoutError(f"a buffer of {nbytes} bytes is over the device's max allocation "
-                               f"{self.max_alloc} bytes ({self.device_name})")
-        if hostbuf is not None:
-            return cl.Buffer(self.context, flags | mf.COPY_HOST_PTR, hostbuf=hostbuf)
-        return cl.Buffer(self.context, flags, size=max(1, nbytes))
+    def pitch_alignment(self) -> int:
+        return self.memory.pitch_alignment()
+
+    def image_from_buffer(self) -> str | None:
+        return self.memory.image_from_buffer()
+
+    def image_alignments(self) -> tuple[int, int] | None:
+        return self.device.alignments
+
+    def empty_pinned(self, shape, dtype) -> np.ndarray:
+        return self.memory.pinned_array(shape, dtype)
+
+    def auto_refusal(self) -> str | None:
+        """Why engine 'auto' takes cpu rather than this engine for host
+        arrays (None: it takes this one): a discrete device, where a host
+        array crosses the bus to the device and back (an H100: a 64 MiB
+        round trip is 2.5 ms pinned and 14.2 ms pageable, while 16 host
+        cores convert it in 2.6 ms)."""
+        if self.device.host_unified:
+            return None
+        return (f"{self.device.name} is a discrete device: a host array would cross the bus "
+                "to it and back, which costs more than the cpu engine's conversion; Memory "
+                "objects on it still convert there")
+
+    def close(self) -> None:
+        """Release the pooled device memory (the engine stays usable)."""
+        self.memory.close()
 
     def staged(self, image) -> bool:
-        """True when kernels reach the ImageDesc ``image`` through a dense
-        staging buffer and a buffer<->image copy instead of write_imagef/read_imagef:
-        - ``image_access="staged"``, or ``"auto"`` on a CPU device (PoCL
-          emulates image access in software: a buffer kernel plus
-          clEnqueueCopyBufferToImage, which runs at memcpy speed, measured
-          1.2-2.3x faster than write_imagef there);
-        - one-channel half images (PoCL 3.1 writes and reads CL_R +
-          CL_HALF_FLOAT wrongly; a plain copy moves the exact bits everywhere);
-        - an image no image object can hold here (a single texture of 3 lanes;
-          a format the device lacks: images.unsupported): a host array of it is
-          its dense buffer, so its conversions need none (a Memory of it is refused);
-        - the buffer storages (``buffer``, ``image_buffer``): their memory
-          is a buffer of the dense desc, which kernels read and write
-          directly (``on_buffer``: no copy at all)."""
-        if image.storage.on_buffer or (image.dtype.name == "f16" and image.lanes == 1) or \
-                images.unsupported(self.context, image):
-            return True
-        return self.image_access == "staged" or (self.image_access == "auto" and self.is_cpu)
-
-    def _staged_pair(self, src, dst) -> bool:
-        image = src if src.is_image else dst if dst.is_image else None
-        return image is not None and self.staged(image)
+        """True when kernels reach the ImageDesc ``image`` through its dense
+        buffer (staged or dense access: runtime/opencl/moves.py)."""
+        return access_of(image, self.device)[0] != "direct"
 
     # -- the device conversion ---------------------------------------------------------------
-    def _launch(self, kernel, src, dst, wait_for=None) -> cl.Event:
+    def launch(self, kernel, src, dst, wait_for=None) -> cl.Event:
+        """Enqueue a planned kernel (or byte copy) from ``src`` into ``dst``."""
+        queue = self.device.queue
         if isinstance(kernel, ByteCopy):   # a byte copy and a zero tail: no program
             count, total = kernel.count, kernel.total
-            events = [cl.enqueue_copy(self.queue, dst, src, byte_count=count,
+            events = [cl.enqueue_copy(queue, dst, src, byte_count=count,
                                       wait_for=wait_for or None)]
             if total > count:
-                events.append(cl.enqueue_fill_buffer(self.queue, dst, np.uint8(0), count,
+                events.append(cl.enqueue_fill_buffer(queue, dst, np.uint8(0), count,
                                                      total - count, wait_for=wait_for or None))
-            return cl.enqueue_marker(self.queue, wait_for=events)
-        knl = programs.kernel(self.context, kernel.source)
+            return cl.enqueue_marker(queue, wait_for=events)
+        knl = programs.kernel(self.device.context, kernel.source)
         with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
             programs.set_args(knl, (src, dst, *kernel.args))
-            return cl.enqueue_nd_range_kernel(self.queue, knl, kernel.launch, kernel.local,
+            return cl.enqueue_nd_range_kernel(queue, knl, kernel.launch, kernel.local,
                                               wait_for=wait_for or None)
 
     def run_kernel(self, source: str, name: str, global_size, args, wait_for=None,
@@ -181,49 +174,49 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         cached) over ``global_size`` work items (in groups of ``local_size``,
         None: the device's choice) with ``args``: how the compute kernels of
         runtime/compute and the transform stage run, under the same launch lock."""
-        knl = programs.kernel(self.context, source, name)
+        knl = programs.kernel(self.device.context, source, name)
         with _LAUNCH_LOCK:
             programs.set_args(knl, args)
-            return cl.enqueue_nd_range_kernel(self.queue, knl, tuple(global_size), local_size,
-                                              wait_for=wait_for or None)
+            return cl.enqueue_nd_range_kernel(self.device.queue, knl, tuple(global_size),
+                                              local_size, wait_for=wait_for or None)
 
     def enqueue(self, src, src_mem, dst, dst_mem, zero_first: bool = False,
                 aliased: bool = False, dense: bool = False, wait_for=()) -> cl.Event | None:
         """One move on device memory: write dst's footprint in ``dst_mem`` (a
-        cl.Buffer, or a cl.Image for an image side) from ``src_mem``.
-        ``zero_first`` also zeroes the rest of a buffer's span (a fresh
-        output); ``aliased``: the same buffer and desc on both sides (rewrites
-        the padding, keeps the data); ``dense``: an image side is a cl.Buffer
-        holding the image's dense desc, not an image object (always so for
-        the buffer storages, ``buffer`` and ``image_buffer``). ``wait_for``:
-        events its commands wait for."""
+        cl.Buffer, or a cl.Image for an image side) from ``src_mem``, as
+        the move's plan says. ``zero_first`` also zeroes the rest of a
+        buffer's span (a fresh output); ``aliased``: the same buffer and
+        desc on both sides (rewrites the padding, keeps the data);
+        ``dense``: an image side is a cl.Buffer holding the image's dense
+        desc, not an image object (always so for the buffer storages).
+        ``wait_for``: events its commands wait for."""
         if src.is_zero or dst.is_zero:
             return None
-        staged = self._staged_pair(src, dst)
-        wait = self._zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
+        p = move_plan(src, dst, self.device, aliased, dense)
+        wait = self.zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
         wait += list(wait_for)
-        kernel = plan(src, dst, staged=staged or dense, aliased=aliased)
-        image = src if src.is_image else dst
-        if not staged or dense or image.storage.on_buffer:   # a buffer storage is its buffer
-            return self._launch(kernel, src_mem, dst_mem, wait)
-        with self.staging(image.memory.size) as stage:
+        kernel, image = p.kernel, p.image
+        if dense or p.access in ("direct", "dense", "buffers"):
+            return self.launch(kernel, src_mem, dst_mem, wait)
+        queue = self.device.queue
+        with self.memory.staging(image.memory.size) as stage:
             if dst.is_image:
-                event = self._launch(kernel, src_mem, stage, wait)
-                return cl.enqueue_copy(self.queue, dst_mem, stage, offset=0,
+                event = self.launch(kernel, src_mem, stage, wait)
+                return cl.enqueue_copy(queue, dst_mem, stage, offset=0,
                                        origin=images.origin(dst), region=images.region(dst),
                                        wait_for=[event])
-            wait.append(cl.enqueue_copy(self.queue, stage, src_mem, offset=0,
+            wait.append(cl.enqueue_copy(queue, stage, src_mem, offset=0,
                                         origin=images.origin(src), region=images.region(src),
                                         wait_for=wait or None))
-            return self._launch(kernel, stage, dst_mem, wait)
+            return self.launch(kernel, stage, dst_mem, wait)
 
-    def _zero_rest(self, dst_buf, dst) -> list:
+    def zero_rest(self, dst_buf, dst) -> list:
         """For a fresh output: zero dst's whole span where the kernel will not
         write all of it (gaps, offset0, a submemory's neighbours); the events
         to wait for."""
         if dst.is_dense and dst.offset0 == 0:
             return []
-        return [cl.enqueue_fill_buffer(self.queue, dst_buf, np.uint8(0), 0,
+        return [cl.enqueue_fill_buffer(self.device.queue, dst_buf, np.uint8(0), 0,
                                        dst.span_bytes)]
 
     def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
@@ -235,11 +228,11 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
         elif not (src.is_zero or dst.is_zero):   # move, forward transform, move: on the device
             first, step, last = steps
             kernel = transform_kernel.render(step.transform, step.src.dims)
-            placed = self.new_buffer(kernel.total * 4)
+            placed = self.memory.buffer(kernel.total * 4)
             if first.src == first.dst:   # already the plain f32 tensor: read in place
                 logical, event = src_storage, None
             else:
-                logical = self.new_buffer(math.prod(step.src.dims) * 4)
+                logical = self.memory.buffer(math.prod(step.src.dims) * 4)
                 event = self.enqueue(first.src, src_storage, first.dst, logical)
             event = transform_kernel.launch(self, kernel, logical, placed,
                                             [event] if event is not None else None)
@@ -257,10 +250,12 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
             values = dtypes.convert(values, "f32")
         if kernel.total == 0:
             return np.zeros(0, np.float32)
-        out, dst_buf = self._output(None, (kernel.total,), np.float32)
-        event = transform_kernel.launch(self, kernel, self._host_buffer(values, mf.READ_ONLY),
-                                        dst_buf)
-        return self._read_back(dst_buf, out, event)
+        out = np.empty(kernel.total, np.float32)
+        path = host_path(self.device)
+        with host.array_in(self, values, path) as (src_buf, wait), \
+                host.array_out(self, out, path) as (dst_buf, back):
+            back(transform_kernel.launch(self, kernel, src_buf, dst_buf, wait or None))
+        return out
 
     # -- frames: the frame kernel (runtime/opencl/frame.py) is a move from the frame's bytes --
     def from_frame(self, frame, dst, data, out=None) -> np.ndarray:
@@ -269,60 +264,9 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
     def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool) -> None:
         self.enqueue(frame, src_storage, dst, dst_storage)
 
-    # -- host arrays ---------------------------------------------------------------------------
-    # On a CPU device the kernels work on the host arrays themselves
-    # (USE_HOST_PTR, then a map for coherency): at 1x64x512x512 f32 a host
-    # call took 125 ms with an upload and a download copy, 55 ms without.
-    # Where the engine stages images anyway, a host image array is exactly the
-    # staging buffer's contents, so no image object is made at all. ``out``
-    # (checked by runtime.api: C-contiguous, writable, the result's shape and
-    # dtype) is then the kernel's destination itself.
+    # -- host arrays: runtime/opencl/host.py ------------------------------------------------
     def move(self, src, dst, data, out=None) -> np.ndarray:
-        shape = host_shape(dst)
-        if src.is_zero or dst.is_zero or math.prod(shape) == 0:
-            return _zeros(out, shape, dst.dtype.np)
-        arr = np.ascontiguousarray(data)
-        staged = self._staged_pair(src, dst)
-        if src.is_image and not staged:
-            src_mem = images.create(self.context, src, self.storage_limits, mf.READ_ONLY,
-                                    hostbuf=arr.reshape(src.array_shape))
-        else:
-            src_mem = self._host_buffer(arr, mf.READ_ONLY)
-        if dst.is_image and not staged:
-            out = np.empty(shape, dtype=dst.dtype.np) if out is None else out
-            image = images.create(self.context, dst, self.storage_limits, mf.WRITE_ONLY)
-            event = self._launch(plan(src, dst), src_mem, image)
-            cl.enqueue_copy(self.queue, out, image, origin=images.origin(dst),
-                            region=images.region(dst), wait_for=[event])
-            return out
-        out, dst_buf = self._output(out, shape, dst.dtype.np)
-        wait = [] if dst.is_image else self._zero_rest(dst_buf, dst)
-        event = self._launch(plan(src, dst, staged=staged), src_mem, dst_buf, wait)
-        return self._read_back(dst_buf, out, event)
-
-    def _host_buffer(self, arr: np.ndarray, flags) -> cl.Buffer:
-        arr = arr.reshape(-1)
-        if self.host_in_place and arr.flags.c_contiguous:
-            return cl.Buffer(self.context, flags | mf.USE_HOST_PTR, hostbuf=arr)
-        return self.new_buffer(arr.nbytes, np.ascontiguousarray(arr), flags)
-
-    def _read_back(self, buf: cl.Buffer, out: np.ndarray, event) -> np.ndarray:
-        """``out`` holding ``buf`` once ``event`` (the last command writing it) is done."""
-        wait = [event] if event is not None else None
-        if self.host_in_place:  # out is the buffer's memory: a map makes the kernel's writes visible
-            mapped, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ, 0,
-                                              out.shape, out.dtype, wait_for=wait)
-            mapped.base.release(self.queue).wait()
-            return out
-        cl.enqueue_copy(self.queue, out, buf, wait_for=wait)
-        return out
-
-    def _output(self, out, shape, dtype) -> tuple[np.ndarray, cl.Buffer]:
-        """The result array (``out``, or a new one) and the buffer kernels write it through."""
-        if out is None:
-            out = np.empty(shape, dtype=dtype)
-        return out, self._host_buffer(out, mf.WRITE_ONLY) if self.host_in_place else \
-            self.new_buffer(out.nbytes)
+        return host.move(self, src, dst, data, out)
 
     # -- tiles: the whole image's dense buffer on the device, cut by rectangle copies --------
     def to_tiles(self, src, dst, data, tile_plan):
@@ -335,13 +279,30 @@ class OpenCLEngine(SharedStorage, DeviceStorage, Engine):
             return super().from_tiles(src, parts, tile_plan, dst)
         return tiles.from_tiles(self, src, parts, tile_plan, dst)
 
+    # -- the storage of Memory objects: the device memory's ----------------------------------
+    def allocate(self, side):
+        return self.memory.allocate(side)
 
-def _zeros(out, shape, dtype) -> np.ndarray:
-    """The result of a conversion with nothing to convert: all zero."""
-    if out is None:
-        return np.zeros(shape, dtype=dtype)
-    out[...] = 0
-    return out
+    def attach(self, side, data):
+        storage = self.memory.attach(side, data)
+        if storage is not None and not side.is_image and side.has_fixed_elements:
+            self.enqueue(side, storage, side, storage, aliased=True)   # padding restored
+        return storage
+
+    def read(self, storage, side) -> np.ndarray:
+        return self.memory.read(storage, side)
+
+    def write(self, storage, side, array) -> None:
+        self.memory.write(storage, side, array)
+
+    def map(self, storage, side, write: bool = True):
+        return self.memory.map(storage, side, write)
+
+    def same(self, a, b) -> bool:
+        return self.memory.same(a, b)
+
+    def image_view(self, storage, side):
+        return self.memory.image_view(storage, side)
 
 
 # -- the process-wide engine, and one engine per caller's context ------------------------------

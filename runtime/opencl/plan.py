@@ -36,6 +36,7 @@ from ..algebra.c_index import logical_names, own_names, unchanged_dims
 from ..algebra.desc import MemoryDesc
 from ..cache import LRU
 from ..settings import env_int
+from .device import DEFAULT_SPECIALIZE_AFTER, DEFAULT_SPECIALIZE_BYTES
 from .render import Kernel, Source, Target, render_kernel
 
 
@@ -53,9 +54,6 @@ class ByteCopy:
     def chosen(self) -> str:
         return f"a byte copy of {self.count} bytes, zero up to {self.total}: no program"
 
-DEFAULT_SPECIALIZE_BYTES = 16 << 20
-
-
 def specialize_bytes() -> int:
     """Conversions of at least this many bytes bake their numbers in
     (``CLAYOUT_SPECIALIZE_BYTES``; 0 bakes everything, a negative value nothing)."""
@@ -68,7 +66,6 @@ def specialize_bytes() -> int:
 # 2-5x faster (at 1x64x224x224 f32 a staged image took 2.1 ms generic, 0.6 ms
 # baked); a weight converted once never does.
 HOT_BYTES = 256 << 10
-DEFAULT_SPECIALIZE_AFTER = 8
 
 
 def specialize_after() -> int:
@@ -82,17 +79,22 @@ _USES_LOCK = threading.Lock()
 PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096)
 
 
-def _bake(key, *descs: MemoryDesc) -> bool:
+def bake_rule() -> tuple[int, int]:
+    """(specialize_bytes(), specialize_after()) as the environment says now;
+    an engine reads them once (runtime.opencl.device.Options) and passes them."""
+    return specialize_bytes(), specialize_after()
+
+
+def _bake(key, descs, rule) -> bool:
     """The one place that chooses a specialized program over the generic
-    one: at least ``specialize_bytes()``, or at least ``HOT_BYTES`` and
-    converted more than ``specialize_after()`` times."""
-    limit = specialize_bytes()
+    one: at least the rule's bytes, or at least ``HOT_BYTES`` and converted
+    more than the rule's count of times (``rule``: (bytes, after))."""
+    limit, after = rule
     if limit < 0:
         return False
     size = max(d.size for d in descs)
     if size >= limit:
         return True
-    after = specialize_after()
     if after <= 0 or size < HOT_BYTES:
         return False
     count = USES.get(key, lambda: [0])
@@ -101,7 +103,7 @@ def _bake(key, *descs: MemoryDesc) -> bool:
         return count[0] > after
 
 
-def _key(side):
+def side_key(side):
     """Exactly what of a side changes a kernel or its arguments: every field
     of a desc (strides too: descs equal under oneDNN's rules can differ in
     unit strides), or an image's layout, dims and dtype."""
@@ -112,8 +114,8 @@ def _key(side):
             repr(side.fill), side.order)
 
 
-def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | None = None
-         ) -> Kernel | ByteCopy:
+def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | None = None,
+         rule: tuple[int, int] | None = None) -> Kernel | ByteCopy:
     """The kernel of the conversion ``src`` -> ``dst`` (two sides, no
     transform: runtime.algebra.conversion splits those into stages). An
     image side is read or written with read_image*/write_image*, or with
@@ -122,14 +124,18 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     the same work item, so an in-place same-desc pass is safe. Cached by
     exactly what changes the kernel; a conversion that moves nothing is a
     ``ByteCopy`` and needs no program. ``bake``: None lets
-    the size and use decide (``_bake``), True or False says (``clayout
-    kernel --bake`` shows a baked program without touching the settings)."""
+    the size and use decide (``_bake``, by ``rule``: the engine's
+    (specialize bytes, after), else the environment's), True or False says
+    (``clayout kernel --bake`` shows a baked program without touching the
+    settings)."""
     if getattr(src, "is_frame", False):
         return frame_plan(src, dst, staged)
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
-    key = (_key(src), _key(dst), staged, aliased)
-    bake = _bake(key, src.memory, dst.memory) if bake is None else bool(bake)
+    key = (side_key(src), side_key(dst), staged, aliased)
+    if bake is None:
+        bake = _bake(key, (src.memory, dst.memory), rule if rule is not None else bake_rule())
+    bake = bool(bake)
 
     def make():
         through_buffers = staged or not (src.is_image or dst.is_image)
@@ -150,7 +156,7 @@ def frame_plan(frame, dst, staged: bool = False) -> Kernel:
     def make():
         plain = _source(frame.plain, dst, staged)
         return render_kernel(replace(plain, frame=frame), _target(dst, staged), False, True)
-    return PLANS.get(("frame", frame, _key(dst), staged), make)
+    return PLANS.get(("frame", frame, side_key(dst), staged), make)
 
 
 def _target(dst, staged: bool) -> Target:

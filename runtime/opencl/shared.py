@@ -1,6 +1,6 @@
 """Zero-copy import: the caller's ``cl.Buffer`` as the storage of an image
-side (``runtime.memory.Memory.from_buffer``), one of the methods
-``OpenCLEngine`` (runtime/opencl/engine.py) takes in.
+side (``runtime.memory.Memory.from_buffer``), the rules the engine's
+DeviceMemory (runtime/opencl/memory.py) applies.
 
 * A layout on a buffer storage (``buffer``, ``image_buffer``: the image's
   dense desc in a ``cl.Buffer``) holds the caller's buffer itself.
@@ -29,7 +29,6 @@ import ctypes
 import ctypes.util
 import glob
 import os
-import threading
 from dataclasses import dataclass
 
 import pyopencl as cl
@@ -43,7 +42,6 @@ EXTENSION = "cl_khr_image2d_from_buffer"
 # device info queries pyopencl has no names for (OpenCL 2.0 / the extension)
 PITCH_ALIGNMENT = 0x104A          # CL_DEVICE_IMAGE_PITCH_ALIGNMENT, pixels
 BASE_ADDRESS_ALIGNMENT = 0x104B   # CL_DEVICE_IMAGE_BASE_ADDRESS_ALIGNMENT, pixels
-_TOLD_LOCK = threading.Lock()     # the reasons each engine has told, and its alignments
 
 
 @dataclass(frozen=True)
@@ -108,117 +106,96 @@ def buffer_address(buffer: cl.Buffer) -> int | None:
     return None
 
 
-class SharedStorage:
-    """Methods of the opencl engine that view a caller's memory without a copy."""
+def image_from_buffer_refusal(device) -> str | None:
+    """Why ``device`` (a runtime.opencl.device.Device) cannot view a buffer
+    as a 2-D image (None: it can)."""
+    if EXTENSION in device.extensions or device.cl_device.version.startswith("OpenCL 2."):
+        if device.alignments is None:
+            return (f"{device.name}'s CL_DEVICE_IMAGE_PITCH_ALIGNMENT could not be read, so a "
+                    "2-D image over the buffer could not be checked")
+        return None
+    return f"{device.name} has no {EXTENSION} (a 2-D image over a buffer)"
 
-    def image_from_buffer(self) -> str | None:
-        """Why the device cannot view a buffer as a 2-D image (None: it can)."""
-        dev = self.device
-        if EXTENSION in dev.extensions.split() or dev.version.startswith("OpenCL 2."):
-            if self.image_alignments() is None:
-                return (f"{self.device_name}'s CL_DEVICE_IMAGE_PITCH_ALIGNMENT could not be "
-                        "read, so a 2-D image over the buffer could not be checked")
-            return None
-        return f"{self.device_name} has no {EXTENSION} (a 2-D image over a buffer)"
 
-    def image_alignments(self) -> tuple[int, int] | None:
-        """(pitch, base address) alignment of the device's images over buffers,
-        in pixels (0: none); None where the device cannot be asked."""
-        with _TOLD_LOCK:
-            if "_image_alignments" not in self.__dict__:
-                self.__dict__["_image_alignments"] = _alignments(self.device)
-            return self.__dict__["_image_alignments"]
-
-    def pitch_alignment(self) -> int:
-        """CL_DEVICE_IMAGE_PITCH_ALIGNMENT in pixels (0: none, as on a
-        device without cl_khr_image2d_from_buffer, or where it cannot be read)."""
-        found = self.image_alignments()
-        return 0 if found is None else found[0]
-
-    def view_buffer(self, side, buffer, row_pitch=None) -> BufferView:
-        """The storage of ``side`` (an ImageDesc) on the caller's ``buffer``
-        (see the module docstring); ``row_pitch`` in pixels (Memory turned
-        the caller's bytes into pixels), None for dense rows."""
-        if not isinstance(buffer, cl.Buffer):
-            raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "
-                               f"{type(buffer).__name__}")
-        if buffer.context != self.context:
-            raise ClayoutError(f"the cl.Buffer belongs to another context than engine "
-                               f"{self!r}; pass engine=None or an engine on its context")
-        if side.is_zero:   # nothing to hold, as a Memory of no elements
-            return BufferView(None, None, False, None)
-        check_fits(side, self.storage_limits)
-        if side.storage.on_buffer:
-            return self._own_buffer(side, buffer, row_pitch)
-        if not side.storage.views_buffer:
-            _no_pitch(side, row_pitch)
-        pitch = buffer_pitch(side, buffer.size, row_pitch)    # too small: refused
-        row_bytes = pitch * side.lanes * side.dtype.itemsize
-        if side.storage.views_buffer:
-            why = self.image_from_buffer()
-            if why is None:
-                why = misaligned(side, pitch, *self.image_alignments(), buffer_address(buffer),
-                                 self.device_name)
-            if why is None:
-                return BufferView(self._image_over(side, buffer, pitch), None, False, row_bytes)
-        else:
-            why = (f"layout {side.layout.name!r} is on {side.storage.name} storage; only a 2-D "
-                   "image can view a buffer")
-        reason = f"{why}: the buffer's bytes were copied into a new image"
-        return BufferView(self._image_copy(side, buffer, pitch), reason, self._first(reason),
-                          row_bytes)
-
-    def _own_buffer(self, side, buffer, row_pitch) -> BufferView:
+def view_buffer(memory, side, buffer, row_pitch=None) -> BufferView:
+    """The storage of ``side`` (an ImageDesc) on the caller's ``buffer``
+    (see the module docstring), made through ``memory`` (the engine's
+    runtime.opencl.memory.DeviceMemory); ``row_pitch`` in pixels (Memory
+    turned the caller's bytes into pixels), None for dense rows. ``first``
+    is left False: the engine says whether it told that reason before."""
+    device = memory.device
+    if not isinstance(buffer, cl.Buffer):
+        raise ClayoutError(f"Memory.from_buffer takes a pyopencl Buffer, got "
+                           f"{type(buffer).__name__}")
+    if buffer.context != device.context:
+        raise ClayoutError(f"the cl.Buffer belongs to another context than the engine's "
+                           f"({device.name}); pass engine=None or an engine on its context")
+    if side.is_zero:   # nothing to hold, as a Memory of no elements
+        return BufferView(None, None, False, None)
+    check_fits(side, device.limits)
+    if side.storage.on_buffer:
         _no_pitch(side, row_pitch)
         wrong = images.matches(buffer, side)
         if wrong:
             raise ClayoutError(wrong)
         return BufferView(buffer, None, False, None)
+    if not side.storage.views_buffer:
+        _no_pitch(side, row_pitch)
+    pitch = buffer_pitch(side, buffer.size, row_pitch)    # too small: refused
+    row_bytes = pitch * side.lanes * side.dtype.itemsize
+    if side.storage.views_buffer:
+        why = image_from_buffer_refusal(device)
+        if why is None:
+            why = misaligned(side, pitch, *device.alignments, buffer_address(buffer),
+                             device.name)
+        if why is None:
+            return BufferView(_image_over(memory, side, buffer, pitch), None, False, row_bytes)
+    else:
+        why = (f"layout {side.layout.name!r} is on {side.storage.name} storage; only a 2-D "
+               "image can view a buffer")
+    reason = f"{why}: the buffer's bytes were copied into a new image"
+    return BufferView(_image_copy(memory, side, buffer, pitch), reason, False, row_bytes)
 
-    def _image_over(self, side, buffer, pitch: int) -> cl.Image:
-        why = images.unsupported(self.context, side)
-        if why:
-            raise ClayoutError(why)
-        desc = cl.ImageDescriptor()
-        desc.image_type = cl.mem_object_type.IMAGE2D
-        desc.shape = (side.width, side.height)
-        desc.pitches = (pitch * side.lanes * side.dtype.itemsize,)
-        desc.buffer = buffer
-        # flags 0: the image takes the buffer's own access flags
-        return cl.Image(self.context, 0, images.image_format(side.dtype, side.lanes), desc=desc)
 
-    def _image_copy(self, side, buffer, pitch: int) -> cl.Image:
-        """A new image holding the buffer's pixels, copied on the device (a
-        pitched buffer is first made dense by a rectangle copy). A
-        sub-buffer is read as its parent from the sub-buffer's origin: PoCL
-        3.1 crashes (SIGSEGV) copying from a sub-buffer into an image or by
-        a rectangle, while a copy from the parent at an offset is plain."""
-        image = images.create(self.context, side, self.storage_limits)
-        source, start, wait = buffer, 0, None
-        if buffer.associated_memobject is not None:   # no sub-buffer of a sub-buffer in OpenCL
-            source, start = buffer.associated_memobject, int(buffer.offset)
-        if pitch != side.width:
-            row = side.width * side.lanes * side.dtype.itemsize
-            dense = self.new_buffer(row * side.height)
-            wait = [cl.enqueue_copy(self.queue, dense, source, src_origin=(start, 0),
-                                    dst_origin=(0, 0), region=(row, side.height),
-                                    src_pitches=(pitch * side.lanes * side.dtype.itemsize,),
-                                    dst_pitches=(row,))]
-            source, start = dense, 0
-        event = cl.enqueue_copy(self.queue, image, source, offset=start,
-                                origin=images.origin(side), region=images.region(side),
-                                wait_for=wait)
-        if not self.in_order:   # the copy is part of making the Memory
-            event.wait()
-        return image
+def _image_over(memory, side, buffer, pitch: int) -> cl.Image:
+    why = images.unsupported(memory.context, side)
+    if why:
+        raise ClayoutError(why)
+    desc = cl.ImageDescriptor()
+    desc.image_type = cl.mem_object_type.IMAGE2D
+    desc.shape = (side.width, side.height)
+    desc.pitches = (pitch * side.lanes * side.dtype.itemsize,)
+    desc.buffer = buffer
+    memory._count("images")
+    # flags 0: the image takes the buffer's own access flags
+    return cl.Image(memory.context, 0, images.image_format(side.dtype, side.lanes), desc=desc)
 
-    def _first(self, reason: str) -> bool:
-        """True the first time this engine copies for ``reason``."""
-        with _TOLD_LOCK:
-            told = self.__dict__.setdefault("_told", set())
-            first = reason not in told
-            told.add(reason)
-            return first
+
+def _image_copy(memory, side, buffer, pitch: int) -> cl.Image:
+    """A new image holding the buffer's pixels, copied on the device (a
+    pitched buffer is first made dense by a rectangle copy). A
+    sub-buffer is read as its parent from the sub-buffer's origin: PoCL
+    3.1 crashes (SIGSEGV) copying from a sub-buffer into an image or by
+    a rectangle, while a copy from the parent at an offset is plain."""
+    image = memory.image(side)
+    source, start, wait = buffer, 0, None
+    queue = memory.queue
+    if buffer.associated_memobject is not None:   # no sub-buffer of a sub-buffer in OpenCL
+        source, start = buffer.associated_memobject, int(buffer.offset)
+    if pitch != side.width:
+        row = side.width * side.lanes * side.dtype.itemsize
+        dense = memory.buffer(row * side.height)
+        wait = [cl.enqueue_copy(queue, dense, source, src_origin=(start, 0),
+                                dst_origin=(0, 0), region=(row, side.height),
+                                src_pitches=(pitch * side.lanes * side.dtype.itemsize,),
+                                dst_pitches=(row,))]
+        source, start = dense, 0
+    event = cl.enqueue_copy(queue, image, source, offset=start,
+                            origin=images.origin(side), region=images.region(side),
+                            wait_for=wait)
+    if not memory.device.in_order:   # the copy is part of making the Memory
+        event.wait()
+    return image
 
 
 def _no_pitch(side, row_pitch) -> None:
@@ -229,11 +206,11 @@ def _no_pitch(side, row_pitch) -> None:
 
 def device_pitch_alignment(device: cl.Device) -> int:
     """CL_DEVICE_IMAGE_PITCH_ALIGNMENT of ``device`` in pixels (0: none or unreadable)."""
-    found = _alignments(device)
+    found = alignments(device)
     return 0 if found is None else found[0]
 
 
-def _alignments(device: cl.Device) -> tuple[int, int] | None:
+def alignments(device: cl.Device) -> tuple[int, int] | None:
     """CL_DEVICE_IMAGE_PITCH_ALIGNMENT and _BASE_ADDRESS_ALIGNMENT of
     ``device``, read through the OpenCL library pyopencl uses (pyopencl has
     no names for them); None where that fails."""

@@ -26,33 +26,39 @@ def _rect(tile, image) -> dict:
 
 
 def to_tiles(engine, src, dst, flat: np.ndarray, tile_plan) -> tuple[np.ndarray, ...]:
-    """The tiles of the ImageDesc ``dst`` written from host data in ``src``."""
-    src_buf = engine.new_buffer(flat.nbytes, flat, cl.mem_flags.READ_ONLY)
-    image_buf = engine.new_buffer(dst.memory.size)
-    engine.enqueue(src, src_buf, dst, image_buf, dense=True)
+    """The tiles of the ImageDesc ``dst`` written from host data in ``src``
+    (the source and the whole image's dense buffer leased for the call)."""
+    memory, queue = engine.memory, engine.queue
     out = []
-    for tile in tile_plan.tiles:
-        # the image array's rows and columns, then its lanes as they are (a
-        # single texture's C too): what the host engines' cut gives
-        arr = np.empty((tile.height, tile.width) + dst.array_shape[dst.storage.ndim:],
-                       dtype=dst.dtype.np)
-        cl.enqueue_copy(engine.queue, arr, image_buf, **_rect(tile, dst))
-        out.append(arr)
+    with memory.lease_buffer(flat.nbytes, cl.mem_flags.READ_ONLY) as src_buf, \
+            memory.lease_buffer(dst.memory.size) as image_buf:
+        upload = cl.enqueue_copy(queue, src_buf, flat, is_blocking=False)
+        done = engine.enqueue(src, src_buf, dst, image_buf, dense=True, wait_for=[upload])
+        for tile in tile_plan.tiles:
+            # the image array's rows and columns, then its lanes as they are (a
+            # single texture's C too): what the host engines' cut gives
+            arr = np.empty((tile.height, tile.width) + dst.array_shape[dst.storage.ndim:],
+                           dtype=dst.dtype.np)
+            cl.enqueue_copy(queue, arr, image_buf, wait_for=[done] if done else None,
+                            **_rect(tile, dst))
+            out.append(arr)
     return tuple(out)
 
 
 def from_tiles(engine, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
     """``dst`` (1-D) read from the tiles ``parts`` of the ImageDesc ``src``."""
-    image_buf = engine.new_buffer(src.memory.size)
-    for tile, arr in zip(tile_plan.tiles, parts):
-        if np.asarray(arr).nbytes != tile.height * tile.width * src.lanes * src.dtype.itemsize:
-            raise ClayoutError(f"tile {tile.index} has shape {np.asarray(arr).shape}; "
-                               f"{src.describe()} tiles are (height, width"
-                               f"{'' if src.layout.lanes == 1 else f', {src.lanes}'}) arrays")
-        cl.enqueue_copy(engine.queue, image_buf, np.ascontiguousarray(arr),
-                        **_rect(tile, src))
+    memory, queue = engine.memory, engine.queue
     out = np.empty(dst.span, dtype=dst.dtype.np)
-    dst_buf = engine.new_buffer(out.nbytes)
-    engine.enqueue(src, image_buf, dst, dst_buf, zero_first=True, dense=True)
-    cl.enqueue_copy(engine.queue, out, dst_buf)
+    with memory.lease_buffer(src.memory.size) as image_buf, \
+            memory.lease_buffer(out.nbytes) as dst_buf:
+        for tile, arr in zip(tile_plan.tiles, parts):
+            if np.asarray(arr).nbytes != tile.height * tile.width * src.lanes * \
+                    src.dtype.itemsize:
+                raise ClayoutError(f"tile {tile.index} has shape {np.asarray(arr).shape}; "
+                                   f"{src.describe()} tiles are (height, width"
+                                   f"{'' if src.layout.lanes == 1 else f', {src.lanes}'}) "
+                                   "arrays")
+            cl.enqueue_copy(queue, image_buf, np.ascontiguousarray(arr), **_rect(tile, src))
+        done = engine.enqueue(src, image_buf, dst, dst_buf, zero_first=True, dense=True)
+        cl.enqueue_copy(queue, out, dst_buf, wait_for=[done] if done else None)
     return out

@@ -1,0 +1,126 @@
+"""The plan of one move on one device: everything the engine decides about a
+conversion between two sides, decided once and cached, so that an enqueue
+only applies it.
+
+``move_plan(src, dst, device)`` (two sides, a runtime.opencl.device.Device)
+gives a :class:`MovePlan`:
+
+* ``access``: how kernels reach the image side, if any: ``direct``
+  (read_image*/write_image*), ``staged`` (the image's dense buffer, then one
+  buffer<->image copy), ``dense`` (the image is its dense buffer: a buffer
+  storage, or a host array of an image no image object here can hold), or
+  ``buffers`` (no image); ``why`` says what decided it;
+* ``kernel``: the kernel (runtime/opencl/plan.py) or a byte copy;
+* ``host``: how host arrays reach the device (:class:`HostPath`): in place
+  (USE_HOST_PTR, a device that shares host memory), or copied into leased
+  device memory and back, a pinned array directly and a pageable one by the
+  driver's copy or through pinned staging.
+
+The rules are the device's facts and the engine's options, nothing read per
+call: ``staged`` images on CPU devices (PoCL emulates image access in
+software; staging measured 1.2-2.3x faster there), always for one-channel
+half images (PoCL 3.1 mishandles CL_R + CL_HALF_FLOAT) and formats the device
+lacks; in place on host-unified devices; on a discrete device, a pageable
+array by the driver's copy (an H100's measured pageable rates, 9.1 ms to the
+device and 5.1 back for 64 MiB, against host memcpy plus a pinned copy of
+about the same; CLAYOUT_OPENCL_HOST_PATH=staging forces the pinned route,
+for the bench to measure both).
+
+>>> from runtime.opencl.device import Device, Options          # doctest: +SKIP
+>>> p = move_plan(MemoryDesc((1, 8, 2, 2)), ImageDesc(image_layout("in_out_channel"),
+...               (1, 8, 2, 2)), device)                        # doctest: +SKIP
+>>> p.access, p.why                                             # doctest: +SKIP
+('staged', 'a CPU device: image access is emulated, staging is faster')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..cache import LRU
+from . import images
+from .plan import ByteCopy, Kernel, plan, side_key
+
+PLANS = LRU("OpenCL move plans", "CLAYOUT_PLAN_CACHE", 4096)
+
+
+@dataclass(frozen=True)
+class HostPath:
+    """How a host array crosses to the device and back: ``in_place`` (the
+    kernels work on the caller's arrays through USE_HOST_PTR), else through
+    leased device memory, a pageable array by ``pageable`` ("driver": the
+    driver's own copy; "staging": through a leased pinned array) and a
+    pinned one (runtime.empty_pinned) directly."""
+    in_place: bool
+    pageable: str
+
+    def describe(self) -> str:
+        if self.in_place:
+            return "in place (the device shares host memory)"
+        return (f"copied through pooled device memory; pinned arrays directly, pageable ones "
+                f"by {'the driver' if self.pageable == 'driver' else 'pinned staging'}")
+
+
+@dataclass(frozen=True, eq=False)
+class MovePlan:
+    """One move on one device, decided: see the module docstring. ``kernel``
+    asks runtime/opencl/plan.py (cached there) for the kernel of these
+    sides, which a hot shape's repeated use may bake (its one rule)."""
+    src: object
+    dst: object
+    image: object | None
+    access: str
+    why: str
+    host: HostPath
+    aliased: bool
+    through_buffers: bool
+    rule: tuple[int, int]
+
+    @property
+    def kernel(self) -> Kernel | ByteCopy:
+        return plan(self.src, self.dst, staged=self.through_buffers, aliased=self.aliased,
+                    rule=self.rule)
+
+    @property
+    def image_object(self) -> bool:
+        """Whether the image side is held in an image object (direct access)."""
+        return self.access == "direct"
+
+
+def access_of(image, device) -> tuple[str, str]:
+    """(access, why) of the ImageDesc ``image`` on ``device``."""
+    if image.storage.on_buffer:
+        return "dense", f"{image.storage.name} storage: the image is its dense buffer"
+    if image.dtype.name == "f16" and image.lanes == 1:
+        return "staged", "a one-channel half image (PoCL 3.1 mishandles CL_R + CL_HALF_FLOAT)"
+    why = images.unsupported(device.context, image)
+    if why:
+        return "dense", f"no image object here: {why}"
+    if device.stages_images:
+        return "staged", ("image_access='staged'" if device.options.image_access == "staged"
+                          else "a CPU device: image access is emulated, staging is faster")
+    return "direct", ("image_access='direct'" if device.options.image_access == "direct"
+                      else "a device with image hardware: read_image*/write_image*")
+
+
+def host_path(device) -> HostPath:
+    """How host arrays reach ``device`` (the rule of the module docstring)."""
+    if device.host_in_place:
+        return HostPath(True, "driver")
+    chosen = device.options.host_path
+    return HostPath(False, "staging" if chosen == "staging" else "driver")
+
+
+def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> MovePlan:
+    """The plan of ``src`` -> ``dst`` on ``device``; ``aliased``: the same
+    buffer and desc on both sides (a padding pass); ``dense``: the caller
+    holds the image side as its dense buffer whatever its access (tiles).
+    Cached per (device, sides, flags)."""
+    def make() -> MovePlan:
+        image = src if src.is_image else dst if dst.is_image else None
+        access, why = ("buffers", "no image side") if image is None else \
+            access_of(image, device)
+        rule = (device.options.specialize_bytes, device.options.specialize_after)
+        return MovePlan(src, dst, image, access, why, host_path(device), aliased,
+                        dense or access != "direct", rule)
+    source = ("frame", src) if getattr(src, "is_frame", False) else side_key(src)
+    return PLANS.get((device.key, source, side_key(dst), aliased, dense), make)
