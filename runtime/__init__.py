@@ -10,7 +10,8 @@ The public API (docs/ has every detail; the command line is ``clayout``):
 * layouts: ``image_layout(name)``, ``IMAGE_LAYOUTS`` (the named ones),
   ``ImageLayout``, ``ImageDesc``, ``physical_shape``; tags: ``parse_tag``;
 * buffers: ``MemoryDesc``, ``Axis``, ``Memory`` (data on an engine, e.g. a
-  device), ``convert`` (the dtype rules);
+  device), ``convert`` (the dtype rules); ``empty_pinned``: a host array
+  the device transfers at its full rate;
 * models: ``load_images(path, engine=None)``: the images a ``clayout model``
   file holds, as ``Memory`` on an engine;
 * placement: ``choose_layout`` / ``layout_choice`` (``LayoutChoice``): which

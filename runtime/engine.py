@@ -63,6 +63,24 @@ def device_pitch_alignment(device) -> int:
     return read(device)
 
 
+def device_memory_lines() -> list[str]:
+    """What each OpenCL engine of this process keeps for reuse: its device
+    memory pool (runtime/opencl/pool.py), for ``clayout caches``; the
+    process-wide engine's where none was made yet (a new process: empty)."""
+    if not opencl_available():
+        return ["device memory pools: no OpenCL device here"]
+    from .opencl import engine as cl_engine
+    cl_engine.default()
+    lines = []
+    for eng in cl_engine.live():
+        st = eng.memory.stats()
+        lines.append(f"device memory pool of {eng.device.describe()}: {st['objects']} free "
+                     f"objects, {st['bytes']} bytes of a {st['bound']}-byte bound "
+                     f"(CLAYOUT_OPENCL_POOL_BYTES); made {st['made']}, reused {st['reused']}, "
+                     f"released {st['released']}; engine.close() releases them")
+    return lines
+
+
 def opencl_available() -> bool:
     """True when the opencl engine can run here: it loads and finds a device
     with image support (``opencl_missing`` says why not)."""

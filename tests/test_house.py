@@ -70,7 +70,10 @@ def test_every_cache_is_in_the_registry_listed_by_the_cli_and_the_docs(capsys):
     from conftest import run
     code, out, _ = run(capsys, "caches")
     assert code == 0
-    listed = {line.split("  ")[0] for line in out.splitlines()[2:-1]}
+    lines = out.splitlines()
+    end = next(i for i, line in enumerate(lines) if " caches; " in line)
+    listed = {line.split("  ")[0] for line in lines[2:end]}
+    assert all(line.startswith("device memory pool") for line in lines[end + 1:]), lines[end:]
     assert listed == set(cache.REGISTRY) and len(listed) >= 15
     docs = (ROOT.parent / "docs" / "engines.md").read_text()
     assert set(re.findall(r"^\| `([^`]+)` \|", docs, re.M)) >= listed

@@ -12,7 +12,9 @@ import runtime
 
 from runtime import IMAGE_LAYOUTS, ClayoutError, MemoryDesc
 from strategies import MOVED
+from runtime.opencl import moves
 from runtime.opencl import plan as cl_plan
+from runtime.opencl.engine import OpenCLEngine
 from runtime.opencl import programs
 from conftest import THOROUGH, from_img, image_side, to_img
 
@@ -184,17 +186,17 @@ def test_specializing_by_use_can_be_turned_off(monkeypatch):
 
 def test_the_baked_program_gives_the_same_bits(cl_engine, monkeypatch):
     """Calls before and after a shape turns hot return the same image."""
-    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")      # read by the engine made next
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
-    cl_plan.clear_cache()
-    cl_plan.USES.clear()
+    eng = OpenCLEngine(queue=cl_engine.queue)
     dims = (1, 61, 33, 35)                                       # C tail, 275 KiB
     x = np.random.default_rng(3).standard_normal(dims).astype(np.float32)
     src = MemoryDesc(dims)
     layout = IMAGE_LAYOUTS["in_out_height"]
-    images = [to_img(cl_engine, x.reshape(-1), layout, src, "f16") for _ in range(4)]
     image = image_side(layout, src.dims, "f16")
-    assert not cl_plan.plan(src, image, staged=cl_engine.staged(image)).generic
+    assert moves.move_plan(src, image, eng.device).generic
+    images = [to_img(eng, x.reshape(-1), layout, src, "f16") for _ in range(4)]
+    assert not moves.move_plan(src, image, eng.device).generic
     assert all(np.array_equal(images[0].view(np.uint16), im.view(np.uint16)) for im in images)
 
 

@@ -228,19 +228,17 @@ def test_a_shape_turning_hot_under_threads(request, monkeypatch):
     """Eight threads convert one shape of 275 KiB on one engine while it
     switches from its family's generic program to its baked one (after 2
     calls here): every result has the single-threaded bits."""
-    from runtime.opencl import plan as cl_plan
-    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")
+    from runtime.opencl import moves
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")     # read by the engines made next
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
-    eng = _engine(request, "opencl-staged")
     dims = (1, 61, 33, 35)
     x = _values(dims, "f32", 5)
-    cl_plan.clear_cache()
-    want = to_image(x, "in_out_height", dtype="f16", engine=eng)
-    cl_plan.clear_cache()      # the threads start on the generic program again
+    want = to_image(x, "in_out_height", dtype="f16", engine=_engine(request, "opencl-staged"))
+    eng = _engine(request, "opencl-staged")   # a new engine: its plans start generic again
+    src = MemoryDesc(dims)
+    image = image_side(runtime.image_layout("in_out_height"), src.dims, "f16")
+    assert moves.move_plan(src, image, eng.device).generic
     got = _run_threads(lambda t, k: [to_image(x, "in_out_height", dtype="f16", engine=eng)]
                        if k < 12 else [])
     assert all(np.array_equal(bits(r[0]), bits(want)) for r in got.values() if r)
-    src = MemoryDesc(dims)
-    layout = runtime.image_layout("in_out_height")
-    image = image_side(layout, src.dims, "f16")
-    assert not cl_plan.plan(src, image, staged=eng.staged(image)).generic
+    assert not moves.move_plan(src, image, eng.device).generic

@@ -16,17 +16,18 @@ from runtime.algebra import hostarray
 from runtime.algebra.desc import MemoryDesc
 
 
-def public_call(x: np.ndarray, src: MemoryDesc, target, engine):
+def public_call(x: np.ndarray, src: MemoryDesc, target, engine, empty=np.empty):
     """A call of runtime.reorder (``target`` a MemoryDesc) or runtime.to_image
     (``target`` an ImageDesc, or an ImageLayout) on host array ``x`` (src's
-    physical elements) writing into one reused ``out=`` array."""
+    physical elements) writing into one reused ``out=`` array, made by
+    ``empty(shape, dtype)`` (runtime.empty_pinned for a pinned one)."""
     if isinstance(target, MemoryDesc):
-        out = np.empty(target.span, target.dtype.np)
+        out = empty(target.span, target.dtype.np)
         return lambda: api.reorder(x, src, target, engine=engine, out=out)
     layout = getattr(target, "layout", target)
     tag = next(t for t in ("nchw", "nhwc", "oihw") if MemoryDesc(src.dims, tag=t) == src)
     arr = x.reshape(hostarray.physical_shape(src))
-    out = np.empty(layout.array_shape(src.dims), src.dtype.np)
+    out = empty(layout.array_shape(src.dims), src.dtype.np)
     return lambda: api.to_image(arr, layout, src=tag, engine=engine, out=out)
 
 

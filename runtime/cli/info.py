@@ -14,7 +14,8 @@ import sys
 
 import numpy as np
 
-from .. import cache, placement
+from .. import cache
+from .. import engine as engines, placement
 from ..algebra import catalog, dtypes, peers, tiles
 from ..algebra.catalog import NAMED, image_layout
 from ..algebra.layout import ImageDesc
@@ -251,6 +252,8 @@ def cmd_caches(args) -> int:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
     print(f"{len(rows)} caches; runtime.cache.clear_all() empties them, a cache's .size "
           "changes its bound at run time")
+    for line in engines.device_memory_lines():
+        print(line)
     for name, why in skipped:
         print(f"not loaded: {name} ({why}): its caches are not listed", file=sys.stderr)
     return 0

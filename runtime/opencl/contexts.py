@@ -73,3 +73,10 @@ def finish_all() -> None:
             engine.queue.finish()
         except Exception:   # noqa: BLE001 - at exit a dead queue is no reason to fail
             pass
+
+
+def live() -> list:
+    """Every engine of this process still alive (made by clayout or the caller)."""
+    with _ALL_LOCK:
+        return list(_ALL)
+

@@ -60,7 +60,7 @@ from ..contract import Engine
 from ..errors import ClayoutError
 from . import host, images, programs, tiles
 from . import transform as transform_kernel
-from .contexts import engine_of, register, track
+from .contexts import engine_of, live, register, track  # noqa: F401  (live: re-exported)
 from .device import IMAGE_ACCESS, Device, Options, pick_context
 from .memory import DeviceMemory
 from .moves import access_of, host_path, move_plan

@@ -38,21 +38,14 @@ def move(engine, src, dst, data, out=None) -> np.ndarray:
     arr = np.ascontiguousarray(data)
     p = move_plan(src, dst, engine.device)
     out = np.empty(shape, dtype=dst.dtype.np) if out is None else out
-    src_image = src.is_image and p.image_object
-    dst_image = dst.is_image and p.image_object
-    with contextlib.ExitStack() as stack:
-        if src_image:
-            src_mem, wait = stack.enter_context(image_in(engine, src, arr))
-        else:
-            src_mem, wait = stack.enter_context(array_in(engine, arr, p.host))
-        if dst_image:
-            dst_mem, back = stack.enter_context(image_out(engine, dst, out))
-        else:
-            dst_mem, back = stack.enter_context(array_out(engine, out, p.host))
-            if not dst.is_image:
-                wait = wait + engine.zero_rest(dst_mem, dst.memory)
-        event = engine.launch(p.kernel, src_mem, dst_mem, wait or None)
-        back(event)
+    source = image_in(engine, src, arr) if src.is_image and p.image_object else \
+        array_in(engine, arr, p.host)
+    target = image_out(engine, dst, out) if dst.is_image and p.image_object else \
+        array_out(engine, out, p.host)
+    with source as (src_mem, wait), target as (dst_mem, back):
+        if not dst.is_image:
+            wait = wait + engine.zero_rest(dst_mem, dst.memory)
+        back(engine.launch(p.kernel, src_mem, dst_mem, wait or None))
     return out
 
 

@@ -34,11 +34,11 @@ for the bench to measure both).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..cache import LRU
 from . import images
-from .plan import ByteCopy, Kernel, plan, side_key
+from .plan import ByteCopy, Kernel, bake_after, plan, side_key
 
 PLANS = LRU("OpenCL move plans", "CLAYOUT_PLAN_CACHE", 4096)
 
@@ -63,8 +63,9 @@ class HostPath:
 @dataclass(frozen=True, eq=False)
 class MovePlan:
     """One move on one device, decided: see the module docstring. ``kernel``
-    asks runtime/opencl/plan.py (cached there) for the kernel of these
-    sides, which a hot shape's repeated use may bake (its one rule)."""
+    is the generic kernel until the shape is hot, then the baked one
+    (runtime/opencl/plan.py's rule, ``bake_after``: counted here, once per
+    plan, not per call site)."""
     src: object
     dst: object
     image: object | None
@@ -73,12 +74,25 @@ class MovePlan:
     host: HostPath
     aliased: bool
     through_buffers: bool
-    rule: tuple[int, int]
+    _kernel: list = field(repr=False)   # [the kernel now, uses left before baking or None]
 
     @property
     def kernel(self) -> Kernel | ByteCopy:
-        return plan(self.src, self.dst, staged=self.through_buffers, aliased=self.aliased,
-                    rule=self.rule)
+        state = self._kernel
+        left = state[1]
+        if left is not None:      # generic until hot (a race bakes a call early or late: same bits)
+            left -= 1
+            state[1] = left
+            if left <= 0:
+                state[0] = plan(self.src, self.dst, staged=self.through_buffers,
+                                aliased=self.aliased, bake=True)
+                state[1] = None
+        return state[0]
+
+    @property
+    def generic(self) -> bool:
+        """Whether the kernel it runs now is the generic one (not yet baked)."""
+        return bool(getattr(self._kernel[0], "generic", False))
 
     @property
     def image_object(self) -> bool:
@@ -120,7 +134,11 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
         access, why = ("buffers", "no image side") if image is None else \
             access_of(image, device)
         rule = (device.options.specialize_bytes, device.options.specialize_after)
-        return MovePlan(src, dst, image, access, why, host_path(device), aliased,
-                        dense or access != "direct", rule)
+        through = dense or access != "direct"
+        after = None if getattr(src, "is_frame", False) else \
+            bake_after((src.memory, dst.memory), rule)
+        kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0)
+        return MovePlan(src, dst, image, access, why, host_path(device), aliased, through,
+                        [kernel, after if after else None])
     source = ("frame", src) if getattr(src, "is_frame", False) else side_key(src)
     return PLANS.get((device.key, source, side_key(dst), aliased, dense), make)

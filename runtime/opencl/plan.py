@@ -85,6 +85,21 @@ def bake_rule() -> tuple[int, int]:
     return specialize_bytes(), specialize_after()
 
 
+def bake_after(descs, rule) -> int | None:
+    """When a conversion of these descs gets its baked program, by the rule
+    (bytes, after): 0 at once (at least the rule's bytes), n on its n-th use
+    (at least ``HOT_BYTES``: after the rule's count of uses), None never."""
+    limit, after = rule
+    if limit < 0:
+        return None
+    size = max(d.size for d in descs)
+    if size >= limit:
+        return 0
+    if after <= 0 or size < HOT_BYTES:
+        return None
+    return after + 1
+
+
 def _bake(key, descs, rule) -> bool:
     """The one place that chooses a specialized program over the generic
     one: at least the rule's bytes, or at least ``HOT_BYTES`` and converted
