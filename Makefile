@@ -6,6 +6,9 @@
 #                set, 50 hypothesis examples a property), the 25 slowest tests listed
 #   make test-thorough  the same with every case: the full grids and 120
 #                examples a property (CLAYOUT_TEST_PROFILE=thorough)
+#   make test-tiled  the ci tier with every OpenCL engine on the tiled kernel
+#                family (CLAYOUT_OPENCL_TILED=1: what a GPU runs for moves that
+#                transpose; CPU devices run the direct family by default)
 #   make test-fast  the suite without the tests marked slow, for local work:
 #                the dev tier (30 examples a property; ci where CI=true, or the
 #                tier CLAYOUT_TEST_PROFILE names)
@@ -51,7 +54,7 @@ define debs
 	fi
 endef
 
-.PHONY: setup setup-test deps deps-test venv demo test test-thorough test-fast bench clean distclean
+.PHONY: setup setup-test deps deps-test venv demo test test-thorough test-tiled test-fast bench clean distclean
 
 setup: deps venv
 setup-test: deps-test venv
@@ -83,6 +86,9 @@ test: setup-test
 
 test-thorough: setup-test
 	CLAYOUT_TEST_PROFILE=thorough $(PY) -m pytest -q tests --durations=25 $(PYTEST_ARGS)
+
+test-tiled: setup-test
+	CLAYOUT_OPENCL_TILED=1 CLAYOUT_TEST_PROFILE=ci $(PY) -m pytest -q tests $(PYTEST_ARGS)
 
 test-fast: setup-test
 	$(PY) -m pytest -q tests -m "not slow" $(PYTEST_ARGS)

@@ -1,7 +1,37 @@
-## One kernel family for every conversion: buffer->buffer, buffer->image,
+## One kernel for every conversion: buffer->buffer, buffer->image,
 ## image->buffer. Python (runtime/opencl/render.py) hands in finished C
-## snippets; this file only gives them their structure. One work item writes
-## one destination vector (a buffer run of V elements) or one pixel.
+## snippets; this file only gives them their structure. The direct family:
+## one work item writes one destination vector (a buffer run of V elements)
+## or one pixel. The tiled family (``tile`` set): a work-group loads a tile of
+## such cells into local memory with consecutive work items along the
+## source's contiguous direction, then stores it with consecutive work items
+## along the destination's.
+<%def name="load_cell(pad)">\
+% for j in range(vector):
+${pad}${dst_type} v${j};
+% endfor
+% for run in runs:
+%   if run["guard"] is None:
+${pad}{
+${pad}    ${run["load"]}
+%     for j, value in run["fast"]:
+${pad}    v${j} = ${value};
+%     endfor
+${pad}}
+%   else:
+${pad}if (${run["guard"]}) {
+${pad}    ${run["load"]}
+%     for j, value in run["fast"]:
+${pad}    v${j} = ${value};
+%     endfor
+${pad}} else {
+%     for j, value in run["slow"]:
+${pad}    v${j} = ${value};
+%     endfor
+${pad}}
+%   endif
+% endfor
+</%def>\
 // clayout ${summary}
 % for line in pragmas:
 ${line}
@@ -13,6 +43,7 @@ __constant sampler_t clayout_sampler =
 % endif
 typedef ${index_type} idx_t;
 
+% if tile is None:
 __kernel void ${name}(${src_param}, ${dst_param}${params})
 {
     ${ids}
@@ -21,29 +52,38 @@ __kernel void ${name}(${src_param}, ${dst_param}${params})
 % for line in prologue:
     ${line}
 % endfor
-% for j in range(vector):
-    ${dst_type} v${j};
-% endfor
-% for run in runs:
-%   if run["guard"] is None:
-    {
-        ${run["load"]}
-%     for j, value in run["fast"]:
-        v${j} = ${value};
-%     endfor
-    }
-%   else:
-    if (${run["guard"]}) {
-        ${run["load"]}
-%     for j, value in run["fast"]:
-        v${j} = ${value};
-%     endfor
-    } else {
-%     for j, value in run["slow"]:
-        v${j} = ${value};
-%     endfor
-    }
-%   endif
-% endfor
+${load_cell("    ")}\
     ${store}
 }
+% else:
+__kernel __attribute__((reqd_work_group_size(${tile["items"]}, 1, 1)))
+void ${name}(${src_param}, ${dst_param}${params})
+{
+    __local ${dst_type} tile[${tile["words"]}];
+    ${ids}
+    for (uint e = lid; e < ${tile["cells"]}u; e += ${tile["items"]}u) {
+        const uint ca = e / ${tile["along"]}u, cb = e % ${tile["along"]}u;
+        const idx_t g0 = ta * ${tile["across"]} + ca, g1 = tb * ${tile["along"]} + cb;
+        if (${guard}) {
+% for line in prologue:
+            ${line}
+% endfor
+${load_cell("            ")}\
+% for j in range(vector):
+            tile[${tile["slot"][j]}] = v${j};
+% endfor
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint e = lid; e < ${tile["cells"]}u; e += ${tile["items"]}u) {
+        const uint ca = e % ${tile["across"]}u, cb = e / ${tile["across"]}u;
+        const idx_t g0 = ta * ${tile["across"]} + ca, g1 = tb * ${tile["along"]} + cb;
+        if (${guard}) {
+% for j in range(vector):
+            const ${dst_type} v${j} = tile[${tile["slot"][j]}];
+% endfor
+            ${store}
+        }
+    }
+}
+% endif

@@ -169,9 +169,17 @@ def start_child(key, argv, env=None, cwd=None, timeout: float = 300) -> None:
     """Queue ``argv`` (unless ``key`` already is) for the background runner,
     its output into files that ``child_result(key)`` reads: for a test whose
     check runs in child processes of its own (tests/test_caches.py,
-    tests/test_imports.py, tests/test_opencl_kernels.py)."""
+    tests/test_imports.py, tests/test_opencl_kernels.py). A child's PoCL
+    kernel cache is the children's own (unless ``env`` names one): PoCL's
+    on-disk cache is not safe for two processes building the same kernels
+    at once (pocl/pocl#430, #1480; a build in the suite crashed in PoCL
+    while a child built the same kernels), and the children run one at a
+    time."""
     if key in _CHILDREN:
         return
+    env = dict(os.environ if env is None else env)
+    if env.get("POCL_CACHE_DIR") in (None, os.environ.get("POCL_CACHE_DIR")):   # the suite's
+        env["POCL_CACHE_DIR"] = str(child_dir("pocl-cache"))
     _CHILDREN[key] = _Child(argv, env, cwd, _folder() / str(len(_CHILDREN)), timeout)
     _QUEUE.put(_CHILDREN[key])
 

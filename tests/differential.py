@@ -9,7 +9,8 @@ reversed or transposed view, misaligned, big-endian), and whether ``out=`` is
 given (filled with junk first: every element of the result must be written).
 The engines (``engines()``): reference, cpu on its compiled and its numpy
 path, and per OpenCL implementation present its default engine, direct image
-access and the discrete-memory path (``host_in_place=False``). An engine's
+access, the discrete-memory path (``host_in_place=False``) and the tiled
+kernel family with direct image access (``tiled=True``: what a GPU runs). An engine's
 answer is its result's bits or a refusal (a ClayoutError); any other
 exception, or an answer unlike the reference's, is a disagreement. Every
 disagreement is a bug: there is no tolerance.
@@ -362,7 +363,9 @@ def engines() -> list[tuple[str, object, str | None]]:
                 (f"opencl-{short}-direct", OpenCLEngine(queue=base.queue, image_access="direct"),
                  None),
                 (f"opencl-{short}-discrete", OpenCLEngine(queue=base.queue, host_in_place=False),
-                 None)]
+                 None),
+                (f"opencl-{short}-tiled", OpenCLEngine(queue=base.queue, tiled=True,
+                                                       image_access="direct"), None)]
     return out
 
 

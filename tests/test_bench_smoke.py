@@ -51,7 +51,10 @@ def test_opencl_rows_tiny(cl_engine):
     rows = cl_bench.run([bench.SIZES["tiny"]], lines.append, engine=cl_engine, repeats=1)
     assert len(rows) == 6 and lines[0].startswith("OpenCL device:")
     assert all(r["ms"] > 0 and r["limit_ms"] > 0 and r["host_out_ms"] > 0 and r["unbaked_ms"] > 0
-               for r in rows)
+               and r["direct_ms"] > 0 and r["tiled_ms"] > 0 for r in rows)
+    # both families timed; the device's choice is one of them (direct on a CPU device)
+    assert {r["family"] for r in rows} <= {"direct", "tiled"}
+    assert "kernel family:" in lines[0] and "| family |" in lines[1]
 
 
 @pytest.mark.slow

@@ -47,15 +47,16 @@ def _sweep(plans):
     return seen
 
 
-def _reorders():
+def _reorders(tiled=False):
     for a, b in PAIRS:
         for dims in ACTIVATIONS:
-            yield cl_plan.plan(MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b))
+            yield cl_plan.plan(MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b), tiled=tiled)
     for dims in ACTIVATIONS:   # halo, strided, dtype pairs
-        yield cl_plan.plan(MemoryDesc(dims, halo=((0, 1, 1, 0), (0, 2, 1, 0)), fill=1), MemoryDesc(dims, "f16", tag="nChw8c"))
+        yield cl_plan.plan(MemoryDesc(dims, halo=((0, 1, 1, 0), (0, 2, 1, 0)), fill=1),
+                           MemoryDesc(dims, "f16", tag="nChw8c"), tiled=tiled)
         n, c, h, w = dims
         strided = MemoryDesc(dims, strides=(c * h * (w + 3), h * (w + 3), w + 3, 1))
-        yield cl_plan.plan(strided, MemoryDesc(dims, "s8", tag="nhwc"))
+        yield cl_plan.plan(strided, MemoryDesc(dims, "s8", tag="nhwc"), tiled=tiled)
 
 
 def _held(layout, dims) -> bool:
@@ -63,7 +64,7 @@ def _held(layout, dims) -> bool:
     return layout.lanes != 0 or dims[1] <= 4
 
 
-def _images():
+def _images(tiled=False):
     for layout in MOVED.values():
         for i, dims in enumerate(ACTIVATIONS):
             dims = dims[:1] if layout.kind == "argument" else dims
@@ -72,15 +73,23 @@ def _images():
             # a buffer storage is always reached as its buffer (the engine's staged)
             for staged in (True,) if layout.storage.on_buffer else (False, True):
                 for dt in ("f32", "f16"):
-                    yield cl_plan.plan(MemoryDesc(dims), image_side(layout, MemoryDesc(dims).dims, dt), staged=staged)
-                    yield cl_plan.plan(image_side(layout, MemoryDesc(dims, "f32").dims, dt), MemoryDesc(dims, "f32"), staged=staged)
+                    yield cl_plan.plan(MemoryDesc(dims), image_side(layout, MemoryDesc(dims).dims, dt),
+                                       staged=staged, tiled=tiled)
+                    yield cl_plan.plan(image_side(layout, MemoryDesc(dims, "f32").dims, dt),
+                                       MemoryDesc(dims, "f32"), staged=staged, tiled=tiled)
 
 
-def test_one_source_per_family():
-    seen = _sweep(list(_reorders()) + list(_images()))
+@pytest.mark.parametrize("tiled", [False, True], ids=["direct", "tiled"])
+def test_one_source_per_family(tiled):
+    plans = list(_reorders(tiled)) + list(_images(tiled))
+    seen = _sweep(plans)
     assert seen, "no generic kernel planned"
     several = {f: len(s) for f, s in seen.items() if len(s) > 1}
     assert not several, several
+    if tiled:   # the tiled family sizes a generic tile by the structure: few more programs
+        assert any(k.tiled for k in plans)
+        direct = _sweep(list(_reorders()) + list(_images()))
+        assert len(seen) <= 1.5 * len(direct), (len(seen), len(direct))
 
 
 def test_few_families_over_many_shapes():
@@ -105,7 +114,9 @@ def test_the_engine_builds_each_family_once(cl_engine):
         x = np.arange(np.prod(dims), dtype=np.float32).reshape(dims)
         src, dst = MemoryDesc(dims), MemoryDesc(dims, tag="nhwc")
         image = image_side(layout, dims, "f32")
-        for k in (cl_plan.plan(src, dst), cl_plan.plan(src, image, staged=cl_engine.staged(image))):
+        tiled = moves.family_of(cl_engine.device)[0]
+        for k in (cl_plan.plan(src, dst, tiled=tiled),
+                  cl_plan.plan(src, image, staged=cl_engine.staged(image), tiled=tiled)):
             families.add(k.family)
         cl_engine.convert(src, dst, x.reshape(-1))
         to_img(cl_engine, x.reshape(-1), layout, src, "f32")
@@ -131,6 +142,7 @@ def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
     programs.clear_cache()
     before = programs.STATS["builds"]
     families = set()
+    tiled = moves.family_of(cl_engine.device)[0]
     for layout in MOVED.values():
         for dims in ENGINE_DIMS:
             dims = dims[:1] if layout.kind == "argument" else dims
@@ -140,15 +152,17 @@ def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
             x = np.arange(src.span, dtype=np.float32)
             for dt in ("f32", "f16"):
                 staged = cl_engine.staged(image_side(layout, src.dims, dt))
-                families.add(cl_plan.plan(src, image_side(layout, src.dims, dt), staged=staged).family)
-                families.add(cl_plan.plan(image_side(layout, src.dims, dt), src, staged=staged).family)
+                families.add(cl_plan.plan(src, image_side(layout, src.dims, dt), staged=staged,
+                                          tiled=tiled).family)
+                families.add(cl_plan.plan(image_side(layout, src.dims, dt), src, staged=staged,
+                                          tiled=tiled).family)
                 img = to_img(cl_engine, x, layout, src, dt)
                 from_img(cl_engine, img, layout, src)
     pairs, pair_dims = ENGINE_PAIRS
     for a, b in pairs:
         for dims in pair_dims:
             src, dst = MemoryDesc(dims, tag=a), MemoryDesc(dims, tag=b)
-            families.add(cl_plan.plan(src, dst).family)
+            families.add(cl_plan.plan(src, dst, tiled=tiled).family)
             cl_engine.convert(src, dst, np.zeros(src.span, np.float32))
     built = programs.STATS["builds"] - before
     assert built <= len(families), (built, len(families))

@@ -19,9 +19,16 @@ PoCL's disk cache as found), a cached call's cost (host API, wall clock),
 and the public call on host arrays writing into a reused ``out=`` array
 (wall clock, against the same copy limit).
 
+Each case runs in both kernel families, timed in the same rounds: direct
+(one work item a vector or pixel) and tiled (local-memory tiles, what a
+GPU's plan takes for a move that transposes; a move that does not
+transpose is direct in both). ``family`` is the one the device's plan
+chooses and ``ours`` its time; the other family is printed beside it.
+
 ``report`` is called with each output line (a markdown table). Rows are
-returned as dicts: case, size, bytes, ms, unbaked_ms, limit_ms, pct_of_limit, generic_ms,
-speedup_vs_generic, first_call_ms, cached_call_ms, host_out_ms, host_out_pct.
+returned as dicts: case, size, bytes, family, ms, direct_ms, tiled_ms, direct_pct,
+tiled_pct, unbaked_ms, limit_ms, pct_of_limit, generic_ms, speedup_vs_generic,
+first_call_ms, cached_call_ms, host_out_ms, host_out_pct.
 
 Called by tools/bench.py (``python tools/bench.py``, ``clayout bench``).
 """
@@ -39,6 +46,7 @@ from runtime.algebra.desc import MemoryDesc
 from runtime import ImageDesc, image_layout
 from runtime.opencl import images
 from runtime.opencl import plan as cl_plan
+from runtime.opencl.moves import family_of, move_plan
 from runtime.opencl import programs
 from runtime.opencl.engine import OpenCLEngine, default
 
@@ -130,6 +138,21 @@ class _Bench:
         queue = cl.CommandQueue(base.context,
                                 properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.eng = OpenCLEngine(queue=queue)
+        # both families on the same queue, the device's choice among them
+        self.families = {"direct": OpenCLEngine(queue=queue, tiled=False),
+                         "tiled": OpenCLEngine(queue=queue, tiled=True)}
+        self.chosen = "tiled" if family_of(self.eng.device)[0] else "direct"
+        # the first calls of a shape: its family's generic program (an engine reads
+        # CLAYOUT_SPECIALIZE_AFTER once, when it is made; 0: never baked by use)
+        saved = os.environ.get("CLAYOUT_SPECIALIZE_AFTER")
+        os.environ["CLAYOUT_SPECIALIZE_AFTER"] = "0"
+        try:
+            self.first_calls = OpenCLEngine(queue=queue)
+        finally:
+            if saved is None:
+                del os.environ["CLAYOUT_SPECIALIZE_AFTER"]
+            else:
+                os.environ["CLAYOUT_SPECIALIZE_AFTER"] = saved
         self.ctx, self.q = self.eng.context, queue
         self.repeats = repeats
         program = programs.build(self.ctx, GENERIC)
@@ -174,34 +197,22 @@ class _Bench:
         return public_call(np.ones(src.span, np.float32), src, target, self.eng)
 
     def steady(self, limit, ours, unbaked, peer, host_out) -> dict:
-        """Medians of the copy limit, the conversion's steady state, its
-        family's generic program, the MACE-style peer kernel and the public
-        call on host arrays, their rounds in turn (so that the comparisons
-        between them hold within each round)."""
-        return _together_ms(self.q, {"limit": limit, "ours": ours, "unbaked": unbaked,
+        """Medians of the copy limit, the conversion's steady state in each
+        kernel family (``ours``: {family: launch}), its generic program, the
+        MACE-style peer kernel and the public call on host arrays, their
+        rounds in turn (so that the comparisons between them hold within
+        each round)."""
+        return _together_ms(self.q, {"limit": limit, **ours, "unbaked": unbaked,
                                      "peer": peer, "host_out": host_out}, self.repeats)
 
-    @staticmethod
-    def unbaked(call):
-        """``call`` on the family's generic program: a shape under 16 MiB runs
-        it for its first calls, then its baked one (CLAYOUT_SPECIALIZE_AFTER=0
-        for the call's length)."""
-        def run():
-            saved = os.environ.get("CLAYOUT_SPECIALIZE_AFTER")
-            os.environ["CLAYOUT_SPECIALIZE_AFTER"] = "0"
-            try:
-                call()
-            finally:
-                if saved is None:
-                    del os.environ["CLAYOUT_SPECIALIZE_AFTER"]
-                else:
-                    os.environ["CLAYOUT_SPECIALIZE_AFTER"] = saved
-        return run
+    def family_of(self, src, dst) -> str:
+        """The family the device's plan runs this move in."""
+        return "tiled" if move_plan(src, dst, self.eng.device).kernel.tiled else "direct"
 
     def reorder(self, src: MemoryDesc, dst: MemoryDesc):
         sbuf, dbuf = self._buffer(src.size), self._buffer(dst.size)
-        ours = lambda: self.eng.enqueue(src, sbuf, dst, dbuf)   # noqa: E731
-        unbaked = self.unbaked(ours)
+        ours = {f: lambda e=e: e.enqueue(src, sbuf, dst, dbuf) for f, e in self.families.items()}
+        unbaked = lambda: self.first_calls.enqueue(src, sbuf, dst, dbuf)   # noqa: E731
         n, c, h, w = src.dims
         sizes = (w, h, n * c)
         local = (min(256, 1 << (w - 1).bit_length()), 1, 1)
@@ -216,8 +227,8 @@ class _Bench:
     def to_image(self, src: MemoryDesc, image: ImageDesc):
         sbuf = self._buffer(src.size)
         img = self.new_image(image)
-        ours = lambda: self.eng.enqueue(src, sbuf, image, img)   # noqa: E731
-        unbaked = self.unbaked(ours)
+        ours = {f: lambda e=e: e.enqueue(src, sbuf, image, img) for f, e in self.families.items()}
+        unbaked = lambda: self.first_calls.enqueue(src, sbuf, image, img)   # noqa: E731
         w, h = image.width, image.height
         local = _pow2_local((w, h))
         if image.layout.name == "in_out_channel":
@@ -236,10 +247,12 @@ class _Bench:
 def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
     """Time every case at every NCHW size; see the module docstring."""
     b = _Bench(engine, repeats)
-    report(f"OpenCL device: {b.eng.device.name} ({b.eng.device.platform})")
-    report("| case | size | MB | ours ms | limit ms | % of limit | first calls ms | generic ms | "
-           "x vs generic | first call ms | cached call ms | host out= ms | % of limit |")
-    report("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    report(f"OpenCL device: {b.eng.device.name} ({b.eng.device.platform}); kernel family: "
+           f"{family_of(b.eng.device)[1]}")
+    report("| case | size | MB | family | ours ms | limit ms | % of limit | direct % | tiled % | "
+           "first calls ms | generic ms | x vs generic | first call ms | cached call ms | "
+           "host out= ms | % of limit |")
+    report("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for dims in sizes:
         n, c, h, w = dims
@@ -264,22 +277,32 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                 limit = b.copy_to_image_launch(target)
                 nbytes = target.nbytes
             shown = "x".join(map(str, src.dims))
+            family = b.family_of(src, target)
             ms = b.steady(limit, ours, unbaked, generic, b.host_out_call(src, target))
-            limit, ours, host_out = ms["limit"], ms["ours"], ms["host_out"]
+            limit, host_out = ms["limit"], ms["host_out"]
             unbaked, generic = ms["unbaked"], ms["peer"]
-            row = dict(case=name, size=shown, bytes=nbytes, ms=ours, unbaked_ms=unbaked,
-                       limit_ms=limit,
+            ours = ms[b.chosen]
+            moved = "tiled" if move_plan(src, target, b.families["tiled"].device).kernel.tiled \
+                else "direct (no transpose)"
+            row = dict(case=name, size=shown, bytes=nbytes, family=family, ms=ours,
+                       direct_ms=ms["direct"], tiled_ms=ms["tiled"],
+                       direct_pct=100 * limit / ms["direct"], tiled_pct=100 * limit / ms["tiled"],
+                       unbaked_ms=unbaked, limit_ms=limit,
                        pct_of_limit=100 * limit / ours, generic_ms=generic,
                        speedup_vs_generic=generic / ours, first_call_ms=first,
                        cached_call_ms=cached, host_out_ms=host_out,
                        host_out_pct=100 * limit / host_out)
             rows.append(row)
-            report(f"| {name} | {shown} | {nbytes / 1e6:.1f} | {ours:.2f} | {limit:.2f} | "
-                   f"{row['pct_of_limit']:.0f}% | {unbaked:.2f} | {generic:.2f} | "
+            report(f"| {name} | {shown} | {nbytes / 1e6:.1f} | {family} | {ours:.2f} | "
+                   f"{limit:.2f} | {row['pct_of_limit']:.0f}% | {row['direct_pct']:.0f}% | "
+                   f"{row['tiled_pct']:.0f}%{'' if moved == 'tiled' else ' (direct)'} | "
+                   f"{unbaked:.2f} | {generic:.2f} | "
                    f"{row['speedup_vs_generic']:.2f} | {first:.0f} | {cached:.1f} | "
                    f"{host_out:.2f} | {row['host_out_pct']:.0f}% |")
         mine = rows[-len(cases):]
         report(f"geomean {'x'.join(map(str, dims))}: kernels "
-               f"{geomean(r['pct_of_limit'] for r in mine):.0f}% of the copy limit, "
+               f"{geomean(r['pct_of_limit'] for r in mine):.0f}% of the copy limit "
+               f"(direct {geomean(r['direct_pct'] for r in mine):.0f}%, tiled "
+               f"{geomean(r['tiled_pct'] for r in mine):.0f}%), "
                f"host arrays with out= {geomean(r['host_out_pct'] for r in mine):.0f}%")
     return rows

@@ -236,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bake", action="store_true",
                    help="the specialized program (numbers baked in, as for tensors of "
                    "16 MiB and more) instead of the generic one")
+    p.add_argument("--family", choices=("auto", "direct", "tiled"), default="auto",
+                   help="the kernel family: tiled (local-memory tiles, what a GPU runs for a "
+                   "move that transposes), direct (one work item a vector or pixel), or auto: "
+                   "what the default OpenCL device chooses (direct without one)")
 
     p = command("accessor", cmd_accessor, "print the OpenCL C accessor of a layout: functions "
                 "that read (and write) it by logical index, a header to #include")

@@ -153,13 +153,18 @@ class Options:
     specialize_after: int = DEFAULT_SPECIALIZE_AFTER
 
     @classmethod
-    def read(cls, image_access: str = "auto", host_in_place: bool | None = None) -> "Options":
+    def read(cls, image_access: str = "auto", host_in_place: bool | None = None,
+             tiled: bool | None = None) -> "Options":
+        """The options of an engine made with these arguments (None: the
+        environment's, else the device decides)."""
         if image_access not in IMAGE_ACCESS:
             raise ClayoutError(f"image_access {image_access!r}; allowed: "
                                f"{', '.join(IMAGE_ACCESS)}")
-        tiled = env_choice("CLAYOUT_OPENCL_TILED", "", ("0", "1"))
+        if tiled is None:
+            chosen = env_choice("CLAYOUT_OPENCL_TILED", "", ("0", "1"))
+            tiled = None if chosen == "" else chosen == "1"
         return cls(image_access, None if host_in_place is None else bool(host_in_place),
-                   None if tiled == "" else tiled == "1",
+                   bool(tiled) if tiled is not None else None,
                    env_int("CLAYOUT_OPENCL_POOL_BYTES", None, "a byte count (0 or more)",
                            minimum=0),
                    env_choice("CLAYOUT_OPENCL_HOST_PATH", "auto", HOST_PATHS),

@@ -12,7 +12,7 @@ OpenCL device through pyopencl, as a façade over three parts:
   applies a plan; it decides nothing.
 
 ``OpenCLEngine(context=None, queue=None, device=None, image_access="auto",
-host_in_place=None)`` binds one context and queue (the user's own, or one
+host_in_place=None, tiled=None)`` binds one context and queue (the user's own, or one
 chosen by ``PYOPENCL_CTX`` / the first device with image support). Host
 arrays (``move``) are put on the device around the kernel: in place on a
 device that shares host memory, else copied into leased device memory
@@ -55,7 +55,6 @@ import numpy as np
 import pyopencl as cl
 
 from ..algebra import conversion, dtypes
-from ..algebra.hostarray import host_shape
 from ..contract import Engine
 from ..errors import ClayoutError
 from . import host, images, programs, tiles
@@ -79,15 +78,18 @@ class OpenCLEngine(Engine):
 
     def __init__(self, context: cl.Context | None = None, queue: cl.CommandQueue | None = None,
                  device: cl.Device | None = None, image_access: str = "auto",
-                 host_in_place: bool | None = None):
+                 host_in_place: bool | None = None, tiled: bool | None = None):
         """``image_access``: how kernels reach images: ``direct``
         (write_imagef / read_imagef), ``staged`` (a dense buffer plus a
         buffer<->image copy), or ``auto`` (staged on CPU devices, else direct).
         ``host_in_place``: kernels work on the caller's host arrays in place
         (USE_HOST_PTR, and a map to read the result) instead of copying them
         to and from device memory; None (default): where the device shares
-        host memory (a CPU device, or CL_DEVICE_HOST_UNIFIED_MEMORY)."""
-        options = Options.read(image_access, host_in_place)
+        host memory (a CPU device, or CL_DEVICE_HOST_UNIFIED_MEMORY).
+        ``tiled``: moves that transpose run the tiled kernel family (True) or
+        the direct one (False); None (default): ``CLAYOUT_OPENCL_TILED``,
+        else the device's facts (runtime/opencl/moves.py)."""
+        options = Options.read(image_access, host_in_place, tiled)
         if queue is not None:
             context = queue.context
         if context is None:

@@ -10,7 +10,11 @@ gives a :class:`MovePlan`:
   buffer<->image copy), ``dense`` (the image is its dense buffer: a buffer
   storage, or a host array of an image no image object here can hold), or
   ``buffers`` (no image); ``why`` says what decided it;
-* ``kernel``: the kernel (runtime/opencl/plan.py) or a byte copy;
+* ``kernel``: the kernel (runtime/opencl/plan.py) or a byte copy, of the
+  family ``family_of`` chose for the device (``tiled``, ``family_why``):
+  moves that transpose go through local-memory tiles on a GPU, one work
+  item a vector on a CPU device (measured faster there: local memory is
+  ordinary memory); a move that does not transpose is direct either way;
 * ``host``: how host arrays reach the device (:class:`HostPath`): in place
   (USE_HOST_PTR, a device that shares host memory), or copied into leased
   device memory and back, a pinned array directly and a pageable one by the
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 
 from ..cache import LRU
 from . import images
+from .launch import TILE_BYTES, TILE_ITEMS
 from .plan import ByteCopy, Kernel, bake_after, plan, side_key
 
 PLANS = LRU("OpenCL move plans", "CLAYOUT_PLAN_CACHE", 4096)
@@ -74,6 +79,8 @@ class MovePlan:
     host: HostPath
     aliased: bool
     through_buffers: bool
+    tiled: bool
+    family_why: str
     _kernel: list = field(repr=False)   # [the kernel now, uses left before baking or None]
 
     @property
@@ -85,7 +92,7 @@ class MovePlan:
             state[1] = left
             if left <= 0:
                 state[0] = plan(self.src, self.dst, staged=self.through_buffers,
-                                aliased=self.aliased, bake=True)
+                                aliased=self.aliased, bake=True, tiled=self.tiled)
                 state[1] = None
         return state[0]
 
@@ -116,6 +123,24 @@ def access_of(image, device) -> tuple[str, str]:
                       else "a device with image hardware: read_image*/write_image*")
 
 
+def family_of(device) -> tuple[bool, str]:
+    """(tiled, why): whether moves that transpose run the tiled family on
+    ``device`` (the engine's option or CLAYOUT_OPENCL_TILED, else its facts:
+    a GPU whose local memory is on chip and whose groups hold the tile)."""
+    chosen = device.options.tiled
+    if chosen is not None:
+        return chosen, f"tiled={chosen} (the engine's option or CLAYOUT_OPENCL_TILED)"
+    fits = device.max_work_group >= TILE_ITEMS and device.local_memory >= TILE_BYTES + 1024
+    if device.kind == "gpu" and device.local_is_dedicated and fits:
+        return True, ("a GPU with on-chip local memory: a transposing move reads and writes "
+                      "whole lines through local-memory tiles")
+    if device.kind == "gpu":
+        return False, ("a GPU without on-chip local memory of "
+                       f"{TILE_BYTES // 1024} KiB or groups of {TILE_ITEMS}: direct")
+    return False, (f"a {device.kind.upper()} device: one work item a vector (local memory is "
+                   "ordinary memory there; the direct family measured faster)")
+
+
 def host_path(device) -> HostPath:
     """How host arrays reach ``device`` (the rule of the module docstring)."""
     if device.host_in_place:
@@ -137,8 +162,9 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
         through = dense or access != "direct"
         after = None if getattr(src, "is_frame", False) else \
             bake_after((src.memory, dst.memory), rule)
-        kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0)
+        tiled, family_why = family_of(device)
+        kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0, tiled=tiled)
         return MovePlan(src, dst, image, access, why, host_path(device), aliased, through,
-                        [kernel, after if after else None])
+                        tiled, family_why, [kernel, after if after else None])
     source = ("frame", src) if getattr(src, "is_frame", False) else side_key(src)
     return PLANS.get((device.key, source, side_key(dst), aliased, dense), make)

@@ -37,7 +37,8 @@ from ..algebra.desc import MemoryDesc
 from ..cache import LRU
 from ..settings import env_int
 from .device import DEFAULT_SPECIALIZE_AFTER, DEFAULT_SPECIALIZE_BYTES
-from .render import Kernel, Source, Target, render_kernel
+from .render import Kernel, render_kernel
+from .sides import Source, Target
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class ByteCopy:
     total: int
     generic = False   # class constants, as a Kernel has them: no program, so no family
     family = ()
+    tiled = False
 
     @property
     def chosen(self) -> str:
@@ -130,7 +132,7 @@ def side_key(side):
 
 
 def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | None = None,
-         rule: tuple[int, int] | None = None) -> Kernel | ByteCopy:
+         rule: tuple[int, int] | None = None, tiled: bool = False) -> Kernel | ByteCopy:
     """The kernel of the conversion ``src`` -> ``dst`` (two sides, no
     transform: runtime.algebra.conversion splits those into stages). An
     image side is read or written with read_image*/write_image*, or with
@@ -142,12 +144,14 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     the size and use decide (``_bake``, by ``rule``: the engine's
     (specialize bytes, after), else the environment's), True or False says
     (``clayout kernel --bake`` shows a baked program without touching the
-    settings)."""
+    settings). ``tiled``: the tiled family where the move transposes
+    (runtime/opencl/launch.py; the device's choice: runtime/opencl/moves.py),
+    else the direct one."""
     if getattr(src, "is_frame", False):
         return frame_plan(src, dst, staged)
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
-    key = (side_key(src), side_key(dst), staged, aliased)
+    key = (side_key(src), side_key(dst), staged, aliased, bool(tiled))
     if bake is None:
         bake = _bake(key, (src.memory, dst.memory), rule if rule is not None else bake_rule())
     bake = bool(bake)
@@ -156,7 +160,7 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
         through_buffers = staged or not (src.is_image or dst.is_image)
         copy = copy_kernel(src.memory, dst.memory) if through_buffers and not aliased else None
         return copy or render_kernel(_source(src, dst, staged), _target(dst, staged), aliased,
-                                     bake)
+                                     bake, tiled)
     return PLANS.get((key, bake), make)
 
 

@@ -27,12 +27,13 @@ from dataclasses import dataclass
 
 from .. import sources
 from ..algebra import dtypes_c
-from ..algebra.c_index import Numbers, arg_value, offset_expr, paren
+from ..algebra.c_index import Numbers, arg_value, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from . import frame as frame_c, images
-from .launch import (GENERIC_LOCAL, VEC, Launch, decode, local_size, plan_launch, tile_axis,
-                     work_item_ids)
+from .launch import (GENERIC_LOCAL, TILE_ITEMS, VEC, Launch, decode, local_size, plan_launch,
+                     plan_tiled, tile_axis, tile_ids, work_item_ids)
+from .sides import Source, Target, gather_stride, run_length, source_step
 
 KERNEL_NAME = "clayout_convert"
 
@@ -49,6 +50,11 @@ class Kernel:
     args: tuple = ()                 # values of the scalar arguments after src, dst
     generic: bool = False            # numbers passed as arguments (shared program)
     family: tuple = ()               # what the source of a generic kernel depends on
+    tiling: object = None            # the tiles of the tiled family (launch.Tiling), or None
+
+    @property
+    def tiled(self) -> bool:
+        return self.tiling is not None
 
     @property
     def chosen(self) -> str:
@@ -57,7 +63,13 @@ class Kernel:
             "baked (every number in the source, one program per shape)"
         reach = [f"{side} {'as an image object' if on else 'as a buffer'}"
                  for side, on in (("src", self.src_image), ("dst", self.dst_image))]
-        return (f"{numbers}; {', '.join(reach)}; {self.vector} element(s) a work item; "
+        if self.tiling is not None:
+            t = self.tiling
+            cells = (f"tiled: {t.across}x{t.along} cells of {self.vector} element(s) through "
+                     f"local memory, {t.groups} group(s)")
+        else:
+            cells = f"direct: {self.vector} element(s) a work item"
+        return (f"{numbers}; {', '.join(reach)}; {cells}; "
                 f"launch {'x'.join(map(str, self.launch))} in groups of "
                 f"{'x'.join(map(str, self.local))}")
 
@@ -71,43 +83,15 @@ class Kernel:
 
 
 @dataclass(frozen=True)
-class Source:
-    """How the kernel reads its source side: from the buffer ``desc`` (a
-    buffer, or the dense desc of a staged image), with read_image* from
-    ``image``, or from a camera ``frame`` (``desc`` its f32 input:
-    runtime/opencl/frame.py). ``to_src(names, num)`` turns the destination's
-    own index names into what the source is indexed by (its own dims' names;
-    an image's logical names, which its pixel expression takes); ``dim_map``
-    says which source own dim each destination own dim feeds unchanged."""
-    desc: MemoryDesc
-    image: ImageDesc | None
-    to_src: object
-    dim_map: dict
-    frame: object = None     # a FramePlan: elements computed from the frame's bytes
-
-    def offset(self, names, num: Numbers) -> str:
-        return offset_expr(self.desc, [paren(n) for n in names], num)
-
-    def pixel(self, names, num: Numbers):
-        return self.image.c_pixel(names, num)
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the kernel writes: the buffer ``desc`` (a buffer, or a staged
-    image's dense desc), with write_image* into ``image`` when it is set."""
-    desc: MemoryDesc
-    image: ImageDesc | None = None
-
-
-@dataclass(frozen=True)
 class Index:
     """Step 2: C lines giving each dim's q (halo-padded) and i (logical)
-    index, and the terms of the destination buffer offset."""
+    index, the terms of the destination buffer offset, and an image
+    destination's pixel (x, y, z)."""
     ids: str
     guard: str
     lines: tuple[str, ...]
     offset_terms: tuple[str, ...]
+    pixel: tuple[str, str, str] = ("g0", "g1", "g2")
 
 
 @dataclass(frozen=True)
@@ -129,14 +113,21 @@ class Load:
     slow: tuple[tuple[int, str], ...]
 
 
-def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = True) -> Kernel:
-    """The kernel writing all of ``dst`` from ``src``."""
+def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = True,
+                  tiled: bool = False) -> Kernel:
+    """The kernel writing all of ``dst`` from ``src``; ``tiled``: of the
+    tiled family where the move transposes (``launch.plan_tiled``; never
+    aliased: a tile read by one work item is written by another)."""
     index_type = _index_type(src.desc, dst.desc)
     num = Numbers(bake, magic_div=index_type == "uint")
-    launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num)
+    launch = None
+    if tiled and not aliased:
+        launch = plan_tiled(dst.desc, dst.image, lambda a, n: source_step(src, a, n), num)
+    if launch is None:
+        launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num)
     index = _index(dst, launch, num)
     validity = _validity(dst.desc, launch, num)
-    run = _run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
+    run = run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
     loads = _loads(src, dst.desc, launch, validity, run, num)
     store = _store(dst, launch, index)
     src_dt, dst_dt = src.desc.dtype, dst.desc.dtype
@@ -158,29 +149,57 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
                    f"__global {dst_dt.cl_scalar} *{restrict}dst"),
         params=params, ids=index.ids, guard=index.guard,
         prologue=list(index.lines + validity.lines), vector=launch.vector,
-        dst_type=dst_dt.cl_scalar, runs=[vars(load) for load in loads], store=store)
+        dst_type=dst_dt.cl_scalar, runs=[vars(load) for load in loads], store=store,
+        tile=_tile_words(launch))
     args = tuple(arg_value(index_type if ctype == "idx_t" else ctype, value)
                  for _, ctype, value in num.args)
     gather = run == 1 and launch.vector > 1
-    far = gather and dst.image is None and _gather_stride(src, launch.vec_axis) >= 4096
+    far = gather and dst.image is None and gather_stride(src, launch.vec_axis) >= 4096
     tile = launch.tile
+    tiling = launch.tiling
     family = (structure(src.desc), src.image.layout.name if src.image else None,
               structure(dst.desc), dst.image.layout.name if dst.image else None, launch.vector,
               run, dst.desc.axes.index(tile) if dst.image is None and tile else None,
-              index_type, aliased, bake)
-    local = (GENERIC_LOCAL,) if not bake else local_size(launch.sizes, dst.image is not None,
-                                                         gather, far)
-    return Kernel(source, launch.sizes, local, launch.vector, src.image is not None,
-                  dst.image is not None, args, not bake, family)
+              index_type, aliased, bake,
+              tiling and (tuple(-1 if a == VEC else dst.desc.axes.index(a)
+                                for g in launch.groups[:2] for a in g),
+                          tiling.across, tiling.along))
+    if tiling is not None:   # groups of TILE_ITEMS, one a tile, in one dimension
+        sizes, local = (tiling.groups * TILE_ITEMS, 1, 1), (TILE_ITEMS,) + (1, 1) * bake
+    else:
+        sizes = launch.sizes
+        local = (GENERIC_LOCAL,) if not bake else local_size(sizes, dst.image is not None,
+                                                             gather, far)
+    return Kernel(source, sizes, local, launch.vector, src.image is not None,
+                  dst.image is not None, args, not bake, family, tiling)
+
+
+def _tile_words(launch: Launch) -> dict | None:
+    """What the template's tiled form needs: the tile's sides, its cells and
+    work items, its length in local memory and where lane j of cell (ca, cb)
+    lives (one plane per lane, rows padded by one)."""
+    t = launch.tiling
+    if t is None:
+        return None
+    return {"across": t.across, "along": t.along, "cells": t.cells, "items": TILE_ITEMS,
+            "words": launch.vector * t.across * t.padded,
+            "slot": [f"({j * t.across}u + ca) * {t.padded}u + cb" if j else
+                     f"ca * {t.padded}u + cb" for j in range(launch.vector)]}
 
 
 # -- step 2: the index ---------------------------------------------------------------------
 def _index(dst: Target, launch: Launch, num: Numbers) -> Index:
     desc, nd = dst.desc, dst.desc.ndims
     halo = desc.has_halo
-    ids, guard = work_item_ids(launch.sizes, num)
+    if launch.tiling is None:
+        ids, guard = work_item_ids(launch.sizes, num)
+    else:   # a tile's cell is inside the destination
+        ids = tile_ids(launch, num)
+        guard = " && ".join(f"g{i} < {num(n, key=('cells', i))}"
+                            for i, n in enumerate(launch.sizes[:2]))
     contrib = [[] for _ in range(nd)]
     offset_terms = []
+    pixel = {"x": [], "y": [], "z": []}
     if dst.image is None and (desc.offset0 or not num.bake):
         offset_terms.append(num(desc.offset0))
     vec_axis, vector = launch.vec_axis, launch.vector
@@ -191,8 +210,11 @@ def _index(dst: Target, launch: Launch, num: Numbers) -> Index:
                 offset_terms.append(_axis_times(paren(d), vec_axis, num, vector))
                 continue
             contrib[a.dim].append(_lit_times(paren(d), a.div))
-            if dst.image is None:   # an image is written at (g0, g1): no offset
+            if dst.image is None:   # an image is written at its pixel: no offset
                 offset_terms.append(_axis_times(paren(d), a, num))
+            elif launch.tiling is not None:
+                coordinate, per = _pixel_axis(dst.image, a)
+                pixel[coordinate].append(_axis_times(paren(d), a, num, 1, per))
     lines = []
     for d in range(nd):
         # a dim without digits is 0; not `const` then, or clang folds the
@@ -202,7 +224,22 @@ def _index(dst: Target, launch: Launch, num: Numbers) -> Index:
         lo = desc.halo_lower[d]
         minus = f" - {num(lo)}" if lo or (halo and not num.bake) else ""
         lines.append(f"const idx_t i{d} = q{d}{minus};")
-    return Index(ids, guard, tuple(lines), tuple(offset_terms))
+    if dst.image is None or launch.tiling is None:
+        return Index(ids, guard, tuple(lines), tuple(offset_terms))
+    at = tuple(" + ".join(pixel[c]) or "0" for c in ("x", "y", "z"))
+    return Index(ids, guard, tuple(lines), tuple(offset_terms), at)
+
+
+def _pixel_axis(image: ImageDesc, a) -> tuple[str, int]:
+    """Which pixel coordinate a physical axis of ``image``'s dense desc
+    moves, and by how much less than its element stride: the desc is its
+    pixels row-major (layers, rows, columns), lanes innermost."""
+    lanes = image.lanes
+    if a in image.col_axes:
+        return "x", lanes
+    if a in image.row_axes:
+        return "y", lanes * image.width
+    return "z", lanes * image.width * image.height
 
 
 # -- step 3: validity and padding ------------------------------------------------------------
@@ -312,7 +349,7 @@ def _store(dst: Target, launch: Launch, index: Index) -> str:
         io = dtypes_c.c_type(dst_dt).image
         lanes = [dtypes_c.storage_to_image_write(dst_dt, f"v{j}") for j in range(vector)]
         lanes += ["0"] * (4 - vector)
-        return (f"{io.write}(dst, {images.coord(dst.image, ('g0', 'g1', 'g2'))}, "
+        return (f"{io.write}(dst, {images.coord(dst.image, index.pixel)}, "
                 f"({io.write_type}4)({', '.join(lanes)}));")
     off = " + ".join(index.offset_terms) or "0"
     if vector == 1:
@@ -347,54 +384,12 @@ def _lit_times(expr: str, value: int) -> str:
     return expr if value == 1 else f"{expr} * {value}"
 
 
-def _axis_times(d: str, a, num: Numbers, vector: int = 1) -> str:
-    """``d * (vector * stride)`` for a destination axis: an inner block's stride
-    is structure (a literal), an outer axis' depends on the dims."""
+def _axis_times(d: str, a, num: Numbers, vector: int = 1, per: int = 1) -> str:
+    """``d * (vector * stride / per)`` for a destination axis (``per``: the
+    elements of a pixel coordinate's unit): an inner block's stride is
+    structure (a literal), an outer axis' depends on the dims."""
     if not a.outer:
-        return _lit_times(d, vector * a.stride)
-    return num.times(_lit_times(d, vector), a.stride)
+        return _lit_times(d, vector * a.stride // per)
+    return num.times(_lit_times(d, vector), a.stride // per)
 
 
-def _element_axis(desc: MemoryDesc, d: int):
-    """The axis of dim d that one step of its index moves (div 1: the
-    innermost block, or the outer part of an unblocked dim)."""
-    return next(a for a in desc.axes if a.dim == d and a.div == 1)
-
-
-def _gather_stride(src: Source, vec_axis) -> int:
-    """Bytes between the source elements of consecutive vector lanes (0 when
-    unknown: an image source, or a dim the source does not have)."""
-    if src.image or src.frame or vec_axis is None or vec_axis.dim not in src.dim_map:
-        return 0
-    return _element_axis(src.desc, src.dim_map[vec_axis.dim]).stride * src.desc.dtype.itemsize
-
-
-def _run_length(src: Source, dst: MemoryDesc, vec_axis, vector, bake: bool) -> int:
-    """How many consecutive vector elements one source load serves: V for a
-    buffer whose element offsets are consecutive along the vector (vloadV),
-    4 for an image whose lanes 0..3 are the vector's next four elements
-    (one read_image), else 1. The vector axis always has div 1 (it is the
-    innermost axis of its dim), so element j is logical index i + j."""
-    if vec_axis is None or vector == 1 or src.frame is not None:
-        return 1
-    d = vec_axis.dim
-    dst_halo = dst.has_halo
-    sd = src.dim_map.get(d)
-    if src.image is not None:
-        lane = src.desc.axes[-1]
-        if sd is None or src.image.lanes != 4 or vector % 4:
-            return 1
-        aligned = dst.halo_lower[d] % 4 == 0 if bake else not dst_halo
-        return 4 if lane.dim == sd and lane.div == 1 and aligned else 1
-    if sd is None:
-        return 1
-    if bake:
-        if (src.desc.halo_lower[sd] - dst.halo_lower[d]) % vector:
-            return 1
-    elif dst_halo or src.desc.has_halo:
-        return 1
-    a = _element_axis(src.desc, sd)
-    # a plain desc's innermost stride is 1 by its structure only when it has a tag
-    unit = a.stride == 1 and (bake or not a.outer or src.desc.tag is not None)
-    ok = unit and (a.outer or a.size % vector == 0)
-    return vector if ok else 1
