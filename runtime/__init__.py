@@ -19,7 +19,8 @@ The public API (docs/ has every detail; the command line is ``clayout``):
   ``Transform`` (Winograd);
 * ``accessor`` / ``Accessor``: OpenCL C that reads and writes a layout by
   logical index (loaded on first use: it needs pyopencl and mako);
-* errors: ``ClayoutError`` (a ValueError, one line), ``BufferCopyWarning``;
+* errors: ``ClayoutError`` (a ValueError, one line), ``BufferCopyWarning``,
+  ``FrameArgumentWarning``;
   ``__version__``.
 
 >>> import numpy as np, runtime
@@ -41,7 +42,7 @@ from .algebra.tags import parse_tag
 from .algebra.tiles import TilePlan, tile_plan
 from .algebra.transform import Transform
 from .api import empty_pinned, from_frame, from_image, image_pitch, reorder, to_image
-from .errors import BufferCopyWarning, ClayoutError
+from .errors import BufferCopyWarning, ClayoutError, FrameArgumentWarning
 from .loader import load_images
 from .memory import Memory
 from .placement import LayoutChoice, choose_layout, layout_choice
@@ -74,5 +75,5 @@ def __dir__() -> list[str]:
 __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
            "from_frame", "image_pitch", "empty_pinned",
-           "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning",
+           "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning", "FrameArgumentWarning",
            "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]

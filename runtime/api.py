@@ -94,17 +94,20 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
 
 
 def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
-               resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv="bt601", dtype="f32",
-               engine=None, out=None):
+               resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv=None, dtype="f32",
+               engine=None, out=None, antialias=False, scale=1.0):
     """A camera frame as a model input of dims (1, C, H, W) in ``layout``,
-    in one conversion (docs/frames.md): colour (YUV to RGB, BT.601 limited
-    range by default, or the packed channels), ``crop`` = (x, y, w, h),
-    resize to ``size`` = (W, H) (``fit`` "stretch" or "letterbox" with
-    ``fill`` in pixel units; ``resize`` "bilinear" or "nearest", as
-    OpenCV's INTER_LINEAR / INTER_NEAREST), normalize (p - mean) / std per
-    output channel in ``order`` "rgb" or "bgr", then placed in ``layout``
-    (an activation image layout, or a buffer tag such as 'nchw') as
-    ``dtype``. C is 3 (1 for ``gray``).
+    in one conversion (docs/frames.md): colour (YUV to RGB by ``yuv``,
+    BT.601 limited range by default, or the packed channels), ``crop`` =
+    (x, y, w, h), resize to ``size`` = (W, H) (``fit`` "stretch" or
+    "letterbox" with ``fill`` in pixel units, 0..255; ``resize``
+    "bilinear", "nearest" or "area", as OpenCV's INTER_LINEAR /
+    INTER_NEAREST / INTER_AREA; ``antialias=True`` widens bilinear when
+    shrinking, as PIL and torchvision), normalize (p·scale - mean) / std per
+    output channel in ``order`` "rgb" or "bgr" (torchvision's convention:
+    ``scale=1/255`` with its mean and std), then placed in ``layout`` (an
+    activation image layout, or a buffer tag such as 'nchw') as ``dtype``.
+    C is 3 (1 for ``gray``).
 
     ``frame``: a u8 array, (h, w, 3) for ``rgb``/``bgr``, (h, w, 4) for
     ``rgba``/``bgra`` (alpha dropped), (h, w) for ``gray``, (h*3/2, w) for
@@ -120,7 +123,8 @@ def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fi
     """
     return run(parse_from_frame(frame, layout, format=format, size=size, crop=crop, fit=fit,
                                 fill=fill, resize=resize, mean=mean, std=std, order=order,
-                                yuv=yuv, dtype=dtype, engine=engine, out=out))
+                                yuv=yuv, dtype=dtype, engine=engine, out=out,
+                                antialias=antialias, scale=scale))
 
 
 __all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out", "image_pitch"]

@@ -285,8 +285,9 @@ def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Call:
 
 # -- from_frame -----------------------------------------------------------------------------
 def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
-                     resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv="bt601",
-                     dtype="f32", engine=None, out=None, what: str = "from_frame") -> Call:
+                     resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv=None,
+                     dtype="f32", engine=None, out=None, antialias=False, scale=1.0,
+                     what: str = "from_frame") -> Call:
     """``what``: the frame's name in messages (the CLI gives its file)."""
     on_memory = isinstance(frame, Memory)
     if on_memory:
@@ -301,7 +302,8 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
                                "camera and decoded frames are 8 bits a channel")
         shape = arr.shape
     plan = frame_side(shape, format, size=size, crop=crop, fit=fit, fill=fill, resize=resize,
-                      mean=mean, std=std, order=order, yuv=yuv)
+                      mean=mean, std=std, order=order, yuv=yuv, antialias=antialias,
+                      scale=scale)
     target = frame_target(layout, dtype)
     dst = _image_side(target, plan.dims, dtype) if isinstance(target, ImageLayout) else \
         _tagged(plan.dims, dtype, target)

@@ -21,7 +21,11 @@ first is renamed into place.
 Inputs (``load_npy``): anything but a regular file (a FIFO, device, socket or
 folder) is refused without reading it; the header is read first and the data
 size it claims is compared with the host memory limit and the file's size,
-so a header promising petabytes is refused before anything is allocated.
+so a header promising petabytes is refused before anything is allocated. The
+header's own length is checked too (at most ``NPY_MAX_HEADER`` bytes, and no
+longer than the file) before it is read; a header that does not parse, an
+object dtype (never unpickled), a negative or overflowing shape: each is one
+ClayoutError naming the file (``not_npy``).
 
 >>> import tempfile, os
 >>> folder = tempfile.mkdtemp()
@@ -36,6 +40,8 @@ import math
 import os
 import secrets
 import stat
+import tokenize
+import warnings
 
 import numpy as np
 
@@ -171,21 +177,78 @@ def input_size(path: str, want: str) -> int:
     return st.st_size
 
 
-def _npy_header(path: str, f):
-    """(shape, fortran_order, dtype, data offset) of an open .npy file."""
-    fmt = np.lib.format
+# the longest .npy header read (numpy.save writes headers of a few hundred bytes; numpy's
+# own reader refuses over 10000 without trusting the file): a longer one is refused unread
+NPY_MAX_HEADER = 1 << 16
+# numpy's versions and the size of their header-length field
+_NPY_VERSIONS = {(1, 0): 2, (2, 0): 4, (3, 0): 4}
+_NPY_READERS = {(1, 0): "read_array_header_1_0", (2, 0): "read_array_header_2_0",
+                (3, 0): "read_array_header_2_0"}
+_INTP_MAX = int(np.iinfo(np.intp).max)
+_NPY_MAX_DIMS = 32   # numpy 1.x's limit (numpy 2: 64)
+# numpy's messages about a header that parsed, clear enough to pass on
+_NUMPY_SAYS = ("Header is not a dictionary", "Header does not contain", "shape is not valid",
+               "fortran_order is not", "descr is not a valid")
+
+
+def not_npy(path: str, why: str) -> ClayoutError:
+    """The one error of a malformed .npy file: its name, and what is wrong."""
+    return ClayoutError(f"{path}: not a readable .npy array: {why}; a valid .npy file is what "
+                        "numpy.save writes")
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _npy_header(path: str, f, size: int):
+    """(shape, fortran_order, dtype, data offset) of an open .npy file of
+    ``size`` bytes. The header's length is checked against NPY_MAX_HEADER
+    and the file's size before it is read; every malformed header, shape or
+    dtype is one ClayoutError naming the file (not_npy)."""
+    head = f.read(8)
+    if len(head) < 8:
+        raise not_npy(path, f"the file ends inside its header ({size} bytes)")
+    version = (head[6], head[7])
+    if version not in _NPY_VERSIONS:
+        raise not_npy(path, f"unknown format version {version[0]}.{version[1]} (numpy writes "
+                      "1.0, 2.0 and 3.0)")
+    field = f.read(_NPY_VERSIONS[version])
+    if len(field) < _NPY_VERSIONS[version]:
+        raise not_npy(path, f"the file ends inside its header ({size} bytes)")
+    length = int.from_bytes(field, "little")
+    offset = 8 + len(field) + length
+    if length > NPY_MAX_HEADER:
+        raise not_npy(path, f"its header claims {length} bytes, over the {NPY_MAX_HEADER} a "
+                      ".npy header may have")
+    if offset > size:
+        raise not_npy(path, f"its header claims {length} bytes, but only "
+                      f"{size - 8 - len(field)} bytes follow its length field")
+    f.seek(8)   # numpy's reader reads the length field, then the header
+    reader = getattr(np.lib.format, _NPY_READERS[version])
     try:
-        version = fmt.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = fmt.read_array_header_1_0(f)
-        elif version in ((2, 0), (3, 0)):
-            shape, fortran, dtype = fmt.read_array_header_2_0(f)
-        else:
-            raise ValueError(f"unknown .npy version {version}")
-    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as exc:
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ClayoutError(f"{path}: not a readable .npy array ({text})") from None
-    return shape, fortran, dtype, f.tell()
+        with warnings.catch_warnings():   # numpy's note on Python 2 headers: read as well
+            warnings.simplefilter("ignore")
+            shape, fortran, dtype = reader(f, max_header_size=NPY_MAX_HEADER)
+    except (SyntaxError, ValueError, TypeError, KeyError, IndexError, OverflowError, EOFError,
+            RecursionError, tokenize.TokenError) as exc:
+        why = str(exc).splitlines()[0] if str(exc).strip() else ""
+        if not why.startswith(_NUMPY_SAYS):   # a parser's words (TokenError, ast nodes...)
+            why = "its header is not the dictionary of 'descr', 'fortran_order' and 'shape'"
+        raise not_npy(path, _short(why)) from None
+    if len(shape) > _NPY_MAX_DIMS:
+        raise not_npy(path, f"its header's shape has {len(shape)} dims (at most "
+                      f"{_NPY_MAX_DIMS})")
+    if any(d < 0 for d in shape):
+        raise not_npy(path, f"its header's shape {tuple(shape)} has a negative dim")
+    nonzero = math.prod(d for d in shape if d) * max(dtype.itemsize, 1)
+    if nonzero > _INTP_MAX:
+        raise not_npy(path, f"its header's shape {tuple(shape)} {dtype} overflows: more "
+                      f"bytes than an array can index ({_INTP_MAX})")
+    if f.tell() != offset:   # numpy read exactly the header it was told of
+        raise not_npy(path, "its header's length does not match its text")
+    return shape, fortran, dtype, offset
 
 
 def load_npy(path: str) -> np.ndarray:
@@ -214,8 +277,8 @@ def load_npy(path: str) -> np.ndarray:
             raise ClayoutError(f"{path}: not a .npy file (no NUMPY header); give an array "
                                "saved with numpy.save")
         f.seek(0)
-        shape, fortran, dtype, offset = _npy_header(path, f)
-        if dtype.hasobject:
+        shape, fortran, dtype, offset = _npy_header(path, f, size)
+        if dtype.hasobject:   # refused from the header: never unpickled
             raise ClayoutError(f"{path}: holds Python objects (a pickled array); give a "
                                "numeric array")
         need = math.prod(shape) * dtype.itemsize
@@ -224,7 +287,9 @@ def load_npy(path: str) -> np.ndarray:
         have = size - offset
         if need != have:
             raise ClayoutError(f"{path}: header says shape {tuple(shape)} {dtype} "
-                               f"({need} bytes of data) but the file holds {have} bytes")
+                               f"({need} bytes of data) but the file holds {have} bytes "
+                               f"({'truncated' if have < need else 'extra bytes'}); not a "
+                               "valid .npy file")
         try:
             arr = _read_data(f, shape, fortran, dtype)
         except (ValueError, OSError) as exc:

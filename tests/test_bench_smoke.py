@@ -86,17 +86,19 @@ def test_frame_rows_tiny_cpu(monkeypatch):
     import bench_frame
     lines = []
     (row,) = bench_frame.rows(["tiny"], repeat=1, inner=1, opencl=False, report=lines.append)
-    want = {"from_frame cpu out=", "from_frame cpu"}
+    want = {"from_frame cpu out=", "from_frame cpu", "moving crop cpu"}
     if bench_frame._cv2() is not None:
         want |= {"chain cpu", "cv2 alone"}
-        assert set(bench_frame.ratios(row["ms"])) == {"chain / from_frame, cpu"}
+        assert set(bench_frame.ratios(row["ms"])) == {"chain / from_frame, cpu",
+                                                     "from_frame(cpu) / cv2 alone",
+                                                     "moving crop / repeated, cpu"}
     assert set(row["ms"]) == want and all(v > 0 for v in row["ms"].values())
     bench_frame.print_table([row], lines.append)
     assert lines[0].split()[:2] == ["size", "call"]
     monkeypatch.setattr(bench_frame, "_cv2", lambda: None)
     lines = []
     (row,) = bench_frame.rows(["tiny"], repeat=1, inner=1, opencl=False, report=lines.append)
-    assert set(row["ms"]) == {"from_frame cpu out=", "from_frame cpu"}
+    assert set(row["ms"]) == {"from_frame cpu out=", "from_frame cpu", "moving crop cpu"}
     assert lines[0].startswith("cv2 not installed")
 
 

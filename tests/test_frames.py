@@ -32,7 +32,7 @@ PACKED = {"rgb": 3, "bgr": 3, "rgba": 4, "bgra": 4, "gray": 1}
 YUV = ("nv12", "nv21", "i420")
 FORMATS = tuple(PACKED) + YUV
 FITS = ("stretch", "letterbox")
-RESIZES = ("bilinear", "nearest")
+RESIZES = ("bilinear", "nearest", "area")
 LAYOUTS = ("in_out_channel", "in_out_height", "in_out_width", "texture_2d",
            "tflite_texture_array", "tflite_buffer", "acBd4b:2", "nchw", "nhwc", "nChw16c")
 DTYPES = ("f32", "f16", "bf16", "u8", "s8")
@@ -227,6 +227,7 @@ def test_many_threads_on_one_engine(cl_engine):
 
 @settings(max_examples=40)
 @given(st.sampled_from(FORMATS), st.integers(1, 12), st.integers(1, 12), st.data())
+@pytest.mark.filterwarnings("ignore::runtime.FrameArgumentWarning")   # mean, std < 1 drawn
 def test_any_crop_and_size_matches_the_reference(fmt, hw, ww, data):
     h, w = (2 * hw, 2 * ww) if fmt in YUV else (hw, ww)
     f = frame(fmt, w, h, seed=hw * 13 + ww)
@@ -234,7 +235,8 @@ def test_any_crop_and_size_matches_the_reference(fmt, hw, ww, data):
     cw, ch = data.draw(st.integers(1, w - cx)), data.draw(st.integers(1, h - cy))
     kw = dict(format=fmt, crop=(cx, cy, cw, ch),
               size=(data.draw(st.integers(1, 19)), data.draw(st.integers(1, 19))),
-              fit=data.draw(st.sampled_from(FITS)), resize=data.draw(st.sampled_from(RESIZES)),
+              fit=data.draw(st.sampled_from(FITS)),
+              resize=data.draw(st.sampled_from(RESIZES)),
               order=data.draw(st.sampled_from(("rgb", "bgr"))), fill=data.draw(st.integers(0, 255)),
               mean=data.draw(st.floats(-300, 300)), std=data.draw(st.floats(0.5, 100)))
     cpu = runtime.from_frame(f, "nchw", engine="cpu", **kw)
@@ -323,12 +325,16 @@ def under_oclgrind(eng, bad) -> int:
     """Small frames through the kernel under oclgrind (tests/test_oclgrind.py's
     child), each against the cpu engine."""
     runs = 0
-    for fmt, fit, layout, dt in (("nv21", "stretch", "in_out_channel", "f16"),
-                                 ("i420", "letterbox", "nchw", "f32"),
-                                 ("bgra", "letterbox", "nChw16c", "u8"),
-                                 ("gray", "stretch", "in_out_width", "f32")):
+    for fmt, fit, layout, dt, more in (("nv21", "stretch", "in_out_channel", "f16", {}),
+                                       ("i420", "letterbox", "nchw", "f32", {}),
+                                       ("bgra", "letterbox", "nChw16c", "u8", {}),
+                                       ("gray", "stretch", "in_out_width", "f32", {}),
+                                       ("nv12", "stretch", "nchw", "f32", {"resize": "area"}),
+                                       ("rgb", "letterbox", "nhwc", "f32", {"antialias": True,
+                                                                             "scale": 0.5})):
         f = frame(fmt, 10, 6)
-        kw = dict(format=fmt, fit=fit, size=(5, 7), crop=(1, 0, 7, 6), mean=3, std=2)
+        kw = dict(format=fmt, fit=fit, size=(5, 7) if not more else (3, 2), crop=(1, 0, 7, 6),
+                  mean=3, std=2, **more)
         runs += 1
         got = runtime.from_frame(f, layout, dtype=dt, engine=eng, **kw)
         if not np.array_equal(bits(got), bits(runtime.from_frame(f, layout, dtype=dt,

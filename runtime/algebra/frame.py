@@ -7,14 +7,14 @@ or YUV 4:2:0); ``from_frame`` turns it into a model input of logical dims
 * **colour**: the frame's pixel at (x, y) as R, G, B (YUV to RGB by a
   ``YUV`` matrix of runtime/algebra/frame_formats.py, or the packed
   channels picked), each clamped to [0, 255], never rounded;
-* **sample**: the output pixel's source taps (``Axis``: crop, resize, the
-  letterbox's border), along x and along y;
-* **normalize**: (p - mean) / std per output channel, in the output order.
+* **sample**: the output pixel's source taps and weights (``Axis``,
+  runtime/algebra/frame_axis.py: crop, resize, the letterbox's border),
+  along x and along y;
+* **normalize**: (p·scale - mean) / std per output channel, in the output order.
 
 ``FramePlan`` is the side: the frame's shape and format plus the three
-stages. It owns their index math twice over, once in numpy (``Axis.taps``)
-and once in C (``Axis.c_lines``), written next to each other so they stay
-one rule; every engine reads the plan, none recomputes it.
+stages. Its sample stage is one table per axis (``Axis.table``) that every
+fast path reads; every engine reads the plan, none recomputes it.
 
 >>> p = frame_plan((720 * 3 // 2, 1280), "nv21", size=(320, 320))
 >>> p.dims, p.x.describe()
@@ -28,101 +28,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cache import memoized
-from ..errors import ClayoutError
+from ..errors import ClayoutError, FrameArgumentWarning, warn
 from . import dtypes
-from .c_index import f32_literal
 from .catalog import NAMED, image_layout
 from .checks import as_ints
 from .desc import MemoryDesc
+from .frame_axis import Axis, methods
 from .frame_formats import FORMATS, YUV, YUVS, FrameFormat, frame_format, yuv_matrix
 from .tags import close_names, did_you_mean, parse_tag
 
 
-# -- sample: one axis -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Axis:
-    """The sample stage along one axis (x or y): output index o in [0, out)
-    reads the frame at ``start`` + the crop's index. The crop (``length``
-    pixels) is scaled to ``scaled`` pixels placed at ``pad`` (letterbox;
-    outside [pad, pad + scaled) the output is the fill). ``method``:
-    ``bilinear`` (OpenCV INTER_LINEAR: s = (d + 0.5)·length/scaled - 0.5,
-    clamped to the edge pixels), ``nearest`` (INTER_NEAREST: min(⌊d·length/
-    scaled⌋, length - 1)) or ``copy`` (scaled == length: the pixel itself,
-    which both methods give).
-
-    Bilinear in integers, exactly: s = N / D with N = (2d + 1)·length -
-    scaled and D = 2·scaled, so i0 = ⌊N / D⌋ and the weight of i0 + 1 is
-    (N mod D)·(1/D) in float32 (one rounding of 1/D, one of the product);
-    ``taps`` and ``c_lines`` are the same rule in numpy and in C."""
-    name: str
-    out: int
-    start: int
-    length: int
-    scaled: int
-    pad: int
-    method: str
-
-    def describe(self) -> str:
-        crop = f" from {self.start}" if self.start else ""
-        pad = f" at {self.pad} of {self.out}" if self.scaled != self.out else ""
-        return f"{self.name}: {self.length}{crop} -> {self.scaled}{pad} {self.method}"
-
-    @property
-    def inv(self) -> np.float32:
-        """1/D rounded to float32 (bilinear)."""
-        return np.float32(1.0 / (2 * self.scaled))
-
-    def taps(self):
-        """For d in [0, scaled): (i0, i1, w1) in frame coordinates, int64 and
-        float32 arrays; w1 is the weight of i1 (0 where one pixel is read)."""
-        d = np.arange(self.scaled, dtype=np.int64)
-        last = self.length - 1
-        if self.method == "copy":
-            i0 = d
-            w1 = np.zeros(self.scaled, np.float32)
-        elif self.method == "nearest":
-            i0 = np.minimum(d * self.length // self.scaled, last)
-            w1 = np.zeros(self.scaled, np.float32)
-        else:
-            n = (2 * d + 1) * self.length - self.scaled
-            den = 2 * self.scaled
-            q = np.maximum(n, 0) // den
-            inside = (n >= 0) & (q < last)
-            i0 = np.where(inside, q, np.where(n < 0, 0, last))
-            w1 = np.where(inside, (n - q * den).astype(np.float32) * self.inv,
-                          np.float32(0)).astype(np.float32)
-        i1 = np.minimum(i0 + 1, last) if self.method == "bilinear" else i0
-        return i0 + self.start, i1 + self.start, w1
-
-    def c_lines(self, o: str, p: str) -> list[str]:
-        """C lines for output index ``o`` (an int expression) giving ``p``_in
-        (inside the scaled region), ``p``0, ``p``1 (frame coordinates) and
-        ``p``w (the weight of ``p``1), as ``taps`` gives them."""
-        last = self.length - 1
-        lines = [f"const int {p}d = (int)({o}) - {self.pad};",
-                 f"const int {p}_in = {p}d >= 0 && {p}d < {self.scaled};"]
-        if self.method == "copy":
-            lines += [f"const int {p}0 = {p}d + {self.start};", f"const int {p}1 = {p}0;",
-                      f"const float {p}w = 0.0f;"]
-        elif self.method == "nearest":
-            lines += [f"const int {p}0 = min({p}d * {self.length} / {self.scaled}, {last}) + "
-                      f"{self.start};", f"const int {p}1 = {p}0;", f"const float {p}w = 0.0f;"]
-        else:
-            den = 2 * self.scaled
-            lines += [
-                f"const int {p}n = (2 * {p}d + 1) * {self.length} - {self.scaled};",
-                f"const int {p}q = max({p}n, 0) / {den};",
-                f"const int {p}ok = {p}n >= 0 && {p}q < {last};",
-                f"const int {p}0 = ({p}ok ? {p}q : ({p}n < 0 ? 0 : {last})) + {self.start};",
-                f"const int {p}1 = min({p}0 + 1, {last + self.start});",
-                f"const float {p}w = {p}ok ? (float)({p}n - {p}q * {den}) * "
-                f"{f32_literal(self.inv)} : 0.0f;"]
-        return lines
-
-
 # -- the side ---------------------------------------------------------------------------------
 FITS = ("stretch", "letterbox")
-RESIZES = ("bilinear", "nearest")
+RESIZES = ("bilinear", "nearest", "area")
 ORDERS = ("rgb", "bgr")
 
 
@@ -130,8 +48,9 @@ ORDERS = ("rgb", "bgr")
 class FramePlan:
     """A frame of ``format`` and (``height``, ``width``) pixels read as a
     model input of dims (1, C, H, W): the crop, the two axes of the sample
-    stage, the colour matrix (YUV formats), and per output channel c its
-    RGB component ``source[c]``, ``mean[c]``, ``std[c]`` and ``fill[c]``."""
+    stage, the colour matrix (YUV formats), the pixel ``scale``, and per
+    output channel c its RGB component ``source[c]``, ``mean[c]``,
+    ``std[c]`` and ``fill[c]``."""
     format: FrameFormat
     height: int
     width: int
@@ -146,6 +65,8 @@ class FramePlan:
     std: tuple[float, ...]
     fill: tuple[float, ...]
     order: str
+    antialias: bool = False
+    scale: float = 1.0
 
     is_image = False   # a source side that is neither a buffer nor an image
     is_frame = True
@@ -177,18 +98,23 @@ class FramePlan:
         return MemoryDesc(self.dims, "f32")
 
     @property
-    def scale(self) -> tuple[np.float32, ...]:
-        """1/std per output channel, rounded to float32: normalize is (p - mean)·scale."""
+    def inv_std(self) -> tuple[np.float32, ...]:
+        """1/std per output channel, rounded to float32: normalize is
+        (p·scale - mean)·inv_std."""
         return tuple(np.float32(1.0 / s) for s in self.std)
 
     @property
     def mean32(self) -> tuple[np.float32, ...]:
         return tuple(np.float32(m) for m in self.mean)
 
+    @property
+    def scale32(self) -> np.float32:
+        return np.float32(self.scale)
+
     def fill_values(self) -> np.ndarray:
         """The normalized fill per output channel (float32, as both fast paths give it)."""
-        return np.array([(np.float32(f) - m) * s for f, m, s in
-                         zip(self.fill, self.mean32, self.scale)], np.float32)
+        return np.array([(np.float32(f) * self.scale32 - m) * s for f, m, s in
+                         zip(self.fill, self.mean32, self.inv_std)], np.float32)
 
     @property
     def has_border(self) -> bool:
@@ -199,8 +125,10 @@ class FramePlan:
             f" crop {self.crop[2]}x{self.crop[3]}+{self.crop[0]}+{self.crop[1]}"
         yuv = f" {self.yuv.name}" if self.yuv is not None else ""
         order = f" {self.order}" if self.channels > 1 else ""
+        resize = f"{self.resize}{' antialias' if self.antialias else ''}"
+        scale = f" scale {self.scale:g}" if self.scale != 1 else ""
         return (f"frame {self.format.name}{yuv} {self.width}x{self.height}{crop} -> "
-                f"{self.x.out}x{self.y.out} {self.fit} {self.resize}{order}")
+                f"{self.x.out}x{self.y.out} {self.fit} {resize}{order}{scale}")
 
 
 def _per_channel(value, channels: int, what: str, positive: bool = False) -> tuple[float, ...]:
@@ -225,14 +153,64 @@ def _pair(value, what: str, example: str) -> tuple[int, ...]:
     return as_ints(value, what)
 
 
+def _name(value, what: str, allowed) -> str:
+    """A setting given by name: a str in ``allowed``, else one ClayoutError."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ClayoutError(f"{what}= {value!r}; allowed: {', '.join(allowed)}")
+    return value
+
+
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _normalize(channels: int, mean, std, fill, scale) -> tuple:
+    """mean, std, fill (tuples of ``channels`` floats) and scale, checked:
+    each finite in float32, fill a pixel value (0..255), and every output
+    (p·scale - mean)/std of a pixel p in 0..255 finite in float32."""
+    mean = _per_channel(mean, channels, "mean")
+    std = _per_channel(std, channels, "std", positive=True)
+    fill = _per_channel(fill, channels, "fill")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(scale) or scale == 0:
+        raise ClayoutError(f"scale= takes a finite number other than 0 (pixels are multiplied "
+                           f"by it before mean and std: 1/255 for pixels in 0..1), got {scale!r}")
+    scale = float(scale)
+    for what, values in (("mean", mean), ("std", std), ("scale", (scale,))):
+        if max(abs(v) for v in values) > F32_MAX:
+            raise ClayoutError(f"{what}= {values if len(values) > 1 else values[0]!r} is not "
+                               "finite in float32, the precision frames are computed in")
+    if any(not 0 <= f <= 255 for f in fill):
+        raise ClayoutError(f"fill= is a pixel value before scale and normalization, 0..255; "
+                           f"got {fill if len(set(fill)) > 1 else fill[0]!r}")
+    for m, s in zip(mean, std):
+        inv = abs(1.0 / s)
+        if inv > F32_MAX or (255 * abs(scale) + abs(m)) * inv > F32_MAX:
+            raise ClayoutError(f"std= {s!r} with mean= {m!r} and scale= {scale!r}: "
+                               "(pixel·scale - mean)/std overflows float32, the precision "
+                               "frames are computed in")
+    if scale == 1 and all(0 < m < 1 for m in mean) and all(0 < v < 1 for v in std):
+        warn(f"from_frame: mean={mean} and std={std} are all between 0 and 1, the convention "
+             "for pixels in 0..1 (torchvision's), but frame pixels are 0..255: pass "
+             "scale=1/255 as well, or mean and std in pixel units (e.g. 123.675 and 58.395)",
+             FrameArgumentWarning)
+    return mean, std, fill, scale
+
+
 def frame_plan(shape, format, *, size=None, crop=None, fit="stretch", fill=0, resize="bilinear",
-               mean=0.0, std=1.0, order="rgb", yuv="bt601") -> FramePlan:
+               mean=0.0, std=1.0, order="rgb", yuv=None, antialias=False,
+               scale=1.0) -> FramePlan:
     """The plan of a frame of array ``shape`` in ``format`` with the
     arguments of ``runtime.from_frame``, each checked (one ClayoutError
     naming the argument and what is allowed)."""
+    if not isinstance(format, (str, FrameFormat)):
+        raise ClayoutError(f"format= {format!r}; formats: {', '.join(FORMATS)}")
     fmt = frame_format(format)
     height, width = fmt.size_of(shape)
-    if crop is None:
+    if height == 0 or width == 0:
+        raise ClayoutError(f"a frame of shape {tuple(shape)} has no pixels ({width}x{height}); "
+                           "a frame needs at least one row and one column")
+    whole = crop is None
+    if whole:
         crop = (0, 0, width, height)
     crop = _pair(crop, "crop", "(x, y, w, h) in pixels")
     if len(crop) != 4:
@@ -242,19 +220,33 @@ def frame_plan(shape, format, *, size=None, crop=None, fit="stretch", fill=0, re
         raise ClayoutError(f"crop=(x={cx}, y={cy}, w={cw}, h={ch}) is not inside the "
                            f"{width}x{height} frame: it needs w, h > 0, x, y >= 0, "
                            f"x + w <= {width} and y + h <= {height}")
+    if max(cw, ch) > 1 << 15:
+        what = f"the {width}x{height} frame" if whole else f"crop= {cw}x{ch}"
+        raise ClayoutError(f"{what}: at most 32768 pixels along an axis are read"
+                           f"{'; crop= a part of it' if whole else ''}")
+    given = size is not None
     size = (cw, ch) if size is None else _pair(size, "size", "(W, H) of the output")
     if len(size) != 2 or min(size) <= 0:
         raise ClayoutError(f"size= takes (W, H) of the output, both > 0, got {size}")
-    if max(size) > 1 << 15 or max(cw, ch) > 1 << 15:
-        raise ClayoutError(f"size= {size} from a {cw}x{ch} crop: at most 32768 pixels along "
-                           "an axis")
-    if fit not in FITS:
-        raise ClayoutError(f"fit= {fit!r}; allowed: {', '.join(FITS)}")
-    if resize not in RESIZES:
-        raise ClayoutError(f"resize= {resize!r}; allowed: {', '.join(RESIZES)}")
-    if order not in ORDERS:
-        raise ClayoutError(f"order= {order!r}; allowed: {', '.join(ORDERS)}")
-    matrix = yuv_matrix(yuv)   # checked for every format; used by the YUV ones
+    if max(size) > 1 << 15:
+        raise ClayoutError(f"size= {size}: at most 32768 pixels along an axis"
+                           if given else f"the output is the crop's size {size}: at most "
+                           "32768 pixels along an axis; give size=")
+    _name(fit, "fit", FITS)
+    _name(resize, "resize", RESIZES)
+    _name(order, "order", ORDERS)
+    if not isinstance(antialias, (bool, np.bool_)):
+        raise ClayoutError(f"antialias= takes True or False, got {antialias!r}")
+    if antialias and resize != "bilinear":
+        raise ClayoutError(f"antialias=True goes with resize='bilinear' (PIL's and "
+                           f"torchvision's antialiased bilinear); resize={resize!r} "
+                           f"{'averages areas already' if resize == 'area' else 'takes one pixel'}")
+    if yuv is not None and not fmt.is_yuv:
+        raise ClayoutError(f"yuv= {yuv!r} chooses the matrix of the YUV formats (nv12, nv21, "
+                           f"i420); a {fmt.name} frame has none: leave yuv= out")
+    matrix = yuv_matrix("bt601" if yuv is None else yuv) if fmt.is_yuv else None
+    channels = fmt.channels
+    mean, std, fill, scale = _normalize(channels, mean, std, fill, scale)
     w_out, h_out = size
     if fit == "letterbox":
         r = min(w_out / cw, h_out / ch)
@@ -262,16 +254,13 @@ def frame_plan(shape, format, *, size=None, crop=None, fit="stretch", fill=0, re
     else:
         sw, sh = w_out, h_out
     px, py = (w_out - sw) // 2, (h_out - sh) // 2
-    x = Axis("x", w_out, cx, cw, sw, px, "copy" if sw == cw else resize)
-    y = Axis("y", h_out, cy, ch, sh, py, "copy" if sh == ch else resize)
-    channels = fmt.channels
+    mx, my = methods(resize, antialias, (cw, ch), (sw, sh))
+    x = Axis("x", w_out, cx, cw, sw, px, mx)
+    y = Axis("y", h_out, cy, ch, sh, py, my)
     rgb = (0, 1, 2) if order == "rgb" else (2, 1, 0)
     source = (0,) if channels == 1 else rgb
-    return FramePlan(fmt, height, width, (cx, cy, cw, ch), x, y, fit, resize,
-                     matrix if fmt.is_yuv else None, source,
-                     _per_channel(mean, channels, "mean"),
-                     _per_channel(std, channels, "std", positive=True),
-                     _per_channel(fill, channels, "fill"), order)
+    return FramePlan(fmt, height, width, (cx, cy, cw, ch), x, y, fit, resize, matrix, source,
+                     mean, std, fill, order, bool(antialias), scale)
 
 
 def _frozen(value):
@@ -283,19 +272,25 @@ def _frozen(value):
 
 @memoized("frame plans", "CLAYOUT_FRAME_CACHE", 64)
 def _cached_plan(shape, format, items):
-    return frame_plan(shape, format, **dict(items))
+    return frame_plan(shape, format, **{k: v for k, _, v in items})
 
 
 def frame_side(shape, format, **kwargs) -> FramePlan:
     """``frame_plan(shape, format, **kwargs)``, the same object for the same
     arguments: a camera's frames come call after call with the same
     settings (23 of a call's 45 us at 1280x720 went to making the plan)."""
-    items = tuple((k, _frozen(v)) for k, v in kwargs.items())
+    # numbers given as lists or arrays are keyed as tuples; a name must be
+    # hashable as given; each value's type is part of the key (True is not 1)
+    items = tuple((k, type(v).__name__, _frozen(v) if k in _NUMBERS else v)
+                  for k, v in kwargs.items())
     try:
-        hash(items)
-    except TypeError:   # an argument of a kind no key holds: made afresh
+        hash((format, items))
+    except TypeError:   # an argument of a kind no key holds: made afresh (and refused)
         return frame_plan(shape, format, **kwargs)
     return _cached_plan(tuple(int(s) for s in shape), format, items)
+
+
+_NUMBERS = ("size", "crop", "mean", "std", "fill")
 
 
 DTYPES = ("f32", "f16", "bf16", "u8", "s8")
@@ -311,6 +306,12 @@ def frame_target(layout, dtype):
         name = str(dtype)
     if name not in DTYPES:
         raise ClayoutError(f"from_frame: dtype {name}; allowed: {', '.join(DTYPES)}")
+    if isinstance(layout, str) and layout not in NAMED and ":" not in layout:
+        try:   # a buffer tag: taken without asking the layouts (and their did-you-mean)
+            if parse_tag(layout).ndims == 4:
+                return layout
+        except ClayoutError:
+            pass
     try:
         image = image_layout(layout)
     except ClayoutError as not_layout:
@@ -321,6 +322,13 @@ def frame_target(layout, dtype):
             pass
         activations = [n for n, lay in NAMED.items() if lay.kind == "activation"]
         hint = did_you_mean(close_names(str(layout), activations))
+        lower = str(layout).lower()
+        if lower != str(layout):
+            try:
+                if parse_tag(lower).ndims == 4:
+                    hint = f"did you mean {lower!r}? (tags and layout names are lower case)"
+            except ClayoutError:
+                pass
         raise ClayoutError(f"from_frame: {layout!r} is neither an activation image layout nor a "
                            f"4-D buffer tag; layouts: {', '.join(activations)} (or a custom "
                            "'TAG:ROWS'); tags such as nchw, nhwc, nChw16c"

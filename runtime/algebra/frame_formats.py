@@ -83,7 +83,7 @@ FORMATS = {f.name: f for f in (
 def frame_format(name) -> FrameFormat:
     if isinstance(name, FrameFormat):
         return name
-    if name not in FORMATS:
+    if not isinstance(name, str) or name not in FORMATS:
         raise ClayoutError(f"unknown frame format {name!r}; formats: {', '.join(FORMATS)}")
     return FORMATS[name]
 
@@ -123,7 +123,7 @@ YUVS = {m.name: m for m in (
 
 
 def yuv_matrix(name) -> YUV:
-    if name not in YUVS:
+    if not isinstance(name, str) or name not in YUVS:
         raise ClayoutError(f"unknown yuv= {name!r}; allowed: {', '.join(YUVS)}")
     return YUVS[name]
 

@@ -9,8 +9,9 @@ several threads each get a core of their own.
 
 Every operation is the one the OpenCL kernel does (runtime/opencl/frame.py)
 in the same order, each product and sum rounded to float32, so the two give
-the same bits: the colour of each tap (``rgb_at``), then along x, then
-along y, then (p - mean)·(1/std).
+the same bits: the colour of each tap (``rgb_at``), then the taps along x
+(runtime/algebra/frame_axis.py's table), then along y, then
+(p·scale - mean)·(1/std).
 
 >>> from runtime.algebra.frame import frame_plan
 >>> p = frame_plan((4, 4), "gray", size=(2, 2), resize="nearest")
@@ -104,28 +105,36 @@ def sample_rows(plan: FramePlan, p: _Planes, out: np.ndarray, first: int, stop: 
     """Write rows [first, stop) of the scaled region (the output rows
     y.pad + first ...) of ``out`` (C, H, W) float32 from the frame's planes
     ``p``: colour, sample and normalize in float32, every operation in the
-    documented order (the OpenCL kernel's, so the two give the same bits)."""
-    xi0, xi1, xw1 = _axis_taps(plan.x)
-    yi0, yi1, yw1 = (t[first:stop] for t in _axis_taps(plan.y))
+    documented order (the OpenCL kernel's, so the two give the same bits).
+    Each source pixel a tap reads is colour-converted once (the same value
+    whichever output reads it), then each needed source row is blended
+    along x (tap 0 first), then the rows along y (tap 0 first)."""
+    xf, xw = _axis_table(plan.x)
+    yf, yw = _axis_table(plan.y)
+    yf, yw = yf[first:stop], yw[first:stop]
+    # the frame columns and rows the taps read: tap k of output d reads first + k,
+    # clamped to the crop's last pixel
+    xs = np.minimum(xf[:, None] + np.arange(xw.shape[1]), plan.x.length - 1) + plan.x.start
+    ys = np.minimum(yf[:, None] + np.arange(yw.shape[1]), plan.y.length - 1) + plan.y.start
+    cols, col_at = np.unique(xs, return_inverse=True)
+    rows, row_at = np.unique(ys, return_inverse=True)
+    col_at, row_at = col_at.reshape(xs.shape), row_at.reshape(ys.shape)
     wanted = sorted(set(plan.source))
-    bx, by = plan.x.method == "bilinear", plan.y.method == "bilinear"
-    sw = plan.x.scaled
-    one = np.float32(1)
-    xw0, yw0 = (one - xw1)[None, :], (one - yw1)[:, None]
-    xw1, yw1 = xw1[None, :], yw1[:, None]
-    cols = np.concatenate([xi0, xi1]) if bx else xi0    # both x taps in one gather
-    rows = [rgb_at(plan, p, yi0, cols, wanted)] + ([rgb_at(plan, p, yi1, cols, wanted)]
-                                                   if by else [])
-    x0, y0 = plan.x.pad, plan.y.pad
+    rgb = rgb_at(plan, p, rows, cols, wanted)
+    x0, y0, sw = plan.x.pad, plan.y.pad, plan.x.scaled
+    scale = plan.scale32
     for c, k in enumerate(plan.source):
-        def along_x(r):
-            t = rows[r][k]
-            return t[:, :sw] * xw0 + t[:, sw:] * xw1 if bx else t
-        v = along_x(0)
-        if by:
-            v = v * yw0 + along_x(1) * yw1
+        t = rgb[k]
+        along_x = t[:, col_at[:, 0]] * xw[:, 0]
+        for kx in range(1, xw.shape[1]):
+            along_x += t[:, col_at[:, kx]] * xw[:, kx]
+        v = along_x[row_at[:, 0]] * yw[:, 0:1]
+        for ky in range(1, yw.shape[1]):
+            v += along_x[row_at[:, ky]] * yw[:, ky:ky + 1]
+        if scale != 1:
+            v *= scale
         v -= plan.mean32[c]
-        v *= plan.scale[c]
+        v *= plan.inv_std[c]
         out[c, y0 + first:y0 + stop, x0:x0 + sw] = v
 
 
@@ -143,9 +152,9 @@ def fill_border(plan: FramePlan, out: np.ndarray) -> None:
 
 
 @memoized("frame sample taps", "CLAYOUT_FRAME_CACHE", 256)
-def _axis_taps(axis: Axis):
-    """``axis.taps()``, computed once per axis."""
-    return axis.taps()
+def _axis_table(axis: Axis):
+    """``axis.table()``, computed once per axis."""
+    return axis.table()
 
 
 def sample(plan: FramePlan, frame: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -162,8 +171,8 @@ def sample(plan: FramePlan, frame: np.ndarray, out: np.ndarray | None = None) ->
 
 def bands(plan: FramePlan) -> list[tuple[int, int]]:
     """The scaled region's rows cut into bands whose float32 temporaries (a
-    band's rows by both x taps) stay near 100 KiB, in the cache: at
+    band's rows by the x taps) stay near 100 KiB, in the cache: at
     1280x720 NV21 -> 320x320 a call took 5.8 ms in one band, 3.9 ms in bands
     of 40 rows (20-row bands pay more in numpy calls than they save)."""
-    rows = max(1, 25600 // (2 * plan.x.scaled))
+    rows = max(1, 25600 // (plan.x.taps * plan.x.scaled))
     return [(a, min(a + rows, plan.y.scaled)) for a in range(0, plan.y.scaled, rows)]

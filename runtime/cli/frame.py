@@ -6,14 +6,25 @@ The input is a ``.npy`` u8 array of the format's shape, a raw frame file
 exactly the frame's bytes, no header) or a PNG / JPEG read with Pillow (the
 optional extra ``clayout[image]``). Everything that can be checked before the
 frame is read is: the output path, ``--dtype``, ``--layout``, the raw file's
-size against ``--frame-size``. Each failure is one ClayoutError naming the
-file or the option as typed; the output is written whole or not at all.
+size against ``--frame-size``, a picture's size (from its header, before its
+pixels are decoded). Each failure is one ClayoutError naming the file or the
+option as typed; the output is written whole or not at all.
+
+A picture comes in upright: its EXIF Orientation tag (2..8) is applied as
+``cv2.imread`` and Pillow's ``ImageOps.exif_transpose`` apply it, unless
+``--no-exif-orientation``. Pillow's warnings never reach stderr as such: a
+corrupt EXIF block is ignored (the stored pixels are used) with one
+``clayout: note:`` line, a palette picture with transparency is read as RGBA,
+and a picture over ``PICTURE_MAX_PIXELS`` is refused before it is decoded.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
+import re
+import sys
+import warnings
 
 import numpy as np
 
@@ -25,7 +36,8 @@ from ..algebra.storage import image_text
 from ..call import parse_from_frame, run
 from ..errors import ClayoutError
 from ..fileio import check_output, load_npy, refuse_special, save_npy
-from .checks import check_output_kind
+from ..limits import check_host_bytes
+from .checks import PROG, check_output_kind
 
 RAW_SUFFIXES = {".yuv": None, ".nv12": "nv12", ".nv21": "nv21", ".i420": "i420"}
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -36,7 +48,17 @@ PICTURE_MODES = {"rgb": "RGB", "bgr": "RGB", "rgba": "RGBA", "bgra": "RGBA", "gr
 DEFAULT_FORMATS = {"RGBA": "rgba", "RGBa": "rgba", "PA": "rgba", "L": "gray", "LA": "gray",
                    "La": "gray", "1": "gray"}
 # the API's argument names in its messages, said as the options that gave them
-OPTION_WORDS = ("size", "crop", "fill", "mean", "std")
+OPTION_WORDS = ("size", "crop", "fill", "mean", "std", "scale", "antialias", "yuv", "resize",
+                "fit", "order")
+# 'crop=', "yuv= 'bt709'", 'antialias=True' anywhere in a message
+API_WORD = re.compile(r"\b(%s)=(True\b|\s?'([^']*)'|\s*)" % "|".join(OPTION_WORDS))
+# the most pixels decoded from one PNG/JPEG (64 Mpixel: 8192x8192; an 8K UHD frame is 33
+# Mpixel): checked from the picture's header, before its pixels are decoded
+PICTURE_MAX_PIXELS = 1 << 26
+# EXIF Orientation: the Pillow transpose that turns the stored pixels upright
+ORIENTATION_TAG = 0x0112
+ORIENTATIONS = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE",
+                6: "ROTATE_270", 7: "TRANSVERSE", 8: "ROTATE_90"}
 
 
 # -- argument types (argparse: a bad value is a usage error, exit 2) ----------------------------
@@ -128,35 +150,125 @@ def read_raw(args) -> tuple[np.ndarray, str]:
     return np.fromfile(args.input, dtype=np.uint8, count=need).reshape(shape), fmt.name
 
 
+def note(text: str) -> None:
+    """One line ``clayout: note: ...`` on stderr: the command goes on."""
+    print(f"{PROG}: note: {text}", file=sys.stderr)
+
+
+def first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def picture_too_big(path: str, size: str) -> ClayoutError:
+    return ClayoutError(f"{path}: a picture of {size}; clayout frame decodes PNG/JPEG pictures "
+                        f"of at most {PICTURE_MAX_PIXELS} pixels (64 Mpixel, such as 8192x8192): "
+                        "give a smaller picture, or the frame as a .npy array or raw file")
+
+
+def worth_a_note(caught) -> bool:
+    """A warning meant for the user (not one about a library's own API)."""
+    return not issubclass(caught.category, (DeprecationWarning, PendingDeprecationWarning,
+                                            ImportWarning, ResourceWarning))
+
+
+def is_exif_warning(caught) -> bool:
+    """A warning of Pillow's EXIF reader (a TIFF directory inside the picture)."""
+    return (os.path.basename(caught.filename) == "TiffImagePlugin.py"
+            or "exif" in str(caught.message).lower())
+
+
 def read_picture(args) -> tuple[np.ndarray, str]:
     """A PNG/JPEG decoded by Pillow: RGB, RGBA or gray by what the file holds, or
-    converted to the packed --format asked for."""
+    converted to the packed --format asked for; turned upright by its EXIF
+    orientation unless --no-exif-orientation. Pillow's warnings are caught:
+    a corrupt EXIF is ignored with one note, any other warning is one note."""
     regular_file(args.input)
     try:   # Pillow is an optional extra: imported only here
         from PIL import Image as image_module
     except ImportError:
         raise ClayoutError(f"{args.input}: {INSTALL_HINT}") from None
-    try:
-        with image_module.open(args.input) as picture:
-            picture.load()
-            mode = picture.mode
-            if mode.startswith("I") or mode == "F":
-                raise ClayoutError(f"{args.input}: a picture of Pillow mode {mode!r} (16 or 32 "
-                                   "bits a pixel); a frame is 8 bits a channel")
-            fmt = args.format or DEFAULT_FORMATS.get(mode, "rgb")
-            if fmt not in PICTURE_MODES:
-                raise ClayoutError(f"{args.input}: --format {fmt} is a raw YUV layout; a PNG/JPEG "
-                                   f"decodes to one of {', '.join(PICTURE_MODES)}")
-            want = PICTURE_MODES[fmt]
-            arr = np.asarray(picture if mode == want else picture.convert(want), dtype=np.uint8)
-    except ClayoutError:   # a ValueError too: already one line of its own
-        raise
-    except (OSError, ValueError, SyntaxError, EOFError, image_module.DecompressionBombError) as exc:
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ClayoutError(f"{args.input}: not a readable PNG/JPEG picture ({text})") from None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        arr, fmt, exif_ignored = decode_picture(args, image_module, caught)
+    if exif_ignored:
+        note(f"{args.input}: its EXIF data is corrupt and was ignored: the picture is read as "
+             "stored, without turning it by an orientation tag")
+    seen = set()
+    for warning in caught:   # any other warning of Pillow's: a note, not a raw warning
+        if is_exif_warning(warning) or not worth_a_note(warning) or issubclass(
+                warning.category, image_module.DecompressionBombWarning):
+            continue
+        text = first_line(warning.message)
+        if text not in seen:
+            seen.add(text)
+            note(f"{args.input}: Pillow: {text}")
     if fmt in ("bgr", "bgra"):
         arr = np.concatenate([arr[..., 2::-1], arr[..., 3:]], axis=-1)
     return np.ascontiguousarray(arr), fmt
+
+
+def decode_picture(args, image_module, caught) -> tuple[np.ndarray, str, bool]:
+    """(pixels, format, whether a corrupt EXIF was ignored), Pillow's
+    warnings going to ``caught``; the size is checked before decoding."""
+    path = args.input
+    exif_ignored = False
+    try:
+        with image_module.open(path) as picture:
+            width, height = picture.size   # from the header: nothing decoded yet
+            if width * height > PICTURE_MAX_PIXELS:
+                raise picture_too_big(path, f"{width}x{height} ({width * height} pixels)")
+            mode = picture.mode
+            if mode.startswith("I") or mode == "F":
+                raise ClayoutError(f"{path}: a picture of Pillow mode {mode!r} (16 or 32 "
+                                   "bits a pixel); a frame is 8 bits a channel")
+            # a palette with transparency: RGBA (Pillow's palette-to-RGB would warn)
+            transparent = mode == "P" and "transparency" in picture.info
+            fmt = args.format or ("rgba" if transparent else DEFAULT_FORMATS.get(mode, "rgb"))
+            if fmt not in PICTURE_MODES:
+                raise ClayoutError(f"{path}: --format {fmt} is a raw YUV layout; a PNG/JPEG "
+                                   f"decodes to one of {', '.join(PICTURE_MODES)}")
+            want = PICTURE_MODES[fmt]
+            check_host_bytes(width * height * len(want), f"{path}: the decoded {width}x{height} "
+                             "picture", "give a smaller picture")
+            picture.load()
+            turn = None
+            if not getattr(args, "no_exif_orientation", False):
+                turn, exif_ignored = orientation(picture, image_module, caught)
+            if transparent:
+                picture = picture.convert("RGBA")
+            if picture.mode != want:
+                picture = picture.convert(want)
+            if turn is not None:
+                picture = picture.transpose(getattr(image_module.Transpose, turn))
+            arr = np.asarray(picture, dtype=np.uint8)
+    except ClayoutError:   # a ValueError too: already one line of its own
+        raise
+    except image_module.DecompressionBombError as exc:   # over twice Pillow's own limit
+        pixels = re.search(r"\((\d+) pixels\)", str(exc))
+        raise picture_too_big(path, f"{pixels[1]} pixels" if pixels else
+                              "more pixels than Pillow opens") from None
+    except (OSError, ValueError, SyntaxError, EOFError, IndexError) as exc:
+        raise ClayoutError(f"{path}: not a readable PNG/JPEG picture ({first_line(exc)})") \
+            from None
+    return arr, fmt, exif_ignored
+
+
+def orientation(picture, image_module, caught) -> tuple[str | None, bool]:
+    """(the Pillow transpose its EXIF Orientation asks for, or None; whether
+    the EXIF was corrupt, then ignored: no turn). Orientation 1, none, or a
+    value outside 1..8: the stored pixels. The EXIF block is parsed afresh:
+    Pillow's JPEG reader may have met (and hidden) its corruption already."""
+    try:
+        raw = picture.info.get("exif")
+        if isinstance(raw, bytes):
+            image_module.Exif().load(raw)   # raises or warns when corrupt
+        value = picture.getexif().get(ORIENTATION_TAG, 1)
+    except (OSError, ValueError, SyntaxError, EOFError, IndexError, KeyError, TypeError,
+            ArithmeticError):
+        return None, True
+    if any(is_exif_warning(w) for w in caught):
+        return None, True
+    return ORIENTATIONS.get(value) if isinstance(value, int) else None, False
 
 
 def read_frame(args) -> tuple[np.ndarray, str]:
@@ -180,13 +292,27 @@ def read_frame(args) -> tuple[np.ndarray, str]:
 
 
 # -- the command ----------------------------------------------------------------------------------
-def as_options(exc: ClayoutError) -> ClayoutError:
-    """The API's 'mean= ...' said as the option: '--mean ...'."""
+def as_options(exc, what: str | None = None) -> ClayoutError:
+    """The API's words said as the CLI's: 'mean= ...' as '--mean ...',
+    "yuv= 'bt709'" as '--yuv bt709', 'antialias=True' as '--antialias',
+    wherever they stand; a message that does not begin with an option is
+    about the frame and gets the input's name ``what`` in front."""
     text = str(exc)
-    for name in OPTION_WORDS:
-        if text.startswith(f"{name}="):
-            return ClayoutError(f"--{name} {text[len(name) + 1:].lstrip()}")
-    return exc
+
+    def option(match) -> str:
+        name, value, quoted = match.groups()
+        if value == "True":
+            return f"--{name}"
+        return f"--{name} {quoted}" if quoted is not None else f"--{name} "
+
+    text = re.sub(r" {2,}", " ", API_WORD.sub(option, text)).replace(" ;", ";").rstrip()
+    text = text.replace("; --crop a part of it", "; give --crop X,Y,W,H to read a part of it")
+    text = text.replace("--scale 1/255", "--scale 0.00392156862745 (1/255)")
+    if text.startswith("from_frame: "):
+        text = text[len("from_frame: "):]
+    if what and not text.startswith(("--", f"{what}:")):
+        text = f"{what}: {text}"
+    return ClayoutError(text)
 
 
 def check_target(args) -> None:
@@ -209,13 +335,18 @@ def cmd_frame(args) -> int:
     check_output(args.output, [args.input])
     check_target(args)
     arr, fmt = read_frame(args)
-    try:
-        call = parse_from_frame(arr, args.layout, format=fmt, size=args.size, crop=args.crop,
-                                fit=args.fit, fill=args.fill, resize=args.resize, mean=args.mean,
-                                std=args.std, order=args.order, yuv=args.yuv, dtype=args.dtype,
-                                engine=args.engine, what=args.input)
+    try:   # the API's warnings (mean and std for pixels in 0..1, ...): notes in options' words
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call = parse_from_frame(arr, args.layout, format=fmt, size=args.size, crop=args.crop,
+                                    fit=args.fit, fill=args.fill, resize=args.resize,
+                                    mean=args.mean, std=args.std, order=args.order, yuv=args.yuv,
+                                    dtype=args.dtype, antialias=args.antialias,
+                                    scale=args.scale, engine=args.engine, what=args.input)
     except ClayoutError as exc:
-        raise as_options(exc) from None
+        raise as_options(exc, args.input) from None
+    for text in dict.fromkeys(str(as_options(w.message)) for w in caught if worth_a_note(w)):
+        note(text)
     out = run(call)
     save_npy(args.output, out, [args.input])
     plan, dst = call.src, call.dst

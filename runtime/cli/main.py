@@ -127,19 +127,30 @@ def build_parser() -> argparse.ArgumentParser:
                    "for .npy and .yuv; a picture: what it holds, rgb, rgba or gray)")
     p.add_argument("--frame-size", type=parse_wh, metavar="WxH",
                    help="a raw frame's size (else checked)")
+    p.add_argument("--no-exif-orientation", action="store_true",
+                   help="a PNG/JPEG: its pixels as stored, not turned upright by its EXIF "
+                   "Orientation tag (other inputs are always read as stored)")
     p.add_argument("--size", type=parse_wh, metavar="WxH", help="output size (default: the crop)")
     p.add_argument("--crop", type=parse_crop, metavar="X,Y,W,H", help="crop first (frame pixels)")
     p.add_argument("--fit", choices=frame.FITS, default="stretch", help="stretch (default) or "
                    "letterbox: keep the aspect ratio, centred, the border --fill")
     p.add_argument("--fill", type=parse_numbers, default=0, metavar="V", help="the letterbox "
                    "border, 0..255 before normalizing: one number or one per channel (0)")
-    p.add_argument("--resize", choices=frame.RESIZES, default="bilinear", help="(bilinear)")
+    p.add_argument("--resize", choices=frame.RESIZES, default="bilinear",
+                   help="bilinear (default: OpenCV's INTER_LINEAR), nearest, or area "
+                   "(INTER_AREA, for shrinking)")
+    p.add_argument("--antialias", action="store_true",
+                   help="with bilinear: widen the filter when shrinking, as PIL's BILINEAR and "
+                   "torchvision's antialias=True")
+    p.add_argument("--scale", type=float, default=1.0, metavar="K",
+                   help="pixels are multiplied by K before --mean and --std (1; 0.00392156862745 "
+                   "is 1/255, for mean and std of pixels in 0..1)")
     p.add_argument("--mean", type=parse_numbers, default=0.0, metavar="M", help="subtracted per "
-                   "output channel (in --order), in pixel units: one number or three (0)")
+                   "output channel (in --order), after --scale: one number or three (0)")
     p.add_argument("--std", type=parse_numbers, default=1.0, metavar="S",
                    help="then divided by, per output channel (1)")
     p.add_argument("--order", choices=frame.ORDERS, default="rgb", help="output channel order")
-    p.add_argument("--yuv", choices=tuple(frame.YUVS), default="bt601",
+    p.add_argument("--yuv", choices=tuple(frame.YUVS), default=None,
                    help="the YUV matrix of nv12/nv21/i420 (default bt601, limited range)")
     p.add_argument("--layout", required=True, metavar="NAME",
                    help="an activation image layout or a 4-D buffer tag such as nchw")

@@ -7,6 +7,9 @@ moves (runtime/cpu/compiled.py) or numpy methods on the shared thread pool
 the dense buffer of its layout's desc, so every conversion of the engine
 (runtime/contract.py ``HostEngine``) is one such reorder.
 
+Frames (``from_frame``) run compiled (runtime/cpu/frames.py) where the
+library is loaded, straight into the destination where it can, else numpy.
+
 Threads: plans are frozen and their cache is thread-safe; the worker pools
 are made once and shared, so any number of callers may convert at once.
 """
@@ -17,7 +20,7 @@ import numpy as np
 from ..algebra import dtypes
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine
-from . import copy
+from . import copy, frames
 from .plan import plan
 
 
@@ -82,6 +85,16 @@ class CpuEngine(HostEngine):
 
     def reorder_into(self, data, src, target, dst, zeroed):
         reorder_into(np.asarray(data).reshape(-1), src, target, dst, zeroed)
+
+    # -- frames: compiled where the library is loaded (runtime/cpu/frames.py), else numpy
+    def sample(self, frame, data):
+        return frames.sample(frame, np.asarray(data).reshape(frame.shape))
+
+    def from_frame(self, frame, dst, data, out=None):
+        """Straight into dst's memory where the compiled frames write it
+        (nchw, nhwc, in_out_channel, ...), else ``sample``'s tensor converted."""
+        placed = frames.place(frame, np.asarray(data), dst, out)
+        return placed if placed is not None else super().from_frame(frame, dst, data, out)
 
 
 ENGINE = CpuEngine()

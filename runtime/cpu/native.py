@@ -32,9 +32,15 @@ from dataclasses import dataclass
 
 from .. import sources
 from ..algebra import dtypes, dtypes_c
+from ..algebra.frame_taps import WORD
 from ..cache import memoized
 from ..errors import ClayoutError
 
+# the int64 words of a compiled frame's spec (runtime/cpu/frames.py writes them,
+# templates/cpu_frame.c.mako reads them by these names)
+FRAME_SPEC = ("kind", "bytes", "rgb0", "rgb1", "rgb2", "uoff", "voff", "channels",
+              "source0", "source1", "source2", "dtype", "oc", "orow", "ocol", "zeros",
+              "h", "w", "xmode", "parts")
 MAX_AXES = 8              # axes of one box (the plan coalesces to far fewer)
 CHOICES = ("auto", "compiled", "numpy")
 FLAGS = ("-O3", "-std=c11", "-pthread", "-fPIC", "-shared", "-fsigned-char",
@@ -85,9 +91,14 @@ def families() -> tuple[Family, ...]:
 
 
 def render() -> str:
-    return sources.template("cpu_move.c.mako").render(
+    """The library's C: the moves (templates/cpu_move.c.mako), then the frames
+    (templates/cpu_frame.c.mako, which uses the moves' workers and conversions)."""
+    moves = sources.template("cpu_move.c.mako").render(
         families=families(), helpers=sources.helpers(), max_axes=MAX_AXES,
         built=f"{platform.machine()} {platform.system()}")
+    frames = sources.template("cpu_frame.c.mako").render(
+        words=WORD, spec={name: i for i, name in enumerate(FRAME_SPEC)})
+    return moves + "\n" + frames
 
 
 def choice() -> str:
@@ -185,6 +196,18 @@ class Library:
             fn.restype = None
             fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
                            ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+        return fn
+
+    @property
+    def frame(self):
+        """clayout_frame(frame, taps, out, spec, threads, spin ns): a frame's
+        stages into ``out`` (runtime/cpu/frames.py); 0, or -1 where memory
+        could not be had."""
+        fn = self.dll.clayout_frame
+        if fn.argtypes is None:
+            fn.restype = ctypes.c_int
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_int64, ctypes.c_int64)
         return fn
 
 

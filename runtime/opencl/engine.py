@@ -57,6 +57,7 @@ import pyopencl as cl
 from ..algebra import conversion, dtypes
 from ..contract import Engine
 from ..errors import ClayoutError
+from . import frame as frame_c
 from . import host, images, programs, tiles
 from . import transform as transform_kernel
 from .contexts import engine_of, live, register, track  # noqa: F401  (live: re-exported)
@@ -153,8 +154,9 @@ class OpenCLEngine(Engine):
         return access_of(image, self.device)[0] != "direct"
 
     # -- the device conversion ---------------------------------------------------------------
-    def launch(self, kernel, src, dst, wait_for=None) -> cl.Event:
-        """Enqueue a planned kernel (or byte copy) from ``src`` into ``dst``."""
+    def launch(self, kernel, src, dst, wait_for=None, extra=()) -> cl.Event:
+        """Enqueue a planned kernel (or byte copy) from ``src`` into ``dst``;
+        ``extra``: the buffers a kernel takes after dst (a frame's taps)."""
         queue = self.device.queue
         if isinstance(kernel, ByteCopy):   # a byte copy and a zero tail: no program
             count, total = kernel.count, kernel.total
@@ -166,9 +168,15 @@ class OpenCLEngine(Engine):
             return cl.enqueue_marker(queue, wait_for=events)
         knl = programs.kernel(self.device.context, kernel.source)
         with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
-            programs.set_args(knl, (src, dst, *kernel.args))
+            programs.set_args(knl, (src, dst, *extra, *kernel.args))
             return cl.enqueue_nd_range_kernel(queue, knl, kernel.launch, kernel.local,
                                               wait_for=wait_for or None)
+
+    def run_plan(self, p, src, dst, wait_for=None) -> cl.Event:
+        """Enqueue a move plan's kernel from ``src`` into ``dst`` (a frame's
+        kernel also takes the frame's taps buffer, runtime/opencl/frame.py)."""
+        extra = (frame_c.buffer(self.device.context, p.src),) if p.frame else ()
+        return self.launch(p.kernel, src, dst, wait_for, extra)
 
     def run_kernel(self, source: str, name: str, global_size, args, wait_for=None,
                    local_size=None) -> cl.Event:
@@ -197,20 +205,20 @@ class OpenCLEngine(Engine):
         p = move_plan(src, dst, self.device, aliased, dense)
         wait = self.zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
         wait += list(wait_for)
-        kernel, image = p.kernel, p.image
+        image = p.image
         if dense or p.access in ("direct", "dense", "buffers"):
-            return self.launch(kernel, src_mem, dst_mem, wait)
+            return self.run_plan(p, src_mem, dst_mem, wait)
         queue = self.device.queue
         with self.memory.staging(image.memory.size) as stage:
             if dst.is_image:
-                event = self.launch(kernel, src_mem, stage, wait)
+                event = self.run_plan(p, src_mem, stage, wait)
                 return cl.enqueue_copy(queue, dst_mem, stage, offset=0,
                                        origin=images.origin(dst), region=images.region(dst),
                                        wait_for=[event])
             wait.append(cl.enqueue_copy(queue, stage, src_mem, offset=0,
                                         origin=images.origin(src), region=images.region(src),
                                         wait_for=wait or None))
-            return self.launch(kernel, stage, dst_mem, wait)
+            return self.run_plan(p, stage, dst_mem, wait)
 
     def zero_rest(self, dst_buf, dst) -> list:
         """For a fresh output: zero dst's whole span where the kernel will not

@@ -1,7 +1,7 @@
 """A camera frame as the source of a conversion kernel (docs/frames.md).
 
 The frame's stages (runtime/algebra/frame.py: colour, sample, normalize)
-become one C function, ``clayout_frame_pixel(src, y, x)``: the model
+become one C function, ``clayout_frame_pixel(src, taps, y, x)``: the model
 input's channels at row y, column x, as a float4 (lanes past C are 0). The
 conversion kernel (runtime/opencl/render.py) calls it where it would load a
 source element (``loads``: one call serves every element at that pixel),
@@ -10,99 +10,224 @@ index, the store into any layout or storage) is the kernel of every other
 conversion. One work item computes its elements from the frame bytes in
 registers: no intermediate RGB, resized or normalized array.
 
+**The taps buffer.** The sample stage's tables and the frame's numbers,
+packed into one float32 buffer (runtime/algebra/frame_taps.py) that the
+kernel takes after ``dst``. A *generic* frame program reads
+every number from it: its source depends on the frame's format and channel
+order only, so a new crop, frame size, output size or normalization builds
+nothing (a tracker's crop moves every frame). A frame converted again and
+again gets its *baked* program (the header's numbers written in, the tap
+loops of a known length), as every conversion does (runtime/opencl/moves.py).
+
 The function evaluates the same float32 operations, in the same order, as
 the host evaluation (runtime/algebra/frame_sample.py), under
 ``FP_CONTRACT OFF`` (no fused multiply-adds), so the two give the same bits.
-Every number of the plan is baked in: a camera's frames share one plan, so
-one program serves them all.
 """
 from __future__ import annotations
 
+import pyopencl as cl
+
 from ..algebra.c_index import f32_literal
 from ..algebra.frame import FramePlan
-from ..cache import memoized
+from ..algebra.frame_taps import HEADER, WORD, header, tables
+from ..cache import LRU, memoized
 
 FUNCTION = "clayout_frame"
+PARAM = "__global const float *restrict clayout_taps"
+
+# The taps buffers on the devices: a camera's frames share one (its plan's);
+# a moving crop makes one a frame, each a few KiB, the least recent given back.
+BUFFERS = LRU("OpenCL frame tap buffers", "CLAYOUT_FRAME_CACHE", 64)
 
 
-def _taps(plan: FramePlan) -> list[tuple[str, str, str]]:
-    """(name, X, Y) of each tap the sample stage reads."""
-    xs = ["x0", "x1"] if plan.x.method == "bilinear" else ["x0"]
-    ys = ["y0", "y1"] if plan.y.method == "bilinear" else ["y0"]
-    return [(f"t{x[1]}{y[1]}", x, y) for y in ys for x in xs]
+def buffer(context: cl.Context, plan: FramePlan) -> cl.Buffer:
+    """The taps buffer of ``plan`` on ``context`` (made once, cached)."""
+    def make():
+        data = tables(plan)
+        return context, cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                                  hostbuf=data)
+    return BUFFERS.get((context.int_ptr, plan), make)[1]
 
 
-def _colour(plan: FramePlan, tap: str, x: str, y: str, wanted) -> list[str]:
-    """C lines giving ``tap``_k, RGB component k of the frame pixel (x, y),
+def family(plan: FramePlan) -> tuple:
+    """What a generic frame program's source depends on: the format and
+    which RGB component each output channel takes."""
+    return (plan.format.name, plan.source)
+
+
+def describe(plan: FramePlan, bake: bool) -> str:
+    """The kernel's summary of the frame: the whole plan when baked, its
+    family when generic (so the source does not vary by crop)."""
+    if bake:
+        return plan.describe()
+    order = f" {plan.order}" if plan.channels > 1 else ""
+    return f"frame {plan.format.name}{order} (generic: sizes, crop, taps in clayout_taps)"
+
+
+def _numbers(plan: FramePlan, bake: bool):
+    """``n(name)``: a header value as C, a literal when baked, else read
+    from the taps buffer (an int through as_int)."""
+    values = header(plan) if bake else None
+
+    def n(name: str) -> str:
+        integer = HEADER[WORD[name]][1]
+        if bake:
+            return str(int(values[name])) if integer else f32_literal(values[name])
+        word = f"clayout_taps[{WORD[name]}]"
+        return f"as_int({word})" if integer else word
+    return n
+
+
+def _colour(plan: FramePlan, n, wanted, x: str = "x", y: str = "y", t: str = "t") -> list[str]:
+    """C lines giving ``{t}_k``, RGB component k of the frame pixel (x, y),
     clamped to [0, 255], for each k in ``wanted``: the float32 operations
     of runtime.algebra.frame_sample.rgb_at, in its order."""
-    fmt, w, h = plan.format, plan.width, plan.height
+    fmt, w, h = plan.format, n("fw"), n("fh")
     if not fmt.is_yuv:
         at = f"({y} * {w} + {x}) * {fmt.bytes}"
-        return [f"const float {tap}_{k} = (float)src[{at} + {fmt.rgb[k]}];" for k in wanted]
-    m = plan.yuv
-    c = {name: f32_literal(v) for name, v in m.f32().items()}
+        return [f"const float {t}_{k} = (float)src[{at} + {fmt.rgb[k]}];" for k in wanted]
+    luma_at = f"{y} * {w} + {x}"
     if fmt.chroma == "planes":
-        q = (h // 2) * (w // 2)
-        u_at = f"{h * w} + ({y} / 2) * {w // 2} + {x} / 2"
-        v_at = f"{h * w + q} + ({y} / 2) * {w // 2} + {x} / 2"
+        half = f"({w} / 2)"
+        u_at = f"{h} * {w} + ({y} / 2) * {half} + {x} / 2"
+        v_at = f"{h} * {w} + ({h} / 2) * {half} + ({y} / 2) * {half} + {x} / 2"
     else:
-        pair = f"{h * w} + ({y} / 2) * {w} + ({x} / 2) * 2"
+        pair = f"{h} * {w} + ({y} / 2) * {w} + ({x} / 2) * 2"
         u_at, v_at = (pair, f"{pair} + 1") if fmt.chroma == "uv" else (f"{pair} + 1", pair)
-    luma = f"(float)max((int)src[{y} * {w} + {x}] - {m.y0}, 0)"
-    lines = [f"const float {tap}_y = {c['ky']} * {luma};",   # YUV: C = 3, all three wanted
-             f"const float {tap}_v = (float)((int)src[{v_at}] - 128);",
-             f"const float {tap}_u = (float)((int)src[{u_at}] - 128);"]
-    value = {0: f"{tap}_y + {tap}_v * {c['rv']}",
-             1: f"({tap}_y + {tap}_v * {c['gv']}) + {tap}_u * {c['gu']}",
-             2: f"{tap}_y + {tap}_u * {c['bu']}"}
-    return lines + [f"const float {tap}_{k} = clamp({value[k]}, 0.0f, 255.0f);" for k in wanted]
+    lines = [f"const float {t}_y = {n('ky')} * (float)max((int)src[{luma_at}] - {n('y0')}, 0);",
+             f"const float {t}_v = (float)((int)src[{v_at}] - 128);",
+             f"const float {t}_u = (float)((int)src[{u_at}] - 128);"]
+    value = {0: f"{t}_y + {t}_v * {n('rv')}",
+             1: f"({t}_y + {t}_v * {n('gv')}) + {t}_u * {n('gu')}",
+             2: f"{t}_y + {t}_u * {n('bu')}"}
+    return lines + [f"const float {t}_{k} = clamp({value[k]}, 0.0f, 255.0f);" for k in wanted]
 
 
-@memoized("OpenCL frame functions", "CLAYOUT_FRAME_CACHE", 64)
-def function(plan: FramePlan) -> str:
-    """The C of ``clayout_frame_pixel(src, y, x)`` for ``plan``: the model
-    input's channels at (y, x) as a float4 (lanes past C are 0), in
-    straight-line code (no branch: the letterbox border is a select)."""
-    bx, by = plan.x.method == "bilinear", plan.y.method == "bilinear"
+# methods whose taps a baked program computes inline from the integer rule
+# (no table reads: PoCL ran 1280x720 NV21 -> 320x320 40 % slower reading them)
+INLINE = ("copy", "nearest", "bilinear")
+
+
+def _axis(axis, n, bake: bool):
+    """(C lines giving ``{p}d`` (the output offset), ``{p}_in`` and ``{p}f``
+    (the first tap's frame pixel); ``weight(k)``: the weight of tap k (a C
+    expression or a number) as C) for the axis ``axis`` (p = x or y): read
+    from its table, or computed inline as the table was
+    (runtime/algebra/frame_axis.py)."""
+    p = axis.name
+    o, scaled = f"o{p}", n(f"{p}_scaled")
+    lines = [f"const int {p}d = {o} - {n(f'{p}_pad')};",
+             f"const int {p}_in = {p}d >= 0 && {p}d < {scaled};",
+             f"const int {p}c = clamp({p}d, 0, {scaled} - 1);"]
+    if not (bake and axis.method in INLINE):
+        lines += [f"const int {p}r = {n(f'{p}_at')} + {p}c * ({n(f'{p}_k')} + 1);",
+                  f"const int {p}f = as_int(clayout_taps[{p}r]);"]
+        return lines, lambda k: f"clayout_taps[{p}r + 1 + {k}]"
+    length, last, start = axis.length, axis.length - 1, axis.start
+    if axis.method == "copy":
+        return lines + [f"const int {p}f = {p}c + {start};"], lambda k: "1.0f"
+    if axis.method == "nearest":
+        return lines + [f"const int {p}f = min({p}c * {length} / {axis.scaled}, {last}) + "
+                        f"{start};"], lambda k: "1.0f"
+    den = 2 * axis.scaled
+    lines += [f"const int {p}n = (2 * {p}c + 1) * {length} - {axis.scaled};",
+              f"const int {p}q = max({p}n, 0) / {den};",
+              f"const int {p}ok = {p}n >= 0 && {p}q < {last};",
+              f"const int {p}f = ({p}ok ? {p}q : ({p}n < 0 ? 0 : {last})) + {start};",
+              f"const float {p}w1 = {p}ok ? (float)({p}n - {p}q * {den}) * "
+              f"{f32_literal(axis.inv)} : 0.0f;",
+              f"const float {p}w0 = 1.0f - {p}w1;"]
+    return lines, lambda k: f"{p}w{k}" if isinstance(k, int) else f"({k} ? {p}w1 : {p}w0)"
+
+
+def _sample_unrolled(plan: FramePlan, n, wanted, x_weight, y_weight) -> list[str]:
+    """The taps of a baked program, straight-line (PoCL vectorizes across
+    work items only a body without inner loops): each tap's colour, then
+    per row of taps the x blend, then the y blend, in the host's order."""
+    kx, ky = plan.x.taps, plan.y.taps
+    lines = [f"const int x{i} = min(xf + {i}, {n('x_last')});" for i in range(kx)]
+    lines += [f"const int y{j} = min(yf + {j}, {n('y_last')});" for j in range(ky)]
+    for j in range(ky):
+        for i in range(kx):
+            lines += _colour(plan, n, wanted, f"x{i}", f"y{j}", f"t{i}_{j}")
+    for k in wanted:
+        rows = [" + ".join(f"t{i}_{j}_{k} * {x_weight(i)}" for i in range(kx))
+                for j in range(ky)]
+        lines.append(f"const float p{k} = " +
+                     " + ".join(f"({r}) * {y_weight(j)}" for j, r in enumerate(rows)) + ";")
+    return lines
+
+
+def _sample_loops(n, plan: FramePlan, wanted, x_weight, y_weight) -> list[str]:
+    """The taps of a generic program: loops of K taps read from the buffer,
+    the sums starting at -0.0f (-0.0f + x is x for every x, so the first
+    term is the first product, as on the host)."""
+    sums = ", ".join(f"p{k} = -0.0f" for k in wanted)
+    row = ", ".join(f"r{k} = -0.0f" for k in wanted)
+    body = [f"float {sums};",
+            f"for (int ky = 0; ky < {n('y_k')}; ky++) {{",
+            f"    const int y = min(yf + ky, {n('y_last')});",
+            f"    const float wy = {y_weight('ky')};",
+            f"    float {row};",
+            f"    for (int kx = 0; kx < {n('x_k')}; kx++) {{",
+            f"        const int x = min(xf + kx, {n('x_last')});",
+            f"        const float wx = {x_weight('kx')};"]
+    body += [f"        {line}" for line in _colour(plan, n, wanted)]
+    body += [f"        r{k} += t_{k} * wx;" for k in wanted]
+    return body + ["    }"] + [f"    p{k} += r{k} * wy;" for k in wanted] + ["}"]
+
+
+def _function(plan: FramePlan, bake: bool) -> str:
+    n = _numbers(plan, bake)
     wanted = sorted(set(plan.source))
-    taps = _taps(plan)
-
-    def along_x(y: str, k: int) -> str:
-        return f"t0{y}_{k} * x0w + t1{y}_{k} * xw" if bx else f"t0{y}_{k}"
-
-    body = plan.x.c_lines("ox", "x") + plan.y.c_lines("oy", "y")
-    body += ["const float x0w = 1.0f - xw, y0w = 1.0f - yw;"]
-    for tap, x, y in taps:
-        body += _colour(plan, tap, x, y, wanted)
-    outs, fills = [], []
-    for c, k in enumerate(plan.source):
-        p = f"({along_x('0', k)}) * y0w + ({along_x('1', k)}) * yw" if by else along_x("0", k)
-        body.append(f"const float p{c} = {p};")
-        outs.append(f"(p{c} - {f32_literal(plan.mean32[c])}) * {f32_literal(plan.scale[c])}")
-        fills.append(f32_literal(plan.fill_values()[c]))
+    x_lines, x_weight = _axis(plan.x, n, bake)
+    y_lines, y_weight = _axis(plan.y, n, bake)
+    body = x_lines + y_lines
+    body += _sample_unrolled(plan, n, wanted, x_weight, y_weight) if bake else \
+        _sample_loops(n, plan, wanted, x_weight, y_weight)
+    outs = [f"(p{k} * {n('scale')} - {n(f'mean{c}')}) * {n(f'inv{c}')}"
+            for c, k in enumerate(plan.source)]
+    fills = [n(f"fill{c}") for c in range(plan.channels)]
     outs += ["0.0f"] * (4 - len(outs))
     fills += ["0.0f"] * (4 - len(fills))
-    if plan.has_border:
-        body.append(f"return (x_in && y_in) ? (float4)({', '.join(outs)}) :")
-        body.append(f"                        (float4)({', '.join(fills)});")
-    else:
-        body.append(f"return (float4)({', '.join(outs)});")
-    lines = [f"// {plan.describe()}",
+    body.append(f"return (x_in && y_in) ? (float4)({', '.join(outs)}) :")
+    body.append(f"                        (float4)({', '.join(fills)});")
+    lines = [f"// {describe(plan, bake)}",
              "#pragma OPENCL FP_CONTRACT OFF",
              "// always inlined: PoCL left it a call in the work-group loop, paid per",
              "// work item (0.93 -> 0.71 ms at 1280x720 NV21 -> 320x320)",
+             "// (no restrict on its pointers: oclgrind 21.10 cannot run the noalias",
+             "// scopes an inlined restrict parameter leaves; the kernel's have it)",
              f"inline __attribute__((always_inline)) float4 {FUNCTION}_pixel(",
-             "    __global const uchar *restrict src, const int oy, const int ox)",
+             "    __global const uchar *src, __global const float *clayout_taps,",
+             "    const int oy, const int ox)",
              "{"]
     return "\n".join(lines + [f"    {line}" for line in body] + ["}", ""])
+
+
+@memoized("OpenCL frame functions", "CLAYOUT_FRAME_CACHE", 64)
+def _baked(plan: FramePlan) -> str:
+    return _function(plan, True)
+
+
+GENERIC = LRU("OpenCL generic frame functions", "CLAYOUT_FRAME_CACHE", 64)
+
+
+def function(plan: FramePlan, bake: bool = True) -> str:
+    """The C of ``clayout_frame_pixel(src, clayout_taps, y, x)`` for
+    ``plan``: the model input's channels at (y, x) as a float4 (lanes past
+    C are 0); baked (the plan's numbers written in) or generic (one source
+    per ``family``, every number read from the taps buffer)."""
+    if bake:
+        return _baked(plan)
+    return GENERIC.get(family(plan), lambda: _function(plan, False))
 
 
 def pixel(names) -> str:
     """The C expression of the input's channels at the logical index
     ``names`` (n, c, h, w): a float4."""
     _, _, h, w = names
-    return f"{FUNCTION}_pixel(src, (int)({h}), (int)({w}))"
+    return f"{FUNCTION}_pixel(src, clayout_taps, (int)({h}), (int)({w}))"
 
 
 def lane(pixel_name: str, c: str) -> str:

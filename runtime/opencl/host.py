@@ -45,7 +45,7 @@ def move(engine, src, dst, data, out=None) -> np.ndarray:
     with source as (src_mem, wait), target as (dst_mem, back):
         if not dst.is_image:
             wait = wait + engine.zero_rest(dst_mem, dst.memory)
-        back(engine.launch(p.kernel, src_mem, dst_mem, wait or None))
+        back(engine.run_plan(p, src_mem, dst_mem, wait or None))
     return out
 
 

@@ -102,6 +102,11 @@ class MovePlan:
         return bool(getattr(self._kernel[0], "generic", False))
 
     @property
+    def frame(self) -> bool:
+        """Whether the source is a camera frame (its kernel takes the taps buffer)."""
+        return bool(getattr(self.src, "is_frame", False))
+
+    @property
     def image_object(self) -> bool:
         """Whether the image side is held in an image object (direct access)."""
         return self.access == "direct"
@@ -160,8 +165,8 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
             access_of(image, device)
         rule = (device.options.specialize_bytes, device.options.specialize_after)
         through = dense or access != "direct"
-        after = None if getattr(src, "is_frame", False) else \
-            bake_after((src.memory, dst.memory), rule)
+        frame = getattr(src, "is_frame", False)
+        after = bake_after((src.plain if frame else src.memory, dst.memory), rule)
         tiled, family_why = family_of(device)
         kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0, tiled=tiled)
         return MovePlan(src, dst, image, access, why, host_path(device), aliased, through,

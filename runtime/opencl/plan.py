@@ -37,6 +37,7 @@ from ..algebra.desc import MemoryDesc
 from ..cache import LRU
 from ..settings import env_int
 from .device import DEFAULT_SPECIALIZE_AFTER, DEFAULT_SPECIALIZE_BYTES
+from . import frame as frame_c
 from .render import Kernel, render_kernel
 from .sides import Source, Target
 
@@ -148,7 +149,7 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     (runtime/opencl/launch.py; the device's choice: runtime/opencl/moves.py),
     else the direct one."""
     if getattr(src, "is_frame", False):
-        return frame_plan(src, dst, staged)
+        return frame_kernel(src, dst, staged, bool(bake))
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
     key = (side_key(src), side_key(dst), staged, aliased, bool(tiled))
@@ -164,18 +165,21 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     return PLANS.get((key, bake), make)
 
 
-def frame_plan(frame, dst, staged: bool = False) -> Kernel:
+def frame_kernel(frame, dst, staged: bool = False, bake: bool = False) -> Kernel:
     """The kernel writing ``dst`` from the bytes of a camera frame (a
     runtime.algebra.frame.FramePlan): the frame is read as its plain f32
     input tensor whose every element is computed in place of a load
-    (runtime/opencl/frame.py). Always baked: a camera's frames share one
-    plan, and one program."""
+    (runtime/opencl/frame.py), its numbers and taps from the taps buffer.
+    Generic, one program per frame family (format, channel order) and
+    destination structure, whatever the crop and sizes; ``bake``: the
+    frame's own program (a frame converted again and again)."""
     staged = staged or (dst.is_image and dst.storage.on_buffer)
 
     def make():
         plain = _source(frame.plain, dst, staged)
-        return render_kernel(replace(plain, frame=frame), _target(dst, staged), False, True)
-    return PLANS.get(("frame", frame, side_key(dst), staged), make)
+        return render_kernel(replace(plain, frame=frame), _target(dst, staged), False, bake)
+    key = frame if bake else (frame_c.family(frame), frame.dims)
+    return PLANS.get(("frame", key, side_key(dst), staged, bake), make)
 
 
 def _target(dst, staged: bool) -> Target:

@@ -132,21 +132,22 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
     store = _store(dst, launch, index)
     src_dt, dst_dt = src.desc.dtype, dst.desc.dtype
     restrict = "" if aliased else "restrict "
-    reads = src.frame.describe() if src.frame else \
+    reads = frame_c.describe(src.frame, bake) if src.frame else \
         f"{'image ' + src.image.layout.name if src.image else 'buffer'} {_side(src.desc, bake)}"
     summary = (f"{reads} -> {'image ' + dst.image.layout.name if dst.image else 'buffer'} "
                f"{_side(dst.desc, bake)}" + ("" if bake else " (generic: numbers are arguments)"))
     params = "".join(f", const {ctype} {name}" for name, ctype, _ in num.args)
     source = sources.template("convert.cl.mako").render(
         summary=summary, name=KERNEL_NAME,
-        helpers=sources.helpers() + (frame_c.function(src.frame) if src.frame else ""),
+        helpers=sources.helpers() + (frame_c.function(src.frame, bake) if src.frame else ""),
         src_image=src.image is not None, index_type=index_type,
         pragmas=images.pragmas(dst.image, "write") if dst.image is not None else (),
         src_param=(images.param(src.image, "src", "read") if src.image is not None else
                    "__global const uchar *restrict src" if src.frame is not None else
                    f"__global const {src_dt.cl_scalar} *{restrict}src"),
         dst_param=(images.param(dst.image, "dst", "write") if dst.image is not None else
-                   f"__global {dst_dt.cl_scalar} *{restrict}dst"),
+                   f"__global {dst_dt.cl_scalar} *{restrict}dst")
+        + (f", {frame_c.PARAM}" if src.frame is not None else ""),
         params=params, ids=index.ids, guard=index.guard,
         prologue=list(index.lines + validity.lines), vector=launch.vector,
         dst_type=dst_dt.cl_scalar, runs=[vars(load) for load in loads], store=store,

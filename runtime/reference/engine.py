@@ -176,7 +176,8 @@ class ReferenceEngine(HostEngine):
                               crop=frame.crop, size=(frame.x.out, frame.y.out), fit=frame.fit,
                               fill=frame.fill, resize=frame.resize, mean=frame.mean,
                               std=frame.std, order=frame.order,
-                              yuv=frame.yuv.name if frame.yuv is not None else "bt601")
+                              yuv=frame.yuv.name if frame.yuv is not None else "bt601",
+                              antialias=frame.antialias, scale=frame.scale)
         return dtypes.host_array(values.reshape(-1), dst.dtype), MemoryDesc(frame.dims,
                                                                              dst.dtype)
 

@@ -3,13 +3,22 @@ RGB/BGR/RGBA/BGRA/gray, or YUV 4:2:0 NV12/NV21/I420) to a normalized model
 input (C, H, W), evaluated element by element from the formulas in
 docs/frames.md.
 
-Every output element is computed on its own from index arrays: its source
-coordinates, the colour of each tap, the interpolation weights and the
-normalization. Nothing is separable or shared with the fast paths, every
-value stays float64 and nothing is rounded. It is slow and obvious on
-purpose; the fast paths are checked against it.
+Along each axis, every output offset d gets its taps (source index, weight)
+from the method's definition, in exact fractions (``Fraction``) turned into
+float64 once: OpenCV's INTER_LINEAR / INTER_NEAREST / INTER_AREA (the box
+average shrinking, its zoom rule enlarging) and the antialiased bilinear
+of PIL (a triangle widened to L/S pixels). Then every output element is
+computed on its own from index arrays: the colour of each of its taps
+(converted and clamped first), blended along x, then along y, and the
+normalization (p·scale - mean)/std. Nothing is shared with the fast paths
+(runtime/algebra/frame_axis.py), every value stays float64 and nothing is
+rounded. It is slow and obvious on purpose; the fast paths are checked
+against it.
 """
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -86,18 +95,93 @@ def _source(frame, fmt, xs, ys, yuv):
     return np.stack([frame[ys, xs, k] for k in (r, g, b)]).astype(np.float64)
 
 
-def _bilinear_taps(d, n_src, n_dst):
-    """OpenCV INTER_LINEAR along one axis: for output offsets d, the two
-    source indices (of the crop) and the weight of the second."""
-    s = (d + 0.5) * (n_src / n_dst) - 0.5
-    i0 = np.floor(s)
-    a = s - i0
-    low = s < 0                 # before the first centre: column 0 only
-    high = s >= n_src - 1       # past the last centre: the last column only
-    i0 = np.where(low, 0.0, np.where(high, n_src - 1.0, i0))
-    a = np.where(low | high, 0.0, a)
-    i1 = np.where(low | high, i0, i0 + 1.0)
-    return i0.astype(np.int64), i1.astype(np.int64), a
+# -- the taps of one output offset d along an axis of L source pixels scaled to S --------------
+# each a list of (source index in the crop, weight), the weights summing to 1
+
+def _linear(d, L, S):
+    """OpenCV INTER_LINEAR: s = (d + 0.5)·L/S - 0.5; before the first centre
+    or past the last, the edge pixel alone; else ⌊s⌋ and ⌊s⌋ + 1."""
+    s = (d + 0.5) * (L / S) - 0.5
+    if s < 0:
+        return [(0, 1.0)]
+    if s >= L - 1:
+        return [(L - 1, 1.0)]
+    i = math.floor(s)
+    f = s - i
+    return [(i, 1 - f), (i + 1, f)]
+
+
+def _copy(d, L, S):
+    """L = S: the pixel itself (every method)."""
+    return [(d, 1.0)]
+
+
+def _nearest(d, L, S):
+    """INTER_NEAREST, the exact floor: min(⌊d·L/S⌋, L - 1)."""
+    return [(min(d * L // S, L - 1), 1.0)]
+
+
+def _box(d, L, S):
+    """INTER_AREA shrinking: the mean over the span [d·L/S, (d + 1)·L/S),
+    each pixel [i, i + 1) weighing its overlap with the span over the span's
+    length L/S (exact fractions)."""
+    lo, hi = Fraction(d * L, S), Fraction((d + 1) * L, S)
+    taps = []
+    for i in range(math.floor(lo), math.ceil(hi)):
+        overlap = min(hi, Fraction(i + 1)) - max(lo, Fraction(i))
+        if overlap > 0:
+            taps.append((i, float(overlap / (hi - lo))))
+    return taps
+
+
+def _zoom(d, L, S):
+    """INTER_AREA where an axis enlarges (OpenCV then uses it on both axes):
+    sx = ⌊d·L/S⌋, f = (d + 1) - (sx + 1)·S/L, 0 if that is not positive, else
+    its fractional part; sx and sx + 1 weigh 1 - f and f; the last pixel alone
+    from sx = L - 1 on."""
+    sx = d * L // S
+    if sx >= L - 1:
+        return [(L - 1, 1.0)]
+    f = Fraction(d + 1) - Fraction((sx + 1) * S, L)
+    f = Fraction(0) if f <= 0 else f - math.floor(f)
+    return [(sx, float(1 - f)), (sx + 1, float(f))]
+
+
+def _triangle(d, L, S):
+    """Antialiased bilinear shrinking (PIL's BILINEAR): the triangle of
+    half-width L/S source pixels centred on c = (d + 0.5)·L/S; pixel i weighs
+    max(0, 1 - |i + 0.5 - c|·S/L), normalized over the pixels of the crop."""
+    c, half = Fraction((2 * d + 1) * L, 2 * S), Fraction(L, S)
+    raw = []
+    for i in range(max(0, math.floor(c - half) - 1), min(L, math.ceil(c + half) + 1)):
+        w = 1 - abs(Fraction(2 * i + 1, 2) - c) / half
+        if w > 0:
+            raw.append((i, w))
+    total = sum(w for _, w in raw)
+    return [(i, float(w / total)) for i, w in raw]
+
+
+def _axis_taps(resize, antialias, L, S, zoom):
+    """(index, weight): (S, K) int64 and float64 arrays, the taps of every
+    offset along the axis (padded with weight 0). ``zoom``: area's zoom rule
+    (some axis enlarges)."""
+    if L == S:
+        rule = _copy
+    elif resize == "nearest":
+        rule = _nearest
+    elif resize == "area":
+        rule = _zoom if zoom else _box
+    elif antialias and L > S:
+        rule = _triangle
+    else:
+        assert resize == "bilinear", resize
+        rule = _linear
+    taps = [rule(d, L, S) for d in range(S)]
+    k = max(len(t) for t in taps)
+    index = np.array([[i for i, _ in t] + [t[0][0]] * (k - len(t)) for t in taps], np.int64)
+    weight = np.array([[w for _, w in t] + [0.0] * (k - len(t)) for t in taps], np.float64)
+    assert (index >= 0).all() and (index < L).all(), (L, S)
+    return index, weight
 
 
 def _scaled_region(crop, size, fit):
@@ -116,11 +200,14 @@ def _scaled_region(crop, size, fit):
 def frame_values(frame: np.ndarray, fmt: str, *, crop: tuple[int, int, int, int],
                  size: tuple[int, int], fit: str, fill: tuple[float, ...], resize: str,
                  mean: tuple[float, ...], std: tuple[float, ...], order: str,
-                 yuv: str = "bt601") -> np.ndarray:
+                 yuv: str = "bt601", antialias: bool = False,
+                 scale: float = 1.0) -> np.ndarray:
     """(C, H, W) float64; arguments already validated by the caller."""
     assert frame.dtype == np.uint8, frame.dtype
     assert fmt in PACKED + YUV420, fmt
     assert yuv in YUV_MATRICES, yuv
+    assert resize in ("bilinear", "nearest", "area"), resize
+    assert not antialias or resize == "bilinear", (resize, antialias)
     C = 1 if fmt == "gray" else 3
     assert len(mean) == len(std) == len(fill) == C, (mean, std, fill)
     cx, cy, cw, ch = crop
@@ -133,32 +220,29 @@ def frame_values(frame: np.ndarray, fmt: str, *, crop: tuple[int, int, int, int]
     inside = (X >= px) & (X < px + sw) & (Y >= py) & (Y < py + sh)
     dx, dy = X[inside] - px, Y[inside] - py
 
-    if resize == "nearest":
-        sx = np.minimum(dx * cw // sw, cw - 1)     # exact integer floor
-        sy = np.minimum(dy * ch // sh, ch - 1)
-        p = _source(frame, fmt, cx + sx, cy + sy, yuv)
-    else:
-        assert resize == "bilinear", resize
-        x0, x1, ax = _bilinear_taps(dx, cw, sw)
-        y0, y1, ay = _bilinear_taps(dy, ch, sh)
-        # each tap is colour-converted (and clamped) before the blend
-        p00 = _source(frame, fmt, cx + x0, cy + y0, yuv)
-        p10 = _source(frame, fmt, cx + x1, cy + y0, yuv)
-        p01 = _source(frame, fmt, cx + x0, cy + y1, yuv)
-        p11 = _source(frame, fmt, cx + x1, cy + y1, yuv)
-        p = ((1 - ay) * ((1 - ax) * p00 + ax * p10)
-             + ay * ((1 - ax) * p01 + ax * p11))
+    # the taps of each axis; area's zoom rule holds on both axes if one enlarges
+    zoom = cw < sw or ch < sh
+    xi, xw = _axis_taps(resize, antialias, cw, sw, zoom)
+    yi, yw = _axis_taps(resize, antialias, ch, sh, zoom)
+    # each tap is colour-converted (and clamped) before the blend: along x (the
+    # taps of a source row at once, shape (C, Kx, n)), then along y, row by row
+    xs, wx = cx + xi[dx].T, xw[dx].T        # (Kx, n): each element's x taps
+    p = 0.0
+    for ky in range(yi.shape[1]):
+        ys = np.broadcast_to(cy + yi[dy, ky], xs.shape)
+        row = (wx * _source(frame, fmt, xs, ys, yuv)).sum(axis=1)
+        p = p + yw[dy, ky] * row
 
     if C == 3 and order == "bgr":
         p = p[::-1]
     else:
         assert C == 1 or order == "rgb", order
 
-    # pixel values (fill outside the resized crop), then normalize per channel
+    # pixel values (fill outside the resized crop), then (p·scale - mean)/std per channel
     pix = np.empty((C, H, W), dtype=np.float64)
     for c in range(C):
         pix[c][~inside] = float(fill[c])
         pix[c][inside] = p[c]
     mean_ = np.asarray(mean, dtype=np.float64)[:, None, None]
     std_ = np.asarray(std, dtype=np.float64)[:, None, None]
-    return (pix - mean_) / std_
+    return (pix * float(scale) - mean_) / std_
