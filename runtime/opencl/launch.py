@@ -88,6 +88,7 @@ class Launch:
     tile: Axis | None
     image: bool
     tiling: Tiling | None = None
+    apart: bool = False     # the vector's elements lie apart in memory (one store each)
 
     def group_sizes(self, group) -> list[int]:
         return [(self.vec_axis.size // self.vector) if a == VEC else a.size for a in group]
@@ -100,12 +101,26 @@ def vector_width(size: int, stride: int, itemsize: int, limit: int = 16) -> int:
                  and v * itemsize <= MAX_VECTOR_BYTES), 1)
 
 
-def plan_launch(dst, image, tile_of, num: Numbers) -> Launch:
+def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None) -> Launch:
     """The launch writing all of ``dst`` (a buffer desc, or the dense desc of
     the ImageDesc ``image`` written with write_image*). ``tile_of(rest)``
-    picks the buffer destination's tile axis among ``rest``."""
+    picks the buffer destination's tile axis among ``rest``. ``pixel_dim``:
+    the dim whose values one source load gives together (a frame's
+    channels): where a buffer destination holds it as one axis of 2..4 that
+    is not its innermost (NCHW), the work item writes that axis (stores
+    apart, one load) instead of computing each pixel once per element."""
     # a unit block is structure (never an axis); a unit outer axis only when baked
     axes = [a for a in dst.axes if (a.outer or a.size > 1) and not num.unit(a.size)]
+    if image is None and pixel_dim is not None:
+        own = [a for a in dst.axes if a.dim == pixel_dim]
+        if len(own) == 1 and own[0] in axes[:-1] and 2 <= own[0].size <= 4:
+            vec_axis = own[0]
+            rest = [a for a in axes if a is not vec_axis]
+            tile = tile_of(rest)
+            others = tuple(a for a in rest if a is not tile)
+            groups = ((VEC,), (tile,) if tile else (), others)
+            sizes = (1,) + tuple(math.prod(a.size for a in g) for g in groups[1:])
+            return Launch(groups, sizes, vec_axis, vec_axis.size, tile, False, apart=True)
     if image is not None:
         rows = tuple(a for a in image.row_axes if a in axes)
         cols = tuple(a for a in image.col_axes if a in axes)

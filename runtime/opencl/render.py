@@ -124,12 +124,13 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
     if tiled and not aliased:
         launch = plan_tiled(dst.desc, dst.image, lambda a, n: source_step(src, a, n), num)
     if launch is None:
-        launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num)
+        launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num,
+                             1 if src.frame is not None else None)
     index = _index(dst, launch, num)
     validity = _validity(dst.desc, launch, num)
     run = run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
     loads = _loads(src, dst.desc, launch, validity, run, num)
-    store = _store(dst, launch, index)
+    store = _store(dst, launch, index, num)
     src_dt, dst_dt = src.desc.dtype, dst.desc.dtype
     restrict = "" if aliased else "restrict "
     reads = frame_c.describe(src.frame, bake) if src.frame else \
@@ -344,7 +345,7 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
 
 
 # -- step 5: the store -------------------------------------------------------------------------
-def _store(dst: Target, launch: Launch, index: Index) -> str:
+def _store(dst: Target, launch: Launch, index: Index, num: Numbers) -> str:
     dst_dt, vector = dst.desc.dtype, launch.vector
     if dst.image is not None:
         io = dtypes_c.c_type(dst_dt).image
@@ -355,6 +356,10 @@ def _store(dst: Target, launch: Launch, index: Index) -> str:
     off = " + ".join(index.offset_terms) or "0"
     if vector == 1:
         return f"dst[{off}] = v0;"
+    if launch.apart:   # a vector along an axis apart in memory: one store each
+        vec = launch.vec_axis
+        step = num(vec.stride, key=("apart stride",)) if vec.outer else str(vec.stride)
+        return " ".join(f"dst[{off} + {j} * {step}] = v{j};" for j in range(vector))
     return dtypes_c.vstore(dst_dt, [f"v{j}" for j in range(vector)], f"dst + ({off})")
 
 
