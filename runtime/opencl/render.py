@@ -397,5 +397,3 @@ def _axis_times(d: str, a, num: Numbers, vector: int = 1, per: int = 1) -> str:
     if not a.outer:
         return _lit_times(d, vector * a.stride // per)
     return num.times(_lit_times(d, vector), a.stride // per)
-
-
