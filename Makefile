@@ -81,11 +81,16 @@ CLAYOUT_CACHE ?= $(HOME)/.cache/clayout
 demo: setup
 	CLAYOUT_CACHE='$(CLAYOUT_CACHE)' $(PY) -m runtime demo --ppocr
 
+# two pytest-xdist workers, each running whole test files (their OpenCL programs and PoCL
+# kernel caches stay their own); TEST_WORKERS=0 runs the suite in one process
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 test: setup-test
-	CLAYOUT_TEST_PROFILE=ci $(PY) -m pytest -q tests --durations=25 $(PYTEST_ARGS)
+	CLAYOUT_TEST_PROFILE=ci $(PY) -m pytest -q tests $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-thorough: setup-test
-	CLAYOUT_TEST_PROFILE=thorough $(PY) -m pytest -q tests --durations=25 $(PYTEST_ARGS)
+	CLAYOUT_TEST_PROFILE=thorough $(PY) -m pytest -q tests $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-tiled: setup-test
 	CLAYOUT_OPENCL_TILED=1 CLAYOUT_TEST_PROFILE=ci $(PY) -m pytest -q tests $(PYTEST_ARGS)

@@ -18,6 +18,7 @@ Checks that run in child processes of their own (``start_child``) are queued
 as soon as the run's tests are known and run in the background, one at a
 time, beside the rest of the suite; their test waits for them
 (``child_result``), and a test marked ``alone`` pauses them while it runs."""
+import hashlib
 import os
 import queue
 import shutil
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +61,16 @@ if not os.environ.get("CLAYOUT_CPU_CACHE"):
 else:
     _CPU_CACHE_MADE = None
 CPU_PATHS = ("compiled", "numpy")
+
+# pytest-xdist's workers (make test runs two): each builds its OpenCL programs into a PoCL
+# kernel cache of its own, in this run's temporary folder. PoCL's on-disk cache is not
+# safe for two processes building the same kernels at once (pocl/pocl#430, #1480).
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER and not os.environ.get("POCL_CACHE_DIR"):
+    os.environ["POCL_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"clayout-pocl-{_WORKER}-")
+    _POCL_CACHE_MADE = os.environ["POCL_CACHE_DIR"]
+else:
+    _POCL_CACHE_MADE = None
 
 
 @pytest.fixture(scope="module", params=CPU_PATHS)
@@ -98,28 +110,65 @@ def pytest_configure(config):
 _DESELECTED = []
 
 
+def _second_implementation_repeat(item, seen: set) -> bool:
+    """A case on an OpenCL implementation other than the first (Intel's CPU
+    runtime beside PoCL), or through staged image access, whose test
+    function already has one that way."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    impl = params.get("cl_engine")
+    other = impl is not None and IMPLEMENTATIONS and impl != IMPLEMENTATIONS[0][0]
+    staged = params.get("cl_image_engine") == "staged"
+    if not (other or staged):
+        return False
+    key = (item.module.__name__ if item.module else "", item.originalname, impl, staged)
+    if key in seen:
+        return True
+    seen.add(key)
+    return False
+
+
 def pytest_collection_modifyitems(config, items):
-    """Outside the thorough tier, deselect (not skip) the cases marked ``thorough``."""
+    """Outside the thorough tier, deselect (not skip) the cases marked
+    ``thorough``, and on the second OpenCL implementation (and through
+    staged image access) every case of a test but its first: each test runs
+    there, every case runs on the first implementation (PoCL) with direct
+    access, and the thorough tier runs every case every way."""
     if THOROUGH:
         return
-    gone = [item for item in items if item.get_closest_marker("thorough") is not None]
+    seen: set = set()
+    gone = [item for item in items if item.get_closest_marker("thorough") is not None
+            or _second_implementation_repeat(item, seen)]
     if gone:
-        items[:] = [item for item in items if item.get_closest_marker("thorough") is None]
+        dropped = set(map(id, gone))
+        items[:] = [item for item in items if id(item) not in dropped]
         config.hook.pytest_deselected(items=gone)
         _DESELECTED.extend(gone)
 
 
 # -- checks that run in child processes, in the background ----------------------------------
-class _Child:
-    """One queued child process: its command, where its output goes, and an
-    event set once it has finished (or was killed)."""
+# Under pytest-xdist the first worker (gw0) runs every child, the others wait for the
+# results in the shared folder below (made by the main process, inherited by the workers):
+# children start as soon as the run's tests are known, whichever worker runs their test.
+RUNS_CHILDREN = _WORKER in (None, "gw0")
+if not _WORKER and not os.environ.get("CLAYOUT_TEST_CHILDREN"):
+    os.environ["CLAYOUT_TEST_CHILDREN"] = tempfile.mkdtemp(prefix="clayout-tests-")
+    _CHILDREN_MADE = os.environ["CLAYOUT_TEST_CHILDREN"]
+else:
+    _CHILDREN_MADE = None
+CHILDREN_FOLDER = Path(os.environ.get("CLAYOUT_TEST_CHILDREN") or tempfile.mkdtemp())
 
-    def __init__(self, argv, env, cwd, stem: Path, timeout: float):
+
+class _Child:
+    """One queued child process: its command, where its output and exit
+    status go (files named by its key, in the shared folder), and an event
+    set once it has finished (or was killed)."""
+
+    def __init__(self, key, argv, env, cwd, timeout: float):
         self.argv, self.env, self.cwd, self.timeout = argv, env, cwd, timeout
+        stem = CHILDREN_FOLDER / hashlib.sha1(repr(key).encode()).hexdigest()[:16]
         self.out, self.err = stem.with_suffix(".out"), stem.with_suffix(".err")
+        self.status = stem.with_suffix(".status")   # written last: "rc N", "timeout", "error X"
         self.proc: subprocess.Popen | None = None
-        self.timed_out = False
-        self.error: BaseException | None = None    # where it could not be started
         self.done = threading.Event()
 
 
@@ -127,7 +176,7 @@ _CHILDREN: dict = {}     # key: _Child
 _QUEUE: queue.Queue = queue.Queue()
 # held by the runner while it starts a child, and by a test marked ``alone`` while it runs
 _MACHINE = threading.Lock()
-_FOLDER: list = []       # the temporary folder of their output, made on first use
+_FOLDER: list = []       # the temporary folder of their files, made on first use
 
 
 def _run_children() -> None:
@@ -139,13 +188,16 @@ def _run_children() -> None:
                 child.proc = subprocess.Popen(child.argv, env=child.env, cwd=child.cwd,
                                               stdout=o, stderr=e)
             try:
-                child.proc.wait(timeout=child.timeout)
+                status = f"rc {child.proc.wait(timeout=child.timeout)}"
             except subprocess.TimeoutExpired:
-                child.timed_out = True
+                status = "timeout"
                 child.proc.kill()
                 child.proc.wait()
         except Exception as exc:  # noqa: BLE001 - its test reports it
-            child.error = exc
+            status = f"error {exc!r}"
+        tmp = child.status.with_suffix(".tmp")
+        tmp.write_text(status)
+        tmp.replace(child.status)
         child.done.set()
 
 
@@ -174,26 +226,36 @@ def start_child(key, argv, env=None, cwd=None, timeout: float = 300) -> None:
     on-disk cache is not safe for two processes building the same kernels
     at once (pocl/pocl#430, #1480; a build in the suite crashed in PoCL
     while a child built the same kernels), and the children run one at a
-    time."""
+    time. On a pytest-xdist worker other than the first the child is only
+    noted: the first worker runs it."""
     if key in _CHILDREN:
         return
     env = dict(os.environ if env is None else env)
     if env.get("POCL_CACHE_DIR") in (None, os.environ.get("POCL_CACHE_DIR")):   # the suite's
         env["POCL_CACHE_DIR"] = str(child_dir("pocl-cache"))
-    _CHILDREN[key] = _Child(argv, env, cwd, _folder() / str(len(_CHILDREN)), timeout)
-    _QUEUE.put(_CHILDREN[key])
+    _CHILDREN[key] = _Child(key, argv, env, cwd, timeout)
+    if RUNS_CHILDREN:
+        _QUEUE.put(_CHILDREN[key])
 
 
 def child_result(key) -> subprocess.CompletedProcess:
     """The child ``key`` once it has finished, with its stdout and stderr as
     text (the test fails where it ran over its timeout)."""
     child = _CHILDREN[key]
-    child.done.wait()
-    if child.error is not None:
-        pytest.fail(f"the child {key} could not be started: {child.error!r}")
-    if child.timed_out:
+    if RUNS_CHILDREN:
+        child.done.wait()
+    else:   # the first worker runs it: wait for its status file (its queue may be long)
+        end = time.monotonic() + 1800
+        while not child.status.exists():
+            if time.monotonic() > end:
+                pytest.fail(f"the child {key} did not finish on the worker running children")
+            time.sleep(0.2)
+    status = child.status.read_text()
+    if status.startswith("error"):
+        pytest.fail(f"the child {key} could not be started: {status[6:]}")
+    if status == "timeout":
         pytest.fail(f"the child {key} ran over {child.timeout} s and was killed")
-    return subprocess.CompletedProcess(child.argv, child.proc.returncode,
+    return subprocess.CompletedProcess(child.argv, int(status.split()[1]),
                                        child.out.read_text(), child.err.read_text())
 
 
@@ -237,13 +299,18 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session):
-    """Stop the runner and any child still running; remove their output."""
+    """Stop the runner and any child still running; remove their output. The
+    first of pytest-xdist's workers first lets its queued children finish:
+    another worker's test may be waiting for one."""
+    if _WORKER and RUNS_CHILDREN:
+        for child in list(_CHILDREN.values()):
+            child.done.wait(child.timeout + 60)
     _QUEUE.put(None)
     for child in _CHILDREN.values():
         if child.proc is not None and child.proc.poll() is None:
             child.proc.kill()
             child.proc.wait()
-    for folder in _FOLDER + ([_CPU_CACHE_MADE] if _CPU_CACHE_MADE else []):
+    for folder in _FOLDER + [f for f in (_CPU_CACHE_MADE, _POCL_CACHE_MADE, _CHILDREN_MADE) if f]:
         shutil.rmtree(folder, ignore_errors=True)
 
 

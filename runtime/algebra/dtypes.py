@@ -51,7 +51,8 @@ _TABLE = {
     "u8": DType("u8", np.dtype(np.uint8), np.dtype(np.uint8), False, "uchar"),
 }
 _ALIASES = {
-    "float32": "f32", "float": "f32", "float16": "f16", "half": "f16",
+    "float32": "f32", "float": "f32", "float16": "f16", "half": "f16", "fp32": "f32",
+    "fp16": "f16", "bfp16": "bf16",
     "bfloat16": "bf16", "int32": "s32", "int8": "s8", "uint8": "u8",
 }
 NAMES = tuple(_TABLE)
