@@ -6,6 +6,9 @@ The public API (docs/ has every detail; the command line is ``clayout``):
   ``max_image=`` tiles), ``reorder`` between two ``MemoryDesc``;
   ``from_frame``: a camera frame (RGB, gray, NV12/NV21/I420) to a model
   input in one pass (colour, crop, resize, normalize, layout);
+  ``read_output``: a network's output to the result (dequantize,
+  sigmoid/softmax, the tensor, argmax or a threshold) in one pass, only the
+  result read back from a device (``Pending`` with ``wait=False``);
   ``row_pitch=`` and ``image_pitch``: 2-D images over pitched buffers;
 * layouts: ``image_layout(name)``, ``IMAGE_LAYOUTS`` (the named ones),
   ``ImageLayout``, ``ImageDesc``, ``physical_shape``; tags: ``parse_tag``;
@@ -45,6 +48,7 @@ from .api import empty_pinned, from_frame, from_image, image_pitch, reorder, to_
 from .errors import BufferCopyWarning, ClayoutError, FrameArgumentWarning
 from .loader import load_images
 from .memory import Memory
+from .outputs import Pending, read_output
 from .placement import LayoutChoice, choose_layout, layout_choice
 from .version import __version__
 
@@ -74,6 +78,6 @@ def __dir__() -> list[str]:
 
 __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
-           "from_frame", "image_pitch", "empty_pinned",
+           "from_frame", "read_output", "Pending", "image_pitch", "empty_pinned",
            "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning", "FrameArgumentWarning",
            "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]

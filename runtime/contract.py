@@ -18,12 +18,13 @@ import contextlib
 
 import numpy as np
 
-from .algebra import conversion
+from .algebra import conversion, dtypes, output_math
 from .algebra import frame_sample as frame_stages
 from .algebra.conversion import Move
 from .algebra.desc import MemoryDesc
 from .algebra.storage import Limits
-from .algebra.hostarray import host_shape
+from .algebra.hostarray import host_shape, physical_shape
+from .algebra.output import Pending
 from .errors import ClayoutError
 from .limits import check_host_bytes
 
@@ -103,6 +104,27 @@ class Engine:
         """``from_frame`` between two storages of the engine: ``src`` (a u8
         buffer side) holding the frame's bytes, into dst's."""
         raise NotImplementedError
+
+    # -- outputs -----------------------------------------------------------------------------
+    exact_outputs = False   # the reference: float64 from the formulas
+
+    def read_output(self, side, data, rule, out=None) -> Pending:
+        """``read_output`` (runtime/algebra/output.py) of ``side`` whose memory
+        ``data`` holds (a host array, a device engine's Memory): its logical
+        values by one conversion, then the rule's stages on the host
+        (runtime/algebra/output_math.py). A Pending, finished here."""
+        plain = MemoryDesc(side.dims, side.dtype)
+        values = np.asarray(self.convert(side, plain, data)).reshape(side.dims)
+        result = output_math.evaluate(rule, values, exact=self.exact_outputs)
+        if rule.result == "tensor":
+            values = dtypes.host_array(result, rule.dst.dtype, "read_output") \
+                if result.dtype == np.float64 else dtypes.convert(result, rule.dst.dtype)
+            result = self.convert(MemoryDesc(rule.shape, rule.dst.dtype), rule.dst, values, out)
+            result = result.reshape(physical_shape(rule.dst)) if out is None else out
+        elif out is not None:
+            out[...] = result
+            result = out
+        return Pending.of(result)
 
     # -- tiles ------------------------------------------------------------------------------
     def to_tiles(self, src, dst, data, plan) -> tuple[np.ndarray, ...]:

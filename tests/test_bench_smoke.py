@@ -110,3 +110,15 @@ def test_frame_rows_tiny_opencl(cl_engine):
     (row,) = bench_frame.rows(["tiny"], repeat=1, inner=1, engine=cl_engine, report=print)
     assert {"from_frame opencl out=", "from_frame opencl", "device frame"} <= set(row["ms"])
     assert all(v > 0 for v in row["ms"].values())
+
+
+def test_output_rows_tiny(cl_engine):
+    """The output case: read_output against from_image + numpy on each engine,
+    with a ratio line per engine and the bytes read back."""
+    import bench_output
+    lines = []
+    ratios = bench_output.run(repeat=1, inner=1, opencl=cl_engine, cases=("tiny",),
+                              out=lines.append)
+    assert set(ratios) == {("tiny", "cpu"), ("tiny", "opencl")}
+    assert all(r > 0 for r in ratios.values())
+    assert any("read back: 256 bytes of the result" in line for line in lines), lines

@@ -20,7 +20,7 @@ from runtime import cli
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 DOCUMENTS = ("layouts.md", "formats.md", "dtypes.md", "engines.md", "cli.md", "architecture.md",
-             "kernels.md", "winograd.md", "storage.md", "frames.md", "engine-layouts.md")
+             "kernels.md", "winograd.md", "storage.md", "frames.md", "engine-layouts.md", "outputs.md")
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 
 

@@ -27,7 +27,8 @@ pytest.importorskip("onnxruntime")
 
 LINE = re.compile(r"^end to end from a frame: 640x480 NV21 -> from_frame \((.*)\) -> sample CNN "
                   r"through accessor kernels: largest difference to onnxruntime (\S+) "
-                  r"\(outputs up to (\S+); the device's input against the reference's (\S+)\)$",
+                  r"\(outputs up to (\S+); the device's input against the reference's (\S+)\); "
+                  r"read_output's argmax on the device \[(\d+)\], onnxruntime's \[(\d+)\]$",
                   re.M)
 
 
@@ -85,7 +86,8 @@ def test_demo_runs_the_frame_on_opencl(cl_engine, tmp_path, capsys):
     assert code == 0, err
     found = LINE.findall(out)
     assert len(found) == 1, out
-    how, diff, top, inputs = found[0][0], *map(float, found[0][1:])
+    how, diff, top, inputs = found[0][0], *map(float, found[0][1:4])
+    assert found[0][4] == found[0][5]                # read_output's argmax, onnxruntime's
     assert how.startswith("one kernel") and "16x16 in_out_channel image on opencl" in how
     assert 0 <= diff <= 1e-4 * top + 1e-6 and top > 0.1
     assert inputs < 1e-5                             # the frame kernel against float64

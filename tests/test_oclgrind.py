@@ -3,7 +3,7 @@ image->buffer, the staged half image, and each dtype helper path, on tiny
 shapes; the tiled family (local memory and a barrier: races are checked); accessors (loads and stores, images and buffers, baked and generic),
 a convolution of the compute kernels, the forward transform stage's
 kernel (tests/test_opencl_transform.py's ``under_oclgrind``) and the frame
-kernel (tests/test_frames.py's). oclgrind reports errors in its log and still exits 0, so the log is
+kernel (tests/test_frames.py's) and read_output's (tests/test_outputs.py's). oclgrind reports errors in its log and still exits 0, so the log is
 parsed: any line in it fails the test. The child process sees only the
 oclgrind platform (an ICD file in a temporary OCL_ICD_VENDORS folder) and also
 compares every result with the reference.
@@ -88,6 +88,8 @@ def child() -> int:
     runs += under_oclgrind(eng, bad)
     from test_frames import under_oclgrind as frames_under_oclgrind
     runs += frames_under_oclgrind(eng, bad)
+    from test_outputs import under_oclgrind as outputs_under_oclgrind
+    runs += outputs_under_oclgrind(eng, bad)
     print(f"oclgrind: {runs} conversions, {len(bad)} mismatches", flush=True)
     for b in bad:
         print("MISMATCH", b, flush=True)

@@ -27,6 +27,7 @@ import numpy as np
 
 import bench_frame
 import bench_model
+import bench_output
 import bench_onednn
 from bench_call import busy, geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
@@ -349,6 +350,9 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", action="store_true",
                     help="only the frame case: a camera frame to a model input, runtime.from_frame "
                     "against the cv2 + numpy + to_image chain and cv2 alone")
+    ap.add_argument("--outputs", action="store_true",
+                    help="only the output case: a network's output to argmax, top-k or a "
+                    "softmax, runtime.read_output against from_image + numpy")
     ap.add_argument("--model", metavar="M.onnx",
                     help="instead: the load time of a whole model on each engine (programs "
                     "built, cold, warm, cpu); 'synthetic' makes one with 60 weight shapes")
@@ -368,6 +372,11 @@ def main(argv=None) -> int:
                                      opencl=not args.no_opencl)
     if args.frames:
         frames()
+        return 0
+    if args.outputs:
+        bench_output.run(repeat=3 * repeat, inner=2 if args.quick else 3,
+                         opencl=not args.no_opencl,
+                         cases=("tiny",) if sizes == ["tiny"] else ("seg", "det", "cls"))
         return 0
     if args.host:
         if not opencl_available():
@@ -408,6 +417,8 @@ def main(argv=None) -> int:
     if sizes != ["tiny"]:   # the smoke size is for the bench itself, not for timing frames
         print()
         frames()
+        print()
+        bench_output.run(repeat=3 * repeat, opencl=not args.no_opencl)
     return 0
 
 

@@ -35,6 +35,7 @@ from .commands import (cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_
 from .frame import cmd_frame, parse_crop, parse_numbers, parse_wh
 from ..algebra.peers import PEERS
 from .info import cmd_caches, cmd_info
+from .output import add_arguments as output_arguments, cmd_output
 
 
 # -- argument types -------------------------------------------------------------
@@ -157,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="f32", metavar="T", help=f"output dtype: "
                    f"{', '.join(frame.DTYPES)} (default f32)")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
+
+    output_arguments(command("output", cmd_output, "a network's output read back as "
+                             "its tensor, argmax or the values above a threshold, in one "
+                             "pass (docs/outputs.md)"), parse_dims, engines.NAMES, engine_help)
 
     p = command("model", cmd_model, "convert every weight of an ONNX or TensorFlow Lite model "
                 "into image layouts, in one safetensors file")

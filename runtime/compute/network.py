@@ -22,6 +22,7 @@ from ..algebra.desc import MemoryDesc
 from ..api import from_frame, from_image, to_image
 from ..errors import ClayoutError
 from ..memory import Memory
+from ..outputs import read_output
 from ..model.onnx import reader as onnx_reader
 from ..model.manifest import read_manifest
 from . import ops
@@ -59,15 +60,16 @@ def input_shape(model) -> tuple[int, ...]:
     return tuple(d.dim_value or 1 for d in model.graph.input[0].type.tensor_type.shape.dim)
 
 
-def run(model, images: dict, manifest: dict, x, engine,
-        activations: str = "in_out_channel") -> np.ndarray:
+def run_memory(model, images: dict, manifest: dict, x, engine,
+               activations: str = "in_out_channel") -> Memory:
     """The output of ``model`` (an ONNX ModelProto with one input and one
     output) for the input ``x``, every op on ``engine``'s device with
     activations on ``activations`` images. ``x`` is NCHW float32 on the host
     (placed on an ``activations`` image by ``to_image``), or a Memory
     already on ``engine``'s device (an image in any activation layout, e.g.
     what ``from_frame`` made there, or a buffer), used as it is: no host
-    work before the first op. Its dims must be the ones the model declares."""
+    work before the first op. Its dims must be the ones the model declares.
+    The output stays on the device: an image Memory of ``activations``."""
     weights = weights_on(engine, images, manifest)
     layouts = {e["name"]: e["layout"] for e in manifest["tensors"]}
     graph = model.graph
@@ -80,7 +82,14 @@ def run(model, images: dict, manifest: dict, x, engine,
             raise ClayoutError(f"node {node.name or node.op_type!r}: the reference runner takes "
                                f"{', '.join(OPS)}; not {node.op_type}")
         values[node.output[0]] = _node(node, ins, values, weights, layouts, engine, activations)
-    out = values[graph.output[0].name]
+    return values[graph.output[0].name]
+
+
+def run(model, images: dict, manifest: dict, x, engine,
+        activations: str = "in_out_channel") -> np.ndarray:
+    """``run_memory``'s output read back to the host as NCHW (N, C) when
+    its spatial dims are 1x1."""
+    out = run_memory(model, images, manifest, x, engine, activations)
     host = from_image(out.to_numpy(), out.layout, out.dims)
     return host.reshape(host.shape[:2]) if host.shape[2:] == (1, 1) else host
 
@@ -193,11 +202,16 @@ def _against(session, model, weights_path: str, x, x_host: np.ndarray, engine):
     onnxruntime's ``session`` for ``x_host`` (the same values, f32), agreeing
     within 1e-4 of the largest output."""
     images, manifest = read_manifest(weights_path)
-    got = run(model, images, manifest, x, engine)
+    out = run_memory(model, images, manifest, x, engine)
+    got = from_image(out.to_numpy(), out.layout, out.dims).reshape(-1)
     want = session.run(None, {model.graph.input[0].name: x_host})[0]
     diff = float(np.abs(got - want.reshape(got.shape)).max())
     top = float(np.abs(want).max())
-    return diff, top, diff <= 1e-4 * top + 1e-6
+    # the output read back as a user would: its argmax over the classes, on the device
+    arg = read_output(out, argmax=True).reshape(-1)
+    want_arg = np.argmax(want.reshape(want.shape[0], want.shape[1], -1), axis=1).reshape(-1)
+    return diff, top, diff <= 1e-4 * top + 1e-6 and (arg == want_arg).all(), \
+        (arg.tolist(), want_arg.tolist())
 
 
 def compare_with_onnxruntime(model_path: str, weights_path: str, engine,
@@ -211,10 +225,11 @@ def compare_with_onnxruntime(model_path: str, weights_path: str, engine,
         return f"end to end: {NO_ONNXRUNTIME}", True
     model = onnx_reader.load(model_path)
     x = np.random.default_rng(seed).standard_normal(input_shape(model)).astype(np.float32)
-    diff, top, same = _against(session, model, weights_path, x, x, engine)
+    diff, top, same, (arg, want_arg) = _against(session, model, weights_path, x, x, engine)
     return (f"end to end: the sample CNN on {engine.name} through accessor kernels (weights "
             f"placed by clayout model, activations by to_image): largest difference to "
-            f"onnxruntime {diff:.2g} (outputs up to {top:.3g})"), same
+            f"onnxruntime {diff:.2g} (outputs up to {top:.3g}); read_output's argmax on the "
+            f"device {arg}, onnxruntime's {want_arg}"), same
 
 
 def compare_frame_with_onnxruntime(model_path: str, weights_path: str, engine, frame, *,
@@ -238,7 +253,8 @@ def compare_frame_with_onnxruntime(model_path: str, weights_path: str, engine, f
     src = Memory(MemoryDesc(frame.shape, "u8"), engine=engine, data=frame)
     x = from_frame(src, activations, engine=engine, **opts)
     x_host = from_frame(frame, "nchw", engine="reference", **opts)
-    diff, top, same = _against(session, model, weights_path, x, x_host, engine)
+    diff, top, same, (arg, want_arg) = _against(session, model, weights_path, x, x_host,
+                                                engine)
     fh, fw = (frame.shape[0] * 2 // 3, frame.shape[1]) if format in ("nv12", "nv21", "i420") \
         else frame.shape[:2]
     made = from_image(x.to_numpy(), x.layout, x.dims)   # read back after the run, to report
@@ -247,4 +263,5 @@ def compare_frame_with_onnxruntime(model_path: str, weights_path: str, engine, f
             f"to a {w}x{h} {activations} image on {engine.name}) -> sample CNN through "
             f"accessor kernels: largest difference to onnxruntime {diff:.2g} (outputs up to "
             f"{top:.3g}; the device's input against the reference's "
-            f"{float(np.abs(made - x_host).max()):.2g})"), same
+            f"{float(np.abs(made - x_host).max()):.2g}); read_output's argmax on the device "
+            f"{arg}, onnxruntime's {want_arg}"), same

@@ -59,6 +59,7 @@ from ..contract import Engine
 from ..errors import ClayoutError
 from . import frame as frame_c
 from . import host, images, programs, tiles
+from . import output as output_kernel
 from . import transform as transform_kernel
 from .contexts import engine_of, live, register, track  # noqa: F401  (live: re-exported)
 from .device import IMAGE_ACCESS, Device, Options, pick_context
@@ -266,6 +267,11 @@ class OpenCLEngine(Engine):
                 host.array_out(self, out, path) as (dst_buf, back):
             back(transform_kernel.launch(self, kernel, src_buf, dst_buf, wait or None))
         return out
+
+    # -- outputs: one kernel reads the output's layout, only the result comes back ----------
+    def read_output(self, side, data, rule, out=None):
+        """``data``: the output's Memory on this engine (runtime/opencl/output.py)."""
+        return output_kernel.read(self, side, data, rule, out)
 
     # -- frames: the frame kernel (runtime/opencl/frame.py) is a move from the frame's bytes --
     def from_frame(self, frame, dst, data, out=None) -> np.ndarray:

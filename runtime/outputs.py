@@ -1,0 +1,140 @@
+"""``runtime.read_output``: a network's output to the result a user wants,
+in one pass (docs/outputs.md; the rules: runtime/algebra/output.py).
+
+The door takes the output as a Memory (any image storage or buffer, on the
+engine it lives on) or a host array in the layout's host form, checks every
+argument, and hands the engine the output's side, its memory and the rule:
+the cpu and reference engines read it back by one conversion and evaluate
+on the host, the OpenCL engine runs one kernel and reads back only the
+result (runtime/opencl/output.py)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine as engines
+from .algebra import dtypes
+from .algebra.catalog import NAMED, image_layout
+from .algebra.checks import as_ints
+from .algebra.desc import MemoryDesc
+from .algebra.hostarray import host_shape, physical_shape
+from .algebra.layout import ImageDesc
+from .algebra.output import OutputRule, Pending, output_rule
+from .algebra.tags import parse_tag
+from .errors import ClayoutError
+from .memory import Memory
+
+
+def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None,
+                argmax=False, threshold=None, top_k=None, dst=None, dtype="f32",
+                engine=None, out=None, wait=True):
+    """A network output ``src`` (of logical ``dims`` (N, C, ...) in
+    ``layout``: an image layout or a buffer tag) read back as the result a
+    user wants, in one pass: ``dequantize`` = (scale, zero_point) (each a
+    number or one per channel) for integer outputs, then ``activation``
+    (None, "sigmoid", or "softmax" over axis 1), then one of
+
+    * the tensor (default): a host array in buffer tag ``dst`` (default:
+      plain row-major, nchw for 4-D; its physical shape) of ``dtype`` f32
+      or f16;
+    * ``argmax=True``: int32 indices over axis 1, of dims (N, ...) without
+      axis 1 (ties and NaNs: the first, as numpy.argmax);
+    * ``threshold=t``: ``(indices, values)`` of the elements whose value
+      exceeds t, indices (K, rank) int32 in row-major order, values (K,)
+      float32; with ``top_k=k`` the k largest by descending value.
+
+    ``src``: a runtime.Memory (``layout`` and ``dims`` may be left out; the
+    Memory's engine computes, an OpenCL one reading back only the result)
+    or a host array in the layout's host form (an image array (height,
+    width[, 4]), a buffer's physical array). ``out``: a host array of the
+    result's shape and dtype (not for a threshold, whose length varies).
+    ``wait=False`` returns a ``Pending`` (``.done()``, ``.result()``): the
+    kernel and the read back are enqueued and the call returns.
+
+    >>> x = np.array([[0.5, 2.0, -1.0], [3.0, 3.0, 0.0]], np.float32)
+    >>> read_output(x, "nc", (2, 3), argmax=True, engine="cpu")
+    array([1, 0], dtype=int32)
+    """
+    side, data, eng = _source(src, layout, dims, engine)
+    rule = output_rule(side.dims, side.dtype, dequantize, activation, argmax, threshold,
+                       top_k, dst, dtype, shape=side.dims if dims is None else dims)
+    _check_out(out, rule)
+    if not isinstance(wait, bool):
+        raise ClayoutError(f"read_output: wait={wait!r}; allowed: True or False")
+    pending = eng.read_output(side, data, rule, out)
+    return pending.result() if wait else pending
+
+
+def _source(src, layout, dims, engine):
+    """(side, what the engine reads, engine) of the output."""
+    if isinstance(src, Memory):
+        side = src.side
+        if engine is not None and engines.get(engine) is not src.engine:
+            raise ClayoutError(f"read_output: the output {src!r} lives on its own engine; "
+                               "leave engine= out (or pass that engine)")
+        if layout is not None and _side(layout, side.dims, side.dtype) != side:
+            raise ClayoutError(f"read_output: layout {layout!r} is not the Memory's "
+                               f"({side.describe()}); leave layout out")
+        _no_transform(side)
+        data = src if src.engine.domain != "host" else src.to_numpy()
+        return side, data, src.engine
+    if layout is None or dims is None:
+        raise ClayoutError("read_output of a host array needs layout= (an image layout or a "
+                           "buffer tag) and dims= (its logical dims, (N, C, ...))")
+    arr = np.asarray(src)
+    if arr.dtype == object:
+        raise ClayoutError(f"read_output takes a numpy array or a runtime.Memory; got "
+                           f"{type(src).__name__}")
+    side = _side(layout, as_ints(dims, "dims"), dtypes.of_array(arr))
+    _no_transform(side)
+    arr = np.require(dtypes.native(arr), requirements=("C", "A"))
+    want = host_shape(side) if side.is_image else physical_shape(side)
+    if arr.shape != tuple(want) and not (not side.is_image and arr.size == side.span):
+        raise ClayoutError(f"read_output: an array of shape {arr.shape} does not hold "
+                           f"{side.describe()}: expected {tuple(want)}")
+    eng = engines.get(engine)
+    if eng.domain == "host":
+        return side, arr.reshape(want), eng
+    return side, Memory(side, engine=eng, data=arr.reshape(want)), eng
+
+
+def _side(layout, dims, dt):
+    """The output's side: an ImageDesc of an image layout, else a MemoryDesc of a tag."""
+    if isinstance(layout, MemoryDesc):
+        return layout
+    if isinstance(layout, ImageDesc):
+        layout = layout.layout
+    if isinstance(layout, str) and layout not in NAMED and ":" not in layout:
+        try:   # a buffer tag
+            parse_tag(layout)
+        except ClayoutError:
+            pass
+        else:
+            return MemoryDesc(dims, dt, tag=layout)
+    return ImageDesc(image_layout(layout), dims, dtypes.image_dtype(dt))
+
+
+def _no_transform(side) -> None:
+    if side.is_image and side.transform is not None:
+        raise ClayoutError(f"read_output: {side.describe()} holds a weight's transform "
+                           "(Winograd), not a network output")
+
+
+def _check_out(out, rule: OutputRule) -> None:
+    if out is None:
+        return
+    if rule.result == "threshold":
+        raise ClayoutError("read_output: out= with threshold; a threshold's result has as many "
+                           "rows as values pass, so it is returned (leave out= out)")
+    if rule.result == "argmax":
+        shape, dt = rule.argmax_dims, np.dtype(np.int32)
+    else:
+        shape, dt = physical_shape(rule.dst), rule.dst.dtype.np
+    if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != dt or \
+            not out.flags.c_contiguous or not out.flags.writeable:
+        got = f"{out.dtype}{list(out.shape)}" if isinstance(out, np.ndarray) else \
+            type(out).__name__
+        raise ClayoutError(f"read_output: out= must be a writable C-contiguous {dt} array of "
+                           f"shape {tuple(shape)}; got {got}")
+
+
+__all__ = ["read_output", "Pending"]

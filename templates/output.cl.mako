@@ -1,0 +1,75 @@
+## read_output's kernel (runtime/opencl/output.py renders it; the rules are
+## runtime/algebra/output.py's). One work item: one (n, s) position of the
+## output, s the flat index over dims[2:]; it reads the C channels through
+## the source's accessor, four along axis 1 at a time.
+${src.source}
+% if dst is not None:
+${dst.source}
+% endif
+#pragma OPENCL FP_CONTRACT OFF
+
+/* x, the activation's input, of a stored value of channel c */
+static inline float out_x(${t} q, int c, __global const float *scale,
+                          __global const int *zero)
+{
+% if dequantize:
+    return convert_float((long)q - (long)zero[c]) * scale[c];
+% else:
+    return convert_float(q);
+% endif
+}
+
+## the body of a loop over every channel c with its x, in channel order
+<%def name="channels(body)">
+    for (int c0 = 0; c0 < ${C}; c0 += 4) {
+        ${t} lanes[4];
+        vstore4(src_load4_a1(src_ARGS, n, c0${rest_args}), 0, lanes);
+        for (int j = 0; j < 4 && c0 + j < ${C}; ++j) {
+            const int c = c0 + j;
+            const float x = out_x(lanes[j], c, scale, zero);
+            ${body}
+        }
+    }
+</%def>
+
+__kernel void ${name}(${src.params},
+% if result == "tensor":
+                      ${dst.params},
+% elif result == "argmax":
+                      __global int *arg,
+% else:
+                      __global int *count, __global int *flat, __global float *val,
+                      __global float *key, const float bound, const int cap,
+% endif
+                      __global const float *scale, __global const int *zero)
+{
+    const int s = get_global_id(0);
+    const int n = get_global_id(1);
+    if (s >= ${S}) return;
+% for line in decode:
+    ${line}
+% endfor
+% if result == "argmax":
+    float best = 0.0f;
+    int at = 0, nan_seen = 0;
+    ${channels("if (c == 0 || (!nan_seen && (isnan(x) || x > best))) { best = x; at = c; nan_seen = isnan(x); }")}
+    arg[n * ${S} + s] = at;
+% else:
+%   if activation == "softmax":
+    float m = 0.0f;
+    ${channels("if (c == 0 || (!isnan(m) && (isnan(x) || x > m))) m = x;")}
+    float sum = 0.0f;
+    ${channels("sum += exp(x - m);")}
+<% value = "exp(x - m) / sum" %>
+%   elif activation == "sigmoid":
+<% value = "1.0f / (1.0f + exp(-x))" %>
+%   else:
+<% value = "x" %>
+%   endif
+%   if result == "tensor":
+    ${channels("dst_store(dst_ARGS, n, c" + dst_args + ", " + value + ");")}
+%   else:
+    ${channels("const float p = " + value + "; const float k = " + ("p" if keys_are_p else "x") + "; if (k >= bound) { const int at = atomic_inc(count); if (at < cap) { flat[at] = (n * " + str(C) + " + c) * " + str(S) + " + s; val[at] = p; key[at] = k; } }")}
+%   endif
+% endif
+}
