@@ -336,3 +336,30 @@ def under_oclgrind(eng, bad) -> int:
                    for g, w in zip(got, want)):
                 bad.append(f"read_output {layout} {kw}")
     return runs
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "s8"])
+def test_the_cpu_engines_two_paths_agree(dtype, monkeypatch):
+    """The compiled rows (templates/cpu_output.c.mako) and the numpy path
+    (CLAYOUT_CPU=numpy): the same indices, values within the bound."""
+    rng = np.random.default_rng(13)
+    x = logits(rng, (2, 7, 5, 6), dtype)
+    x.reshape(-1)[5] = np.nan if dtype != "s8" else x.reshape(-1)[5]
+    dq = ([0.05] * 7, list(range(-3, 4))) if dtype == "s8" else None
+    img = image_of(x, "in_out_channel")
+    calls = [dict(argmax=True), dict(activation="softmax"), dict(activation="sigmoid"),
+             dict(activation="sigmoid", threshold=0.6), dict(activation="softmax", threshold=0.3,
+                                                             top_k=9)]
+    got = {}
+    for path in ("compiled", "numpy"):
+        monkeypatch.setenv("CLAYOUT_CPU", path)
+        got[path] = [read_output(img, "in_out_channel", x.shape, dequantize=dq, engine="cpu", **kw)
+                     for kw in calls]
+    for kw, a, b in zip(calls, got["compiled"], got["numpy"]):
+        a, b = (a, b) if isinstance(a, tuple) else ((a,), (b,))
+        for u, v in zip(a, b):
+            assert u.shape == v.shape and u.dtype == v.dtype, kw
+            if u.dtype == np.int32:
+                assert (u == v).all(), kw
+            else:
+                assert np.allclose(u, v, rtol=0, atol=2 ** -20, equal_nan=True), kw

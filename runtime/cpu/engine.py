@@ -20,7 +20,7 @@ import numpy as np
 from ..algebra import dtypes
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine
-from . import copy, frames
+from . import copy, frames, outputs
 from .plan import plan
 
 
@@ -95,6 +95,11 @@ class CpuEngine(HostEngine):
         (nchw, nhwc, in_out_channel, ...), else ``sample``'s tensor converted."""
         placed = frames.place(frame, np.asarray(data), dst, out)
         return placed if placed is not None else super().from_frame(frame, dst, data, out)
+
+    # -- outputs: compiled rows where the library is loaded (runtime/cpu/outputs.py), else numpy
+    def read_output(self, side, data, rule, out=None):
+        done = outputs.read(self, side, data, rule, out)
+        return done if done is not None else super().read_output(side, data, rule, out)
 
 
 ENGINE = CpuEngine()

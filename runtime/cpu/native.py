@@ -41,6 +41,8 @@ from ..errors import ClayoutError
 FRAME_SPEC = ("kind", "bytes", "rgb0", "rgb1", "rgb2", "uoff", "voff", "channels",
               "source0", "source1", "source2", "dtype", "oc", "orow", "ocol", "zeros",
               "h", "w", "xmode", "parts")
+# the dtype codes of read_output's rows (runtime/cpu/outputs.py passes them)
+OUTPUT_DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "s32": 3, "s8": 4, "u8": 5}
 MAX_AXES = 8              # axes of one box (the plan coalesces to far fewer)
 CHOICES = ("auto", "compiled", "numpy")
 FLAGS = ("-O3", "-std=c11", "-pthread", "-fPIC", "-shared", "-fsigned-char",
@@ -92,13 +94,15 @@ def families() -> tuple[Family, ...]:
 
 def render() -> str:
     """The library's C: the moves (templates/cpu_move.c.mako), then the frames
-    (templates/cpu_frame.c.mako, which uses the moves' workers and conversions)."""
+    (templates/cpu_frame.c.mako) and read_output's rows (templates/cpu_output.c.mako),
+    which use the moves' workers and conversions."""
     moves = sources.template("cpu_move.c.mako").render(
         families=families(), helpers=sources.helpers(), max_axes=MAX_AXES,
         built=f"{platform.machine()} {platform.system()}")
     frames = sources.template("cpu_frame.c.mako").render(
         words=WORD, spec={name: i for i, name in enumerate(FRAME_SPEC)})
-    return moves + "\n" + frames
+    outputs = sources.template("cpu_output.c.mako").render(dtypes=OUTPUT_DTYPES)
+    return moves + "\n" + frames + "\n" + outputs
 
 
 def choice() -> str:
@@ -208,6 +212,20 @@ class Library:
             fn.restype = ctypes.c_int
             fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                            ctypes.c_int64, ctypes.c_int64)
+        return fn
+
+
+    @property
+    def output(self):
+        """clayout_output(src, dtype, act, rows, C, scale, zero, arg, values, parts,
+        threads, spin ns): read_output's rows (runtime/cpu/outputs.py); 0, or -1
+        where memory could not be had."""
+        fn = self.dll.clayout_output
+        if fn.argtypes is None:
+            fn.restype = ctypes.c_int
+            fn.argtypes = (ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                           ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
         return fn
 
 

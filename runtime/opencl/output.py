@@ -112,9 +112,9 @@ def _threshold(engine, stack, text, args, rule, numbers, size) -> Pending:
             k = int(n[0])
             check_count(rule, k)
             host = [np.empty(k, np.int32), np.empty(k, np.float32), np.empty(k, np.float32)]
-            if k:
-                for arr, buf in zip(host, bufs):
-                    cl.enqueue_copy(queue, arr, buf, is_blocking=True)
+            if k:   # three reads, one wait
+                cl.wait_for_events([cl.enqueue_copy(queue, arr, buf, is_blocking=False)
+                                    for arr, buf in zip(host, bufs)])
         return finish_selected(rule, *host)
     return Pending(finish, lambda: _complete(got))
 

@@ -1,0 +1,72 @@
+"""``read_output`` on the cpu engine's compiled path (templates/cpu_output.c.mako):
+the output converted once into its rows, channels last (one compiled move in
+its own dtype: an ``in_out_channel`` image's pixels are nearly that already),
+then each row's x, argmax or activated values in C on the library's workers.
+A threshold compares in numpy over the rows (x for none and sigmoid, the
+probabilities for softmax) and activates only what it selected. The float32
+operations are runtime/algebra/output_math.py's (the C library's expf, not
+numpy's: within the documented bound). Where no library is loaded the numpy
+path (runtime/contract.py) does it all."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import geometry as g, native
+from ..algebra.desc import MemoryDesc
+from ..algebra.hostarray import physical_shape
+from ..algebra.output import OutputRule, Pending, finish_selected
+
+SMALL = 1 << 18    # at most this many elements: one band, no workers (waking them costs more)
+
+
+def channels_last(dims) -> str:
+    """The tag holding ``dims`` (N, C, ...) with the channels innermost."""
+    letters = "abcdefghijkl"[:len(dims)]
+    return letters[0] + letters[2:] + letters[1]
+
+
+def read(engine, side, data, rule: OutputRule, out=None) -> Pending | None:
+    """The Pending result (finished), or None where the library is not loaded."""
+    lib = native.current()
+    if lib.dll is None or rule.channels == 0 or 0 in rule.dims:
+        return None
+    rows_desc = MemoryDesc(rule.dims, side.dtype, tag=channels_last(rule.dims))
+    rows = np.ascontiguousarray(engine.convert(side, rows_desc, data))
+    n = rule.batch * rule.spatial
+    C = rule.channels
+
+    def run(act: int, arg=None, values=None):
+        scale = zero = None
+        if rule.scale is not None:
+            scale = np.asarray(rule.scale, np.float32)
+            zero = np.asarray(rule.zero, np.int32)
+        parts = 1 if n * C <= SMALL else 2 * g.THREADS
+        return lib.output(rows.ctypes.data, native.OUTPUT_DTYPES[side.dtype.name], act, n, C,
+                   None if scale is None else scale.ctypes.data,
+                   None if zero is None else zero.ctypes.data,
+                   None if arg is None else arg.ctypes.data,
+                   None if values is None else values.ctypes.data, parts, g.THREADS, g.SPIN_NS)
+
+    if rule.result == "argmax":
+        arg = out if out is not None else np.empty(rule.argmax_dims, np.int32)
+        return Pending.of(arg) if run(0, arg=arg) == 0 else None
+    act = {None: 0, "sigmoid": 1, "softmax": 2}[rule.activation]
+    if rule.result == "tensor":
+        values = np.empty(n * C, np.float32)
+        run(act, values=values)
+        src = MemoryDesc(rule.shape, "f32", tag=channels_last(rule.shape))
+        result = engine.convert(src, rule.dst, values, out)
+        return Pending.of(out if out is not None else result.reshape(physical_shape(rule.dst)))
+    keys = np.empty(n * C, np.float32)
+    run(2 if rule.keys_are_p else 0, values=keys)          # x, or softmax's p
+    with np.errstate(invalid="ignore"):
+        at = np.flatnonzero(keys >= rule.bound)
+    key = keys[at]
+    value = key
+    if rule.activation == "sigmoid":
+        with np.errstate(over="ignore"):
+            value = np.float32(1) / (np.float32(1) + np.exp(-key))
+    r, c = np.divmod(at, C)
+    b, s = np.divmod(r, rule.spatial)
+    flat = (b * C + c) * rule.spatial + s          # the logical (row-major) index
+    return Pending.of(finish_selected(rule, flat, value, key))
