@@ -1,4 +1,4 @@
-"""Bad input and files, table-driven (README "Errors", docs/cli.md "Errors").
+"""Bad input and files, table-driven (docs/cli.md "Errors").
 
 Every command-line case must exit 1 (2 for a usage error) with exactly one
 error line that names what the user gave (path, tag, dims or value; never a

@@ -80,7 +80,7 @@ def graph_of(path):
 
 
 def logical(op, attrs, index, w):
-    """The logical tensor of input ``index`` of a conv op (the README's role table)."""
+    """The logical tensor of input ``index`` of a conv op (docs/model.md's role table)."""
     if index == 2:
         return "argument", w.reshape(-1)
     group = attrs.get("group", 1)

@@ -192,10 +192,10 @@ def float_elements(path) -> tuple[int, int]:
     return count, elements
 
 
-def test_the_readme_shows_what_the_command_prints(tmp_path, capsys, mediapipe_models,
+def test_the_model_doc_shows_what_the_command_prints(tmp_path, capsys, mediapipe_models,
                                                   monkeypatch):
     from pathlib import Path
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "model.md").read_text()
     block = readme.split("$ clayout model face_detection_short_range.tflite", 1)[1]
     block = block.split("```", 1)[0]
     shown = [line for line in block.splitlines()[1:] if line and line != "..."]

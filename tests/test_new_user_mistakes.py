@@ -1,7 +1,7 @@
 """The mistakes a new user makes first, one test each, written as the
 mistake: what clayout answers (one line naming what was wrong and what is
 allowed; exit 1, or 2 for a usage error) or what it now does instead
-(README "Errors" and "Decisions", docs/cli.md, docs/layouts.md,
+(docs/cli.md "Errors", docs/decisions.md, docs/layouts.md,
 docs/placement.md)."""
 import doctest
 import importlib.util

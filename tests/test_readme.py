@@ -40,3 +40,34 @@ def test_frame_example_runs():
     assert got.shape == chain.shape == (320, 320, 4)
     # f16 rounding adds up to 0.002 of a value, 0.12 pixel units at std 58
     assert (np.abs(got[..., :3] - chain[..., :3]) * ns["std"]).max() <= 2.2
+
+
+def test_outputs_example_runs(cl_engine):
+    """The Outputs block, with a network that hands its input on and outputs
+    already on the device."""
+    import runtime
+    block = next(b for b in BLOCKS if "read_output" in b)
+    rng = np.random.default_rng(3)
+    seg = rng.standard_normal((1, 21, 8, 8)).astype(np.float32)
+    mem = lambda x: runtime.Memory.image("in_out_channel", x.shape, "f32", engine=cl_engine,  # noqa: E731
+                                         data=runtime.to_image(x, "in_out_channel"))
+    logits = rng.standard_normal((1, 1000)).astype(np.float32)
+    ns = {"runtime": runtime, "network": lambda m: m, "inp": mem(seg),
+          "scores": mem(rng.standard_normal((1, 16, 4, 4)).astype(np.float32) - 1),
+          "logits_img": runtime.to_image(logits, "in_out_channel", src="nc")}
+    exec(block, ns)
+    assert (ns["mask"] == np.argmax(seg, axis=1)).all()
+    assert (ns["pending"].result() == ns["mask"]).all()
+    assert ns["probs"].shape == (1, 1000) and abs(float(ns["probs"].sum()) - 1) < 1e-5
+    assert ns["idx"].shape[1] == 4 and (ns["val"] > 0.5).all()
+
+
+def test_the_synopsis_lists_every_command():
+    import argparse
+    from runtime.cli.main import build_parser
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    synopsis = readme.split("## Command line", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    listed = {line.split()[1] for line in synopsis.splitlines() if line.startswith("clayout ")}
+    assert set(sub.choices) <= listed, set(sub.choices) - listed
+    assert len(readme.splitlines()) <= 250
