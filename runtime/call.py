@@ -288,7 +288,12 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
                      resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv=None,
                      dtype="f32", engine=None, out=None, antialias=False, scale=1.0,
                      what: str = "from_frame") -> Call:
-    """``what``: the frame's name in messages (the CLI gives its file)."""
+    """``what``: the frame's name in messages (the CLI gives its file). A host
+    frame with a Memory as ``out`` is uploaded to out's engine first."""
+    if isinstance(out, Memory) and not isinstance(frame, Memory) and \
+            np.asarray(frame).dtype == np.uint8:
+        arr = np.ascontiguousarray(frame)
+        frame = Memory(MemoryDesc(arr.shape, "u8"), engine=out.engine, data=arr)
     on_memory = isinstance(frame, Memory)
     if on_memory:
         if frame.is_image or frame.dtype.name != "u8":
@@ -317,9 +322,6 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
         if out is not None:
             _check_out_side(out, dst, dtype, "from_frame")
         return _memory_call("from_frame", frame, out if out is not None else dst, engine, plan)
-    if isinstance(out, Memory):
-        raise ClayoutError("from_frame: a Memory as out= goes with a Memory frame; a host "
-                           "frame takes a numpy array as out=")
     eng = engines.get(engine)
     shape = dst.array_shape if dst.is_image else physical_shape(dst)
     if dst.is_image:

@@ -178,3 +178,24 @@ def test_readme_says_the_demo_prints_a_table(folder, capsys):
     assert code == 0
     header = next(line for line in out.splitlines() if line.startswith("name "))
     assert header.split() == ["name", "role", "layout", "dims", "image", "dtype", "bytes"]
+
+
+def test_frictions_a_newcomer_met(cl_engine, tmp_path, capsys, monkeypatch):
+    """A host frame into a device out= Memory is uploaded; 'NCHW' as a layout
+    says it is a tag; fp16 is taken as a dtype; reorder prints the tags given."""
+    from conftest import run
+    nv = np.random.default_rng(0).integers(0, 256, (6, 4)).astype(np.uint8)
+    out = runtime.Memory.image("in_out_channel", (1, 3, 4, 4), "f32", engine=cl_engine)
+    assert runtime.from_frame(nv, "in_out_channel", format="nv21", out=out) is out
+    want = runtime.from_frame(nv, "in_out_channel", format="nv21", engine="cpu")
+    assert np.array_equal(out.to_numpy(), want)
+    with pytest.raises(runtime.ClayoutError, match="reads as the buffer tag 'nchw'"):
+        runtime.image_layout("NCHW")
+    assert runtime.to_image(np.zeros((1, 3, 2, 2), np.float32), "in_out_channel",
+                            dtype="fp16").dtype == np.float16
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.zeros((1, 8, 2, 3), np.float32))
+    code, printed, err = run(capsys, "reorder", "x.npy", "-o", "y.npy", "--src", "nchw",
+                             "--dst", "nChw16c")
+    assert code == 0 and printed.startswith("wrote y.npy: nChw16c f32 of dims 1x8x2x3 (from "
+                                            "nchw f32)"), printed + err

@@ -242,8 +242,20 @@ def _layout_hint(name) -> str:
     key = name.lower().replace("-", "_").replace(" ", "_")
     if key in NAMED:
         return f" ({did_you_mean([key])} names are exact: lower case, with _)"
+    if ":" not in name and name.lower() != name and _is_tag(name.lower()):
+        return (f" ({name!r} reads as the buffer tag {name.lower()!r}: a tensor's tag is "
+                f"src=/dst= (--src/--dst), the image layout is a name such as "
+                f"'in_out_channel')")
     near = close_names(key, NAMED)
     return f" ({did_you_mean(near)})" if near else ""
+
+
+def _is_tag(text: str) -> bool:
+    try:
+        parse_tag(text)
+    except ClayoutError:
+        return False
+    return True
 
 
 def formula(layout: ImageLayout) -> str | None:

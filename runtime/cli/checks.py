@@ -37,10 +37,12 @@ def check_dtype_options(args) -> None:
         try:
             if kind == "model":
                 model.check_dtype(value)
-            elif kind == "image" and value not in dtypes.NAMES:
-                raise ClayoutError(f"unsupported image dtype {value!r}; allowed: "
-                                   f"{', '.join(dtypes.IMAGE_NAMES)}")
             elif kind == "image":
+                try:
+                    dtypes.dtype(value)
+                except ClayoutError:
+                    raise ClayoutError(f"unsupported image dtype {value!r}; allowed: "
+                                       f"{', '.join(dtypes.IMAGE_NAMES)}") from None
                 dtypes.image_dtype(value)
             else:
                 dtypes.dtype(value)

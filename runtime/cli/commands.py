@@ -142,7 +142,8 @@ def cmd_reorder(args) -> int:
     out = run(parse_reorder(arr, src, dst, engine=args.engine, what=args.input))
     out = out.reshape(hostarray.physical_shape(dst))
     save_npy(args.output, out, [args.input])
-    print(f"wrote {args.output}: {dst} (from {src}), array {out.shape}")
+    print(f"wrote {args.output}: {args.dst} {dst.dtype.name} of dims {_dims_text(dst.dims)} "
+          f"(from {args.src} {src.dtype.name}), array {out.shape}")
     return 0
 
 
