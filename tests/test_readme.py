@@ -64,7 +64,7 @@ def test_outputs_example_runs(cl_engine):
 
 def test_the_synopsis_lists_every_command():
     import argparse
-    from runtime.cli.main import build_parser
+    from runtime.cli.parser import build_parser
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     synopsis = readme.split("## Command line", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
