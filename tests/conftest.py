@@ -63,14 +63,14 @@ else:
 CPU_PATHS = ("compiled", "numpy")
 
 # pytest-xdist's workers (make test runs two): each builds its OpenCL programs into a PoCL
-# kernel cache of its own, in this run's temporary folder. PoCL's on-disk cache is not
-# safe for two processes building the same kernels at once (pocl/pocl#430, #1480).
+# kernel cache of its own, beside PoCL's default one (where a run without workers builds):
+# $XDG_CACHE_HOME/pocl/kcache-clayout-gwN. PoCL's on-disk cache is not safe for two
+# processes building the same kernels at once (pocl/pocl#430, #1480); a worker's cache
+# is kept, so the next run on this machine finds its programs built.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER and not os.environ.get("POCL_CACHE_DIR"):
-    os.environ["POCL_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"clayout-pocl-{_WORKER}-")
-    _POCL_CACHE_MADE = os.environ["POCL_CACHE_DIR"]
-else:
-    _POCL_CACHE_MADE = None
+    _XDG = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    os.environ["POCL_CACHE_DIR"] = os.path.join(_XDG, "pocl", f"kcache-clayout-{_WORKER}")
 
 
 @pytest.fixture(scope="module", params=CPU_PATHS)
@@ -310,7 +310,7 @@ def pytest_sessionfinish(session):
         if child.proc is not None and child.proc.poll() is None:
             child.proc.kill()
             child.proc.wait()
-    for folder in _FOLDER + [f for f in (_CPU_CACHE_MADE, _POCL_CACHE_MADE, _CHILDREN_MADE) if f]:
+    for folder in _FOLDER + [f for f in (_CPU_CACHE_MADE, _CHILDREN_MADE) if f]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
