@@ -24,6 +24,9 @@
 #include <immintrin.h>
 #endif
 
+// -- the box a move reads: its fields stated once, in runtime/cpu/native.py ---------------
+${box}
+
 // -- the OpenCL C names the dtype rules use, in C ------------------------------------------
 typedef unsigned char uchar;
 typedef unsigned short ushort;
@@ -448,17 +451,19 @@ static void ${f.name}_plane(const char *s, char *d, int64_t nP, int64_t nQ, int6
     }
 }
 
-// the box: nd, TP, TQ, zq, TW, NT, then shape, source and destination strides (bytes).
+// the box (runtime/cpu/native.py BOX_FIELDS, declared above as clayout_box): nd, TP, TQ,
+// zq, TW, NT, then shape, source and destination strides (bytes).
 // NT: whole destination lines of square blocks are stored past the caches (a
 // destination too big to stay in them: no line is read before it is written).
 // TW > 0: rows of P in groups of TW, each group walked over every outer index
 // before the next (the outer axes step inside P's destination rows there, as
 // the input channels of a filter image's pixels: the group's lines stay in L1)
-void ${f.name}(const char *src, char *dst, const int64_t *box)
+void ${f.name}(const char *src, char *dst, const int64_t *words)
 {
-    const int64_t nd = box[0], TP = box[1], TQ = box[2], zq = box[3], TW = box[4];
-    const int nt = (int)box[5];
-    const int64_t *n = box + 6, *ss = box + 6 + ${max_axes}, *ds = box + 6 + 2 * ${max_axes};
+    const clayout_box *box = (const clayout_box *)words;
+    const int64_t nd = box->nd, TP = box->tp, TQ = box->tq, zq = box->zq, TW = box->tw;
+    const int nt = (int)box->nt;
+    const int64_t *n = box->shape, *ss = box->ss, *ds = box->ds;
     const int64_t nP = n[nd - 2], group = TW > 0 ? TW : nP;
     int64_t outer = 1;
     for (int64_t a = 0; a < nd - 2; a++)

@@ -243,3 +243,20 @@ def test_sanitizers_catch_a_write_past_the_end(tmp_path):
     done = _sanitized(OUT_OF_BOUNDS, tmp_path)
     assert done.returncode != 0 and "ERROR: AddressSanitizer" in done.stderr, done.stderr[-2000:]
     assert "clayout_move_4" in done.stderr     # found in the compiled move itself
+
+
+def test_the_box_is_stated_once():
+    """The box a compiled move reads is declared in Python (native.BOX_FIELDS);
+    the library's C declares it from there and reads it by field name, and
+    _pack writes those fields."""
+    from runtime.cpu import compiled, native
+    source = native.render()
+    assert native.c_struct("clayout_box") in source
+    assert "const clayout_box *box = (const clayout_box *)words;" in source
+    assert "box[" not in source.split("clayout_box;", 1)[1]      # no word arithmetic on it
+    packed = np.frombuffer(compiled._pack((2, 3, 4), (48, 16, 4), (4, 8, 24), 4, 8, 1, 2, 1),
+                           native.BOX)[0]
+    assert packed["nd"] == 3 and packed["tq"] == 8 and packed["nt"] == 1
+    assert packed["shape"].tolist() == [2, 3, 4, 0, 0, 0, 0, 0]
+    assert packed["ds"][:3].tolist() == [4, 8, 24]
+    assert compiled.BOX_WORDS * 8 == native.BOX.itemsize

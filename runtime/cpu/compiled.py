@@ -32,7 +32,7 @@ from . import geometry as g, native
 from .methods import Copy, View, coalesced
 
 BLOCK = 16                   # the widest square block the library transposes
-BOX_WORDS = 6 + 3 * native.MAX_AXES   # int64 words of a packed box (_pack)
+BOX_WORDS = native.BOX.itemsize // 8   # int64 words of a packed box (_pack)
 PART_WORDS = 2 + BOX_WORDS            # a part in Native.blob: two offsets, then its box
 
 
@@ -85,9 +85,13 @@ def _tiles(n_p: int, n_q: int, item: int) -> tuple[int, int]:
 
 
 def _pack(shape, ss, ds, tp, tq, zq, tw, nt) -> bytes:
-    pad = [0] * (native.MAX_AXES - len(shape))
-    return np.array([len(shape), tp, tq, zq, tw, nt, *shape, *pad, *ss, *pad, *ds, *pad],
-                    dtype=np.int64).tobytes()
+    """One box (native.BOX, the C struct clayout_box) as bytes."""
+    box = np.zeros((), native.BOX)
+    box["nd"], box["tp"], box["tq"], box["zq"], box["tw"], box["nt"] = \
+        len(shape), tp, tq, zq, tw, nt
+    for name, values in (("shape", shape), ("ss", ss), ("ds", ds)):
+        box[name][:len(values)] = values
+    return box.tobytes()
 
 
 def _group(shape, ds) -> int:

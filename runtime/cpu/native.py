@@ -30,6 +30,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
+import numpy as np
+
 from .. import sources
 from ..algebra import dtypes, dtypes_c
 from ..algebra.frame_taps import WORD
@@ -44,6 +46,14 @@ FRAME_SPEC = ("kind", "bytes", "rgb0", "rgb1", "rgb2", "uoff", "voff", "channels
 # the dtype codes of read_output's rows (runtime/cpu/outputs.py passes them)
 OUTPUT_DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "s32": 3, "s8": 4, "u8": 5}
 MAX_AXES = 8              # axes of one box (the plan coalesces to far fewer)
+# the box a compiled move reads, stated once: runtime/cpu/compiled.py packs it as this numpy
+# dtype and templates/cpu_move.c.mako declares it as the C struct ``c_struct`` renders.
+# tp, tq: the plane's transpose block sides; zq: the destination's zeroed tail; tw: rows of
+# P a group (0: all); nt: stream whole lines past the caches; shape, ss, ds: the box's
+# extents and its source and destination strides in bytes (axes past nd are 0)
+BOX_FIELDS = (("nd", 1), ("tp", 1), ("tq", 1), ("zq", 1), ("tw", 1), ("nt", 1),
+              ("shape", MAX_AXES), ("ss", MAX_AXES), ("ds", MAX_AXES))
+BOX = np.dtype([(name, np.int64, (k,)) if k > 1 else (name, np.int64) for name, k in BOX_FIELDS])
 CHOICES = ("auto", "compiled", "numpy")
 FLAGS = ("-O3", "-std=c11", "-pthread", "-fPIC", "-shared", "-fsigned-char",
          "-ffp-contract=off", "-fno-fast-math")
@@ -68,6 +78,12 @@ class Family:
     item: int
     move: bool
     blocks: tuple = ()
+
+
+def c_struct(name: str, fields=BOX_FIELDS) -> str:
+    """The C declaration of a record of int64 ``fields`` ((name, count) pairs)."""
+    body = "".join(f"    int64_t {f}{f'[{k}]' if k > 1 else ''};\n" for f, k in fields)
+    return f"typedef struct {{\n{body}}} {name};"
 
 
 def move_name(item: int) -> str:
@@ -97,7 +113,7 @@ def render() -> str:
     (templates/cpu_frame.c.mako) and read_output's rows (templates/cpu_output.c.mako),
     which use the moves' workers and conversions."""
     moves = sources.template("cpu_move.c.mako").render(
-        families=families(), helpers=sources.helpers(), max_axes=MAX_AXES,
+        families=families(), helpers=sources.helpers(), box=c_struct("clayout_box"),
         built=f"{platform.machine()} {platform.system()}")
     frames = sources.template("cpu_frame.c.mako").render(
         words=WORD, spec={name: i for i, name in enumerate(FRAME_SPEC)})
