@@ -19,6 +19,7 @@ as soon as the run's tests are known and run in the background, one at a
 time, beside the rest of the suite; their test waits for them
 (``child_result``), and a test marked ``alone`` pauses them while it runs."""
 import hashlib
+import importlib
 import os
 import queue
 import shutil
@@ -408,6 +409,29 @@ def with_facts(monkeypatch, engine, **facts):
     monkeypatch.setattr(engine, "device", device)
     monkeypatch.setattr(engine, "memory", DeviceMemory(device))
     return engine
+
+
+# the optional packages tests use, and the extra of pyproject.toml that installs each
+EXTRAS = {"onnx": "model", "safetensors": "model", "onnxruntime": "test", "cv2": "test",
+          "PIL": "image", "matplotlib": "plot", "tflite": "test", "ai_edge_litert": "test", "flatbuffers": "test",
+          "pyopencl": "the base install", "tests": "a source checkout"}
+
+
+def needs(name: str):
+    """The module ``name`` (an optional package, or a test helper that
+    imports one): skipped where it is missing, outside CI; a failure in CI,
+    where `make test` installs every extra. At a module's top it skips or
+    fails the whole file."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        top = name.split(".")[0]
+        extra = EXTRAS.get(top, "test")
+        how = extra if " " in extra else f"pip install 'clayout[{extra}]'"
+        message = f"{name} is not available ({exc}): {how}"
+        if IN_CI:
+            pytest.fail(f"{message} (CI=true: every extra is installed)", pytrace=False)
+        pytest.skip(message, allow_module_level=True)
 
 
 def require(what: str, ok: bool, why: str = "") -> None:

@@ -23,11 +23,11 @@ import pytest
 import runtime
 from runtime import ClayoutError, MemoryDesc, from_image, reorder, to_image
 
-from conftest import ROOT, bits, require, run, run_sub
+from conftest import ROOT, bits, needs, require, run, run_sub
 from test_api_errors import LimitedEngine
 
 try:
-    import onnx
+    onnx = needs("onnx")
     from onnx import TensorProto, helper, numpy_helper
 except ImportError:   # the model cases skip (the model extra is installed in CI)
     onnx = None

@@ -19,10 +19,11 @@ REF = engine.get("reference")
 from runtime.algebra.desc import MemoryDesc
 from runtime.model.manifest import steps_of, stored_image
 
-from conftest import bits, run, run_sub, same_bits
+from conftest import bits, needs, run, run_sub, same_bits
 
-onnx = pytest.importorskip("onnx")
+onnx = needs("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+needs("safetensors")
 from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 

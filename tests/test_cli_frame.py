@@ -11,7 +11,7 @@ import pytest
 
 import runtime
 
-from conftest import bits, run, same_bits
+from conftest import bits, needs, run, same_bits
 
 RNG = np.random.default_rng(11)
 MEAN, STD = "123.675,116.28,103.53", "58.395,57.12,57.375"
@@ -119,7 +119,7 @@ def test_nchw_shape(tmp_path, capsys, fmt, dims):
 @pytest.mark.parametrize("mode, fmt, ext", [("RGB", "rgb", ".png"), ("RGBA", "rgba", ".png"),
                                             ("L", "gray", ".png"), ("RGB", "rgb", ".jpg")])
 def test_picture_matches_from_frame(tmp_path, capsys, mode, fmt, ext):
-    image = pytest.importorskip("PIL.Image")
+    image = needs("PIL.Image")
     shape = (30, 40) + ({"RGB": (3,), "RGBA": (4,), "L": ()}[mode])
     path = tmp_path / f"pic{ext}"
     image.fromarray(RNG.integers(0, 256, shape, dtype=np.uint8), mode).save(path)
@@ -133,7 +133,7 @@ def test_picture_matches_from_frame(tmp_path, capsys, mode, fmt, ext):
 
 
 def test_picture_as_bgr_is_the_same_input(tmp_path, capsys):
-    image = pytest.importorskip("PIL.Image")
+    image = needs("PIL.Image")
     image.fromarray(RNG.integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(tmp_path / "p.png")
     for fmt in ("rgb", "bgr"):
         frame_ok(capsys, tmp_path / "p.png", "-o", tmp_path / f"{fmt}.npy", "--format", fmt,
@@ -231,7 +231,7 @@ def test_without_pillow_the_error_names_the_extra(tmp_path, capsys, monkeypatch)
 
 
 def test_unreadable_truncated_picture(tmp_path, capsys):
-    image = pytest.importorskip("PIL.Image")
+    image = needs("PIL.Image")
     image.fromarray(RNG.integers(0, 256, (60, 80, 3), dtype=np.uint8)).save(tmp_path / "p.png")
     data = (tmp_path / "p.png").read_bytes()
     (tmp_path / "p.png").write_bytes(data[:len(data) // 2])

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import runtime
-from conftest import THOROUGH, tiered
+from conftest import THOROUGH, needs, tiered
 from runtime import Memory, MemoryDesc
 from runtime.compute import network, ops
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+onnx = needs("onnx")
+ort = needs("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 TOL = 1e-5

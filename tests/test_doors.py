@@ -7,7 +7,7 @@ import pytest
 import runtime
 from runtime import ClayoutError, Memory, MemoryDesc
 
-from conftest import run
+from conftest import needs, run
 
 X = np.arange(36, dtype=np.float32).reshape(1, 6, 2, 3) + 1   # NCHW, no zero element
 
@@ -157,7 +157,7 @@ def test_load_images_gives_each_stored_image_as_a_memory(tmp_path, capsys, engin
 
 
 def test_load_images_of_a_file_without_a_manifest(tmp_path):
-    from safetensors.numpy import save_file
+    save_file = needs("safetensors.numpy").save_file
     save_file({"a": np.zeros(3, np.float32)}, str(tmp_path / "plain.safetensors"))
     with pytest.raises(ClayoutError, match="no clayout manifest") as exc:
         runtime.load_images(tmp_path / "plain.safetensors")

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 import runtime
-from conftest import bits
+from conftest import bits, needs
 from runtime import BufferCopyWarning, ClayoutError, Memory, MemoryDesc
 
-cl = pytest.importorskip("pyopencl")
+cl = needs("pyopencl")
 from runtime.opencl import engine as cl_engines  # needs pyopencl
 from runtime.opencl.engine import OpenCLEngine
 

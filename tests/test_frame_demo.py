@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 import runtime
-from conftest import bits, run
+from conftest import bits, needs, run
 from runtime import Memory, MemoryDesc
 from runtime.cli import demo
 from runtime.errors import ClayoutError
 
-onnx = pytest.importorskip("onnx")
-pytest.importorskip("onnxruntime")
+onnx = needs("onnx")
+needs("onnxruntime")
 
 LINE = re.compile(r"^end to end from a frame: 640x480 NV21 -> from_frame \((.*)\) -> sample CNN "
                   r"through accessor kernels: largest difference to onnxruntime (\S+) "
@@ -72,7 +72,7 @@ def test_nv21_planes_follow_bt601_limited_range():
 
 
 def test_the_frame_decodes_back_to_its_picture():
-    cv2 = pytest.importorskip("cv2")
+    cv2 = needs("cv2")
     rgb, frame = demo.sample_rgb(), demo.sample_frame()
     opencv = cv2.cvtColor(frame, cv2.COLOR_YUV2RGB_NV21).astype(float)
     assert np.abs(opencv - rgb).mean() < 2.5        # chroma at half resolution, rounding

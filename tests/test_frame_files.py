@@ -15,10 +15,10 @@ import pytest
 
 import runtime
 
-from conftest import run, run_sub
+from conftest import needs, run, run_sub
 
-image = pytest.importorskip("PIL.Image")
-ImageOps = pytest.importorskip("PIL.ImageOps")
+image = needs("PIL.Image")
+ImageOps = needs("PIL.ImageOps")
 
 RNG = np.random.default_rng(5)
 ORIENTATION = 0x0112
@@ -93,7 +93,7 @@ def test_png_comes_in_upright(tmp_path, capsys, orientation):
 
 @pytest.mark.parametrize("orientation", range(1, 9))
 def test_png_orientation_is_what_opencv_reads(tmp_path, capsys, orientation):
-    cv2 = pytest.importorskip("cv2")
+    cv2 = needs("cv2")
     path = tmp_path / "photo.png"
     save_with_orientation(path, picture_array(), orientation)
     got, _ = frame_pixels(capsys, path)

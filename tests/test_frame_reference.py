@@ -3,11 +3,14 @@ on its own: against OpenCV's u8 chain (cvtColor -> crop -> resize -> paste)
 within 2 pixel units, and against small cases worked out by hand."""
 import itertools
 
-import cv2
 import numpy as np
 import pytest
 
 from runtime.reference.frame import frame_values, yuv_to_rgb
+
+from conftest import needs
+
+cv2 = needs("cv2")
 
 MEAN = (123.675, 116.28, 103.53)        # ImageNet, per channel
 STD = (58.395, 57.12, 57.375)

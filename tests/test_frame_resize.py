@@ -16,9 +16,10 @@ import pytest
 
 import runtime
 from runtime.reference.frame import frame_values
+from conftest import needs
 
-cv2 = pytest.importorskip("cv2")
-Image = pytest.importorskip("PIL.Image")
+cv2 = needs("cv2")
+Image = needs("PIL.Image")
 
 
 def photo(w, h, gray=False, seed=0):

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import runtime
-from conftest import ROOT, bits, child_result, in_threads, start_child, tiered
+from conftest import ROOT, bits, child_result, in_threads, needs, start_child, tiered
 from runtime import ClayoutError
 
 MEAN = (123.675, 116.28, 103.53)
@@ -170,7 +170,7 @@ def test_a_camera_frame_at_full_size(cl_engine):
 def test_opencv_chain_within_two_pixel_units():
     """The one call against the chain users write with OpenCV (u8 between
     steps, so it is within 2 pixel units, not exact)."""
-    import cv2   # a test dependency: installed wherever the tests run
+    cv2 = needs("cv2")
     f = frame("nv21", 160, 120, seed=2)
     rgb = cv2.cvtColor(f, cv2.COLOR_YUV2RGB_NV21)
     want = cv2.resize(rgb, (64, 48), interpolation=cv2.INTER_LINEAR).astype(np.float64)

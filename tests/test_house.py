@@ -92,3 +92,24 @@ def test_kernel_bake_asks_the_plan_and_changes_no_setting(capsys, monkeypatch):
     code, out, _ = run(capsys, "kernel", "--dims", "1,6,2,3", "--src", "nhwc",
                        "--layout", "in_out_channel")
     assert out.splitlines()[-1].startswith("// plan: generic")
+
+
+def test_every_optional_package_goes_through_needs():
+    """A test that needs an optional package asks conftest.needs for it
+    first (skipped where it is missing, a failure in CI), never
+    pytest.importorskip (a skip in CI too) nor a bare import (an error)."""
+    import re
+    from conftest import EXTRAS
+    tests = Path(__file__).resolve().parent
+    optional = "|".join(n for n in EXTRAS if n not in ("pyopencl", "tests"))
+    bare = re.compile(rf"^\s*(?:import|from) ({optional})\b")
+    wrong = []
+    for path in sorted(tests.glob("*.py")):
+        text = path.read_text()
+        if "importorskip(" in text and path.name != "test_house.py":
+            wrong.append(f"{path.name}: pytest.importorskip")
+        for n, line in enumerate(text.splitlines(), 1):
+            m = bare.match(line)
+            if m and f'needs("{m.group(1)}' not in text.split(line, 1)[0]:
+                wrong.append(f"{path.name}:{n}: {line.strip()}")
+    assert not wrong, wrong

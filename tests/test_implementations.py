@@ -8,10 +8,9 @@ import os
 import warnings
 
 import numpy as np
-import pytest
 
 import runtime
-from tests.conftest import IMPLEMENTATIONS, run
+from tests.conftest import IMPLEMENTATIONS, needs, run
 
 from runtime.opencl import vendors
 
@@ -61,7 +60,7 @@ def test_builds_are_quiet_and_the_log_is_there_with_debug(cl_engine, capfd, monk
     caller; CLAYOUT_DEBUG=1 prints the driver's log (Intel's runtime has one
     on every build, PoCL none) on stderr."""
     from runtime.opencl import programs
-    cl = pytest.importorskip("pyopencl")
+    cl = needs("pyopencl")
     x = np.arange(2 * 7 * 3 * 5, dtype=np.float32).reshape(2, 7, 3, 5)
     for debug in (False, True):
         programs.clear_cache()

@@ -22,12 +22,14 @@ from runtime.algebra import dtypes
 from runtime.errors import ClayoutError
 from runtime.cli.progress import Progress
 
-onnx = pytest.importorskip("onnx")
+from conftest import needs  # noqa: E402
+onnx = needs("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+needs("safetensors")
 from safetensors import safe_open  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
-from conftest import bits, run  # noqa: E402
+from conftest import bits, run
 
 RNG = np.random.default_rng(11)
 

@@ -23,11 +23,12 @@ from runtime.model.accounting import account
 from runtime.model.graph import Constant
 from runtime.model.manifest import accounting_problems, read_manifest, upgrade
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+from conftest import needs  # noqa: E402
+onnx = needs("onnx")
+ort = needs("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from conftest import bits, run  # noqa: E402
+from conftest import bits, run
 
 RNG = np.random.default_rng(39)
 F32 = TensorProto.FLOAT
@@ -328,7 +329,7 @@ def test_a_format_5_manifest_reads_with_todays_keys():
 
 
 # -- TFLite: the constant operators, against LiteRT's interpreter -------------------------------
-tflite_builder = pytest.importorskip("tests.tflite_builder")
+tflite_builder = needs("tests.tflite_builder")
 TF = tflite_builder.T
 TOP = tflite_builder.Op
 B = RNG.standard_normal((4, 6)).astype(np.float32)

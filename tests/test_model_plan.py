@@ -15,10 +15,11 @@ import pytest
 from runtime import model
 from runtime.model.manifest import read_manifest, totals
 
-onnx = pytest.importorskip("onnx")
+from conftest import needs  # noqa: E402
+onnx = needs("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from conftest import run, with_facts  # noqa: E402
+from conftest import run, with_facts
 
 DATA = Path(__file__).resolve().parents[1] / "runtime" / "data"
 SAMPLE = DATA / "sample_cnn.onnx"

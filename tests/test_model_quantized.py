@@ -19,12 +19,16 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
-import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-from safetensors import safe_open
-from safetensors.numpy import load_file
+
+from conftest import needs
+
+onnx = needs("onnx")
+ort = needs("onnxruntime")
+needs("safetensors")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from safetensors import safe_open  # noqa: E402
+from safetensors.numpy import load_file  # noqa: E402
 
 import runtime
 from runtime.algebra.storage import Limits

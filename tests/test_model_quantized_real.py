@@ -17,10 +17,14 @@ the scale and zero point the graph gives it, and compares it with the stored
 image bit for bit (the reference engine's image of the logical tensor).
 """
 import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
-from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+
+from conftest import needs
+
+onnx = needs("onnx")
+needs("onnxruntime")
+from onnx import helper, numpy_helper  # noqa: E402
+from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,  # noqa: E402
                                       quantize_dynamic, quantize_static)
 
 import runtime

@@ -18,8 +18,9 @@ import pytest
 import runtime
 from runtime import model
 from runtime.model.manifest import read_manifest
+from conftest import needs
 
-onnx = pytest.importorskip("onnx")
+onnx = needs("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
 
 WEIGHT_OPS = ("Conv", "ConvTranspose", "MatMul", "BatchNormalization")

@@ -13,8 +13,9 @@ from runtime import model
 from runtime.model.manifest import read_manifest, steps_of
 from tests.conftest import run, same_bits
 from tests.test_model_plan import files
+from conftest import needs
 
-builder = pytest.importorskip("tests.tflite_builder")
+builder = needs("tests.tflite_builder")
 T, Op, build, run_litert = builder.T, builder.Op, builder.build, builder.run_litert
 
 RNG = np.random.default_rng(29)

@@ -23,9 +23,10 @@ import runtime
 from runtime import model
 from runtime.model.manifest import read_manifest
 from tests.conftest import run, same_bits
+from conftest import needs
 
-tflite = pytest.importorskip("tflite")
-interpreter_module = pytest.importorskip("ai_edge_litert.interpreter")
+tflite = needs("tflite")
+interpreter_module = needs("ai_edge_litert.interpreter")
 
 WEIGHT_OPS = {"CONV_2D": 1, "DEPTHWISE_CONV_2D": 1, "FULLY_CONNECTED": 1, "TRANSPOSE_CONV": 1,
               "Convolution2DTransposeBias": 1}

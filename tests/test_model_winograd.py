@@ -20,11 +20,13 @@ from runtime.algebra.catalog import image_layout
 from runtime.algebra.transform import Transform
 from runtime.winograd import ENGINES
 
-onnx = pytest.importorskip("onnx")
+from conftest import needs  # noqa: E402
+onnx = needs("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+needs("safetensors")
 from safetensors.numpy import load_file  # noqa: E402
 
-from conftest import bits  # noqa: E402
+from conftest import bits
 from test_model_quantized import convert, fails  # noqa: E402  (the same CLI helpers)
 
 RNG = np.random.default_rng(5)

@@ -16,7 +16,7 @@ import runtime
 from runtime import ClayoutError, ImageDesc, image_layout, layout_choice, parse_tag
 from runtime.algebra.storage import STORAGES, Limits
 
-from conftest import ROOT, run, run_sub
+from conftest import ROOT, needs, run, run_sub
 
 X = np.arange(30, dtype=np.float32).reshape(1, 5, 2, 3)   # nchw 1x5x2x3
 TAG_RULE = ("a tag is letters a..l (upper case: blocked outer part) followed by blocks "
@@ -172,8 +172,8 @@ def test_readme_opencl_snippet_runs_as_written(cl_engine):
 def test_readme_says_the_demo_prints_a_table(folder, capsys):
     assert "prints the manifest" not in README
     assert "prints a table of where each weight went" in README
-    pytest.importorskip("onnx")
-    pytest.importorskip("safetensors")
+    needs("onnx")
+    needs("safetensors")
     code, out, _ = run(capsys, "demo", "--engine", "cpu")
     assert code == 0
     header = next(line for line in out.splitlines() if line.startswith("name "))

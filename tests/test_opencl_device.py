@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 import runtime
-from conftest import bits, in_threads
+from conftest import bits, in_threads, needs
 from runtime import ImageDesc, MemoryDesc, image_layout
 from runtime import engine as engines
 from runtime.errors import ClayoutError
 
-cl = pytest.importorskip("pyopencl")
+cl = needs("pyopencl")
 from runtime.opencl import images, moves, pinned  # noqa: E402
 from runtime.opencl.device import Device, Options  # noqa: E402
 from runtime.opencl.engine import OpenCLEngine  # noqa: E402

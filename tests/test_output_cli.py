@@ -8,7 +8,7 @@ import pytest
 
 import runtime
 
-from conftest import run
+from conftest import needs, run
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_argmax_tensor_and_csv(seg, tmp_path, capsys):
 
 
 def test_a_class_mask_png(seg, tmp_path, capsys):
-    pytest.importorskip("PIL")
+    needs("PIL")
     from PIL import Image
     from runtime.cli.output import palette
     x, path = seg
@@ -86,7 +86,7 @@ def test_dims_that_do_not_fit(seg, tmp_path, capsys):
 def test_the_docs_mask_picture_is_what_the_command_draws(tmp_path, capsys):
     """docs/outputs.md shows the mask of a made-up four-class output of the
     demo's picture; drawn again, it is the same picture."""
-    pytest.importorskip("PIL")
+    needs("PIL")
     from conftest import ROOT
     from runtime.cli.demo import sample_rgb
     rgb = sample_rgb(160, 120).astype(np.float32)

@@ -16,7 +16,7 @@ from runtime import ClayoutError, read_output
 from runtime.algebra.catalog import NAMED
 from runtime.algebra.output import CAP, above
 
-from conftest import in_threads, tiered
+from conftest import in_threads, needs, tiered
 
 ACTIVATIONS = sorted(n for n, lay in NAMED.items() if lay.kind == "activation")
 SIGMOID_BOUND = 2.0 ** -22          # absolute, docs/outputs.md
@@ -272,7 +272,7 @@ def test_bad_sources_are_clear_errors():
 
 # -- real outputs: what onnxruntime gives for real models, post-processed as users do -------
 def _ort(path, x):
-    ort = pytest.importorskip("onnxruntime")
+    ort = needs("onnxruntime")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return session.run(None, {session.get_inputs()[0].name: x})[0]
 

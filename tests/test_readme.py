@@ -26,7 +26,8 @@ def test_opencl_example_runs(cl_engine):
 
 def test_frame_example_runs():
     """The chain and the one call agree within 2 pixel units (values times std)."""
-    import cv2
+    from conftest import needs
+    cv2 = needs("cv2")
     block = next(b for b in BLOCKS if "from_frame" in b)
     rng = np.random.default_rng(0)
     smooth = np.add.outer(np.arange(540) % 200, np.arange(640) % 50).astype(np.uint8)

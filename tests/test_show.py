@@ -1,4 +1,5 @@
 """`clayout show` and runtime.cli.figure: the labelled picture of an image layout."""
+import importlib.util
 import builtins
 import struct
 
@@ -12,11 +13,8 @@ from runtime.reference import formulas
 
 from conftest import require, run
 
-try:
-    import matplotlib  # noqa: F401  (the plot extra; `make test` installs it)
-    HAVE_MATPLOTLIB = True
-except ImportError:
-    HAVE_MATPLOTLIB = False
+# the plot extra (`make test` installs it): the tests that draw ask require() for it
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
 @pytest.fixture

@@ -15,11 +15,13 @@ import random
 import re
 import struct
 
-import flatbuffers
 import numpy as np
 import pytest
 
-import tflite
+from conftest import needs
+
+tflite = needs("tflite")
+flatbuffers = needs("flatbuffers")
 from runtime.errors import ClayoutError
 from runtime.model.tflite import file as tflite_file, schema
 from runtime.model.tflite.flatbuffer import FlatBuffer

@@ -19,11 +19,11 @@ from hypothesis import given, strategies as st
 
 from runtime.errors import ClayoutError
 from runtime.model.tflite.sparse import DimMeta, Sparsity, densify
-from conftest import same_bits
+from conftest import needs, same_bits
 from strategies import scaled
 
-tflite = pytest.importorskip("tflite")
-pytest.importorskip("ai_edge_litert.interpreter")
+tflite = needs("tflite")
+needs("ai_edge_litert.interpreter")
 from tests.tflite_builder import T, Op, build, run_litert  # noqa: E402
 
 DTYPES = ["float32", "float16", "int8"]     # what LiteRT's DENSIFY takes

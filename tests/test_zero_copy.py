@@ -32,12 +32,12 @@ import numpy as np
 import pytest
 
 import runtime
-from conftest import ROOT, bits, image_side
+from conftest import ROOT, bits, image_side, needs
 from runtime import ClayoutError, Memory, MemoryDesc
 from runtime import BufferCopyWarning
 from runtime.hostside import pitched
 
-cl = pytest.importorskip("pyopencl")
+cl = needs("pyopencl")
 from runtime.opencl import shared  # needs pyopencl
 from runtime.opencl.engine import OpenCLEngine
 from runtime.opencl.memory import DeviceMemory

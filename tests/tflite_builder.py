@@ -22,8 +22,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-import flatbuffers
 import numpy as np
+
+from conftest import needs
+
+flatbuffers = needs("flatbuffers")
+needs("tflite")
 from tflite.ActivationFunctionType import ActivationFunctionType
 from tflite.BuiltinOperator import BuiltinOperator
 from tflite.BuiltinOptions import BuiltinOptions
@@ -344,7 +348,9 @@ def run_litert(model: bytes, feeds: dict[int, np.ndarray] | None = None) -> dict
     array; zeros of each input's shape where not given). The names are the
     model's: LiteRT renames each DENSIFY output "Densify_output" when it
     allocates, so they are read before."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    from conftest import needs
+    litert = needs("ai_edge_litert.interpreter")
+    Interpreter, OpResolverType = litert.Interpreter, litert.OpResolverType
     interpreter = Interpreter(
         model_content=bytes(model), experimental_preserve_all_tensors=True,
         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
