@@ -13,14 +13,14 @@ import numpy as np
 
 from . import engine as engines
 from .algebra import dtypes
-from .algebra.catalog import NAMED, image_layout
+from .algebra.catalog import buffer_tag, image_layout
 from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
 from .algebra.hostarray import host_shape, physical_shape
 from .algebra.layout import ImageDesc
 from .algebra.output import OutputRule, Pending, output_rule
-from .algebra.tags import parse_tag
 from .errors import ClayoutError
+from .hostside import host_out
 from .memory import Memory
 
 
@@ -57,7 +57,7 @@ def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None
     side, data, eng = _source(src, layout, dims, engine)
     rule = output_rule(side.dims, side.dtype, dequantize, activation, argmax, threshold,
                        top_k, dst, dtype, shape=side.dims if dims is None else dims)
-    _check_out(out, rule)
+    _check_out(out, rule, data if isinstance(data, np.ndarray) else np.empty(0))
     if not isinstance(wait, bool):
         raise ClayoutError(f"read_output: wait={wait!r}; allowed: True or False")
     pending = eng.read_output(side, data, rule, out)
@@ -103,13 +103,8 @@ def _side(layout, dims, dt):
         return layout
     if isinstance(layout, ImageDesc):
         layout = layout.layout
-    if isinstance(layout, str) and layout not in NAMED and ":" not in layout:
-        try:   # a buffer tag
-            parse_tag(layout)
-        except ClayoutError:
-            pass
-        else:
-            return MemoryDesc(dims, dt, tag=layout)
+    if buffer_tag(layout) is not None:
+        return MemoryDesc(dims, dt, tag=layout)
     return ImageDesc(image_layout(layout), dims, dtypes.image_dtype(dt))
 
 
@@ -119,22 +114,18 @@ def _no_transform(side) -> None:
                            "(Winograd), not a network output")
 
 
-def _check_out(out, rule: OutputRule) -> None:
+def _check_out(out, rule: OutputRule, source) -> None:
+    """``out`` as every door checks it (runtime/hostside.py host_out); a
+    threshold's result has no fixed shape to write into."""
     if out is None:
         return
     if rule.result == "threshold":
         raise ClayoutError("read_output: out= with threshold; a threshold's result has as many "
                            "rows as values pass, so it is returned (leave out= out)")
     if rule.result == "argmax":
-        shape, dt = rule.argmax_dims, np.dtype(np.int32)
+        host_out(out, rule.argmax_dims, dtypes.dtype("s32"), source, "read_output")
     else:
-        shape, dt = physical_shape(rule.dst), rule.dst.dtype.np
-    if not isinstance(out, np.ndarray) or out.shape != tuple(shape) or out.dtype != dt or \
-            not out.flags.c_contiguous or not out.flags.writeable:
-        got = f"{out.dtype}{list(out.shape)}" if isinstance(out, np.ndarray) else \
-            type(out).__name__
-        raise ClayoutError(f"read_output: out= must be a writable C-contiguous {dt} array of "
-                           f"shape {tuple(shape)}; got {got}")
+        host_out(out, physical_shape(rule.dst), rule.dst.dtype, source, "read_output")
 
 
 __all__ = ["read_output", "Pending"]

@@ -439,7 +439,7 @@ def require(what: str, ok: bool, why: str = "") -> None:
     if ok:
         return
     message = f"{what} is not available{': ' + why if why else ''}"
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+    if IN_CI:
         pytest.fail(f"{message} (CI=true: OpenCL tests must run)")
     pytest.skip(message)
 

@@ -242,7 +242,7 @@ def _layout_hint(name) -> str:
     key = name.lower().replace("-", "_").replace(" ", "_")
     if key in NAMED:
         return f" ({did_you_mean([key])} names are exact: lower case, with _)"
-    if ":" not in name and name.lower() != name and _is_tag(name.lower()):
+    if name.lower() != name and buffer_tag(name.lower()) is not None:
         return (f" ({name!r} reads as the buffer tag {name.lower()!r}: a tensor's tag is "
                 f"src=/dst= (--src/--dst), the image layout is a name such as "
                 f"'in_out_channel')")
@@ -250,12 +250,16 @@ def _layout_hint(name) -> str:
     return f" ({did_you_mean(near)})" if near else ""
 
 
-def _is_tag(text: str) -> bool:
+def buffer_tag(layout):
+    """The parsed tag where ``layout``, given where an image layout or a buffer
+    tag is taken, is a tag: a string that is no named layout and no custom
+    'TAG:ROWS[...]' and parses as a tag (aliases included); else None."""
+    if not isinstance(layout, str) or layout in NAMED or ":" in layout:
+        return None
     try:
-        parse_tag(text)
+        return parse_tag(layout)
     except ClayoutError:
-        return False
-    return True
+        return None
 
 
 def formula(layout: ImageLayout) -> str | None:

@@ -30,7 +30,7 @@ import numpy as np
 from ..cache import memoized
 from ..errors import ClayoutError, FrameArgumentWarning, warn
 from . import dtypes
-from .catalog import NAMED, image_layout
+from .catalog import NAMED, buffer_tag, image_layout
 from .checks import as_ints
 from .desc import MemoryDesc
 from .frame_axis import Axis, methods
@@ -306,12 +306,9 @@ def frame_target(layout, dtype):
         name = str(dtype)
     if name not in DTYPES:
         raise ClayoutError(f"from_frame: dtype {name}; allowed: {', '.join(DTYPES)}")
-    if isinstance(layout, str) and layout not in NAMED and ":" not in layout:
-        try:   # a buffer tag: taken without asking the layouts (and their did-you-mean)
-            if parse_tag(layout).ndims == 4:
-                return layout
-        except ClayoutError:
-            pass
+    tag = buffer_tag(layout)   # a buffer tag: taken without asking the layouts (their did-you-mean)
+    if tag is not None and tag.ndims == 4:
+        return layout
     try:
         image = image_layout(layout)
     except ClayoutError as not_layout:

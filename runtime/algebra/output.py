@@ -101,15 +101,6 @@ class OutputRule:
             t = -math.inf if t == 0.0 else math.log(t / (1.0 - t))
         return above(t)
 
-    def describe(self) -> str:
-        what = {"tensor": f"the tensor as {self.dst.describe() if self.dst else ''}",
-                "argmax": "argmax over axis 1",
-                "threshold": f"values > {self.threshold}"
-                             + (f", top {self.top_k}" if self.top_k else "")}[self.result]
-        steps = (["dequantize"] if self.scale is not None else []) + \
-            ([self.activation] if self.activation else [])
-        return f"output {self.shape} {self.src.name}: {' + '.join(steps + [what])}"
-
 
 def above(t: float) -> np.float32:
     """The least float32 above ``t`` (x >= it iff x > t, for float32 x); NaN

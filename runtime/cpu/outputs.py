@@ -15,13 +15,14 @@ from . import geometry as g, native
 from ..algebra.desc import MemoryDesc
 from ..algebra.hostarray import physical_shape
 from ..algebra.output import OutputRule, Pending, finish_selected
+from ..algebra.tags import LETTERS
 
 SMALL = 1 << 18    # at most this many elements: one band, no workers (waking them costs more)
 
 
 def channels_last(dims) -> str:
     """The tag holding ``dims`` (N, C, ...) with the channels innermost."""
-    letters = "abcdefghijkl"[:len(dims)]
+    letters = LETTERS[:len(dims)]
     return letters[0] + letters[2:] + letters[1]
 
 

@@ -24,7 +24,9 @@ from ..algebra.hostarray import physical_shape
 from ..algebra.output import CAP, OutputRule, Pending, check_count, finish_selected
 from ..algebra.output_math import evaluate
 from ..cache import memoized
+from ..algebra.c_index import Numbers
 from .accessor import accessor
+from .launch import decode
 
 NAME = "clayout_read_output"
 mf = cl.mem_flags
@@ -141,13 +143,11 @@ def _numbers(engine, rule: OutputRule) -> tuple:
 
 
 def _decode(name: str, dims) -> list[str]:
-    """C lines giving ``name``2.. (the indices past axis 1 of ``dims``) from the flat ``s``."""
-    lines, left = [], "s"
-    for k in range(len(dims) - 1, 1, -1):
-        lines.append(f"const int {name}{k} = {left} % {dims[k]};" if k > 2 else
-                     f"const int {name}{k} = {left};")
-        left = f"({left} / {dims[k]})"
-    return lines
+    """C lines giving ``name``2.. (the indices past axis 1 of ``dims``) from the
+    flat ``s``, by the launch's digit decoding (runtime/opencl/launch.py)."""
+    axes = range(2, len(dims))
+    return [f"const int {name}{a} = {d};"
+            for a, d in decode("s", axes, dims[2:], Numbers(bake=True))]
 
 
 def _complete(event) -> bool:
