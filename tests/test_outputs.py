@@ -363,3 +363,17 @@ def test_the_cpu_engines_two_paths_agree(dtype, monkeypatch):
                 assert (u == v).all(), kw
             else:
                 assert np.allclose(u, v, rtol=0, atol=2 ** -20, equal_nan=True), kw
+
+
+def test_an_out_overlapping_the_input_is_refused():
+    """out= is checked as at every door: an out= sharing the input's memory is refused."""
+    x = logits(np.random.default_rng(6), (1, 4, 2, 3))
+    img = image_of(x, "in_out_channel")
+    buf = np.zeros(img.nbytes, np.uint8)
+    src = buf.view(np.float32).reshape(img.shape)
+    src[...] = img
+    out = buf[:4 * 6].view(np.int32).reshape(1, 2, 3)
+    with pytest.raises(ClayoutError, match="read_output: out= overlaps the input"):
+        read_output(src, "in_out_channel", x.shape, argmax=True, engine="cpu", out=out)
+    assert (read_output(src, "in_out_channel", x.shape, argmax=True, engine="cpu")
+            == np.argmax(x, axis=1)).all()
