@@ -3,7 +3,8 @@
 Every engine keeps one contract (runtime/contract.py): one conversion
 between two sides, and the storage of Memory objects. The engines:
 
-* ``cpu``: the fast path on the host, compiled moves or numpy (runtime/cpu/);
+* ``cpu``: the fast path on the host, compiled moves or numpy (runtime/cpu/;
+  ``runtime.cpu.engine.ENGINE``, on CLAYOUT_CPU's path, read when it is made);
 * ``reference``: the slow, obvious evaluation of the formulas (runtime/reference/);
 * ``opencl``: kernels rendered from templates (runtime/opencl/), when
   pyopencl finds a device;
@@ -26,7 +27,7 @@ import logging
 import os
 
 from .contract import Engine
-from .cpu.engine import ENGINE as CPU
+from .cpu import engine as cpu_engine
 from .errors import ClayoutError
 from .reference.engine import ENGINE as REFERENCE
 
@@ -109,7 +110,7 @@ def get(name=None) -> Engine:
             raise ClayoutError(f"engine 'opencl' is not available: {exc}; engine='cpu' "
                                "(--engine cpu) works without OpenCL") from None
         return cl_engine.default()
-    return REFERENCE if name == "reference" else CPU
+    return REFERENCE if name == "reference" else cpu_engine.ENGINE
 
 
 def choose_engine(name) -> tuple[Engine, str]:

@@ -1,6 +1,9 @@
 """The files kernels are rendered from, read once per process: the Mako
 templates (``templates/``, installed as runtime.templates) and the OpenCL C
-helpers every conversion and accessor shares (``cl_kernels/convert.cl``)."""
+helpers every conversion and accessor shares (``cl_kernels/convert.cl``);
+and the plain C beside the templates that the cpu engine's library puts
+before its rendered part (``text``: read when that library is rendered, once
+per build)."""
 from __future__ import annotations
 
 from importlib import resources
@@ -14,8 +17,12 @@ from .cache import memoized
 def template(name: str) -> Template:
     """The Mako template ``name`` (e.g. "convert.cl.mako"); an undefined name
     in a render is an error, not an empty string."""
-    text = resources.files("runtime.templates").joinpath(name).read_text()
-    return Template(text, strict_undefined=True)
+    return Template(text(name), strict_undefined=True)
+
+
+def text(name: str) -> str:
+    """The plain file ``name`` of the templates folder (no Mako: it is used as it is)."""
+    return resources.files("runtime.templates").joinpath(name).read_text()
 
 
 @memoized("OpenCL C helpers", "CLAYOUT_HELPERS_CACHE", 1)

@@ -1,6 +1,7 @@
 // -- frames: a camera frame's colour, sample and normalize stages (docs/frames.md), for the
 // cpu engine (runtime/cpu/frames.py calls clayout_frame). Rendered after cpu_move.c.mako into
-// the same library: it uses that file's worker pool (clayout_parallel) and dtype conversions.
+// the same library: it uses cpu_common.c's worker pool side (clayout_parallel) and dtype
+// conversions.
 //
 // Every number comes from the taps array of runtime/algebra/frame_taps.py (the one the OpenCL
 // kernel reads: a header, then per axis one row of [first source pixel as int32 bits, K
@@ -606,7 +607,7 @@ static void clayout_frame_window(const clayout_frame_job *j, const int32_t *xcol
 // row, in ``parts`` bands on up to ``threads`` threads (clayout_parallel). 0 when done, -1
 // where memory could not be had (nothing is then promised of ``out``).
 int clayout_frame(const uint8_t *src, const float *taps, char *out, const int64_t *spec,
-                  int64_t threads, int64_t spin_ns)
+                  int64_t threads)
 {
     clayout_frame_job *j = calloc(1, sizeof *j);
     if (j == NULL)
@@ -719,8 +720,7 @@ int clayout_frame(const uint8_t *src, const float *taps, char *out, const int64_
         p[5] = (int64_t)border * i / nparts;
         p[6] = (int64_t)border * (i + 1) / nparts;
     }
-    clayout_parallel(clayout_frame_part, (const char *)src, out, parts, 7, nparts, threads,
-                     spin_ns);
+    clayout_parallel(clayout_frame_part, (const char *)src, out, parts, 7, nparts, threads);
     const int failed = atomic_load(&j->failed);
     free(parts);
     free(xcol);

@@ -2,8 +2,8 @@
 // channels last (row r: the C values of one (n, position)), each row's x computed as
 // runtime/algebra/output.py states it (a stored value converted once, or
 // float32(q - zero) * scale), then its argmax over the row, or its activated values.
-// Rendered into the compiled moves' library after the frames: it uses their worker pool
-// (clayout_parallel) and the shared dtype conversions.
+// Rendered into the compiled moves' library after the frames: it uses cpu_common.c's worker
+// pool side (clayout_parallel) and the shared dtype conversions.
 
 typedef struct {
     const char *src;          // the rows, channels last, of ``dtype``
@@ -14,6 +14,7 @@ typedef struct {
     const int32_t *zero;
     int32_t *arg;             // argmax per row, or NULL
     float *values;            // activated values per element (channels last), or NULL
+    atomic_int failed;        // a band could not allocate its scratch row
 } clayout_output_job;
 
 // the row's C stored values as float32 x in ``x`` (dequantized where asked)
@@ -68,17 +69,15 @@ static inline void clayout_output_row(const clayout_output_job *j, int64_t r, fl
     }
 }
 
-static atomic_int clayout_output_failed;
-
 static void clayout_output_part(const char *src, char *dst, const int64_t *part)
 {
     (void)src;
     (void)dst;
-    const clayout_output_job *j = (const clayout_output_job *)(intptr_t)part[0];
+    clayout_output_job *j = (clayout_output_job *)(intptr_t)part[0];
     const int64_t C = j->C;
     float *scratch = j->values == NULL ? malloc(sizeof(float) * (size_t)C) : NULL;
     if (j->values == NULL && scratch == NULL) {
-        atomic_store(&clayout_output_failed, 1);
+        atomic_store(&j->failed, 1);
         return;
     }
     for (int64_t r = part[1]; r < part[2]; r++) {
@@ -126,9 +125,9 @@ static void clayout_output_part(const char *src, char *dst, const int64_t *part)
 // ``nparts`` bands on up to ``threads`` threads; 0, or -1 where memory could not be had.
 int clayout_output(const char *src, int64_t dtype, int64_t act, int64_t rows, int64_t C,
                     const float *scale, const int32_t *zero, int32_t *arg, float *values,
-                    int64_t nparts, int64_t threads, int64_t spin_ns)
+                    int64_t nparts, int64_t threads)
 {
-    clayout_output_job j = {src, (int)dtype, (int)act, C, scale, zero, arg, values};
+    clayout_output_job j = {src, (int)dtype, (int)act, C, scale, zero, arg, values, 0};
     int64_t parts[5 * 64];   // per band: src and dst offsets (0: the part reads the job), job, rows
     nparts = nparts < 1 ? 1 : nparts > 64 ? 64 : nparts;
     for (int64_t k = 0; k < nparts; k++) {
@@ -137,7 +136,6 @@ int clayout_output(const char *src, int64_t dtype, int64_t act, int64_t rows, in
         parts[5 * k + 3] = rows * k / nparts;
         parts[5 * k + 4] = rows * (k + 1) / nparts;
     }
-    atomic_store(&clayout_output_failed, 0);
-    clayout_parallel(clayout_output_part, src, (char *)&j, parts, 5, nparts, threads, spin_ns);
-    return atomic_load(&clayout_output_failed) ? -1 : 0;
+    clayout_parallel(clayout_output_part, src, (char *)&j, parts, 5, nparts, threads);
+    return atomic_load(&j.failed) ? -1 : 0;
 }

@@ -78,16 +78,14 @@ if _WORKER and not os.environ.get("POCL_CACHE_DIR"):
 def cpu_path(request):
     """The cpu engine's path for a module's tests, in turn: its compiled
     moves (CI's machine has a C compiler: a failed build fails the test),
-    then numpy (CLAYOUT_CPU=numpy). Plans are cached per path."""
-    old = os.environ.get("CLAYOUT_CPU")
-    os.environ["CLAYOUT_CPU"] = request.param
-    try:
+    then numpy. The default cpu engine (engine="cpu") is, meanwhile, one on
+    that path (runtime.cpu.engine.CpuEngine(path=...)), and CLAYOUT_CPU says
+    the same to a child process. Plans are cached per path."""
+    from runtime.cpu import engine as cpu_engine
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(cpu_engine, "ENGINE", cpu_engine.CpuEngine(request.param))
+        m.setenv("CLAYOUT_CPU", request.param)
         yield request.param
-    finally:
-        if old is None:
-            os.environ.pop("CLAYOUT_CPU", None)
-        else:
-            os.environ["CLAYOUT_CPU"] = old
 
 
 def tiered(cases, covered, ids=None) -> list:

@@ -31,7 +31,6 @@ import argparse
 import faulthandler
 import json
 import math
-import os
 import random
 import sys
 from dataclasses import asdict, dataclass
@@ -46,6 +45,7 @@ import runtime  # noqa: E402
 from runtime import ClayoutError, ImageDesc, MemoryDesc  # noqa: E402
 from runtime.algebra.catalog import NAMED  # noqa: E402
 from runtime.algebra.tags import LETTERS  # noqa: E402
+from runtime.cpu.engine import CpuEngine  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
 from implementations import implementations  # noqa: E402
@@ -352,33 +352,24 @@ def answer(case: Case, engine) -> str:
 
 
 # -- the engines --------------------------------------------------------------------------
-def engines() -> list[tuple[str, object, str | None]]:
-    """(name, engine, CLAYOUT_CPU value or None) of every engine here."""
-    out = [("reference", "reference", None), ("cpu-compiled", "cpu", "compiled"),
-           ("cpu-numpy", "cpu", "numpy")]
+def engines() -> list[tuple[str, object]]:
+    """(name, engine) of every engine here."""
+    out = [("reference", "reference"), ("cpu-compiled", CpuEngine("compiled")),
+           ("cpu-numpy", CpuEngine("numpy"))]
     for short, device in implementations():
         from runtime.opencl.engine import OpenCLEngine
         base = OpenCLEngine(device=device)
-        out += [(f"opencl-{short}", base, None),
-                (f"opencl-{short}-direct", OpenCLEngine(queue=base.queue, image_access="direct"),
-                 None),
-                (f"opencl-{short}-discrete", OpenCLEngine(queue=base.queue, host_in_place=False),
-                 None),
+        out += [(f"opencl-{short}", base),
+                (f"opencl-{short}-direct", OpenCLEngine(queue=base.queue, image_access="direct")),
+                (f"opencl-{short}-discrete", OpenCLEngine(queue=base.queue, host_in_place=False)),
                 (f"opencl-{short}-tiled", OpenCLEngine(queue=base.queue, tiled=True,
-                                                       image_access="direct"), None)]
+                                                       image_access="direct"))]
     return out
 
 
 def run_case(case: Case, engines_here) -> dict:
     """{engine name: answer} of one case."""
-    answers = {}
-    for name, engine, cpu_path in engines_here:
-        if cpu_path is not None:
-            os.environ["CLAYOUT_CPU"] = cpu_path
-        answers[name] = answer(case, engine)
-        if cpu_path is not None:
-            os.environ.pop("CLAYOUT_CPU", None)
-    return answers
+    return {name: answer(case, engine) for name, engine in engines_here}
 
 
 def disagreements(answers: dict) -> list[str]:
@@ -398,7 +389,7 @@ def main(argv=None) -> int:
     parser.add_argument("--case", type=int, help="run this case alone")
     args = parser.parse_args(argv)
     here = engines()
-    print(json.dumps({"engines": [name for name, _, _ in here]}), flush=True)
+    print(json.dumps({"engines": [name for name, _ in here]}), flush=True)
     indices = [args.case] if args.case is not None else range(args.count)
     for index in indices:
         case = draw(args.seed, index)

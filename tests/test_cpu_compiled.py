@@ -6,6 +6,7 @@ Bits are checked against the reference by test_cpu_vs_reference.py and
 test_cpu_fastpath.py, on both paths."""
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,9 @@ from conftest import ROOT, in_threads, run_sub, same_bits
 from strategies import small_tiles
 from runtime import ClayoutError, MemoryDesc, reorder
 from runtime.cpu import compiled, machine, native
-from runtime.cpu.plan import plan
+from runtime.cpu.engine import CpuEngine
+
+COMPILED = CpuEngine("compiled")
 
 
 @pytest.fixture
@@ -43,14 +46,19 @@ def test_ci_machine_builds_the_compiled_moves():
 
 def test_numpy_forced_and_a_bad_choice_refused(monkeypatch):
     monkeypatch.setenv("CLAYOUT_CPU", "numpy")
-    assert native.status() == "numpy path (CLAYOUT_CPU=numpy)"
+    assert native.status() == "numpy path (asked for)" == CpuEngine().status()
     dims = (1, 3, 5, 7)
-    assert plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")).method != "compiled"
+    src, dst = MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")
+    assert CpuEngine().plan(src, dst).method != "compiled"
     monkeypatch.setenv("CLAYOUT_CPU", "fast")
-    with pytest.raises(ClayoutError, match=r"CLAYOUT_CPU='fast' is not one of auto, compiled, "
+    eng = CpuEngine()     # made (import runtime never fails on it), refused at every use
+    for _ in range(2):
+        with pytest.raises(ClayoutError, match=r"CLAYOUT_CPU='fast' is not one of auto, "
+                                               r"compiled, numpy"):
+            reorder(np.zeros(105, np.float32), src, dst, engine=eng)
+    with pytest.raises(ClayoutError, match=r"cpu path 'fast' is not one of auto, compiled, "
                                            r"numpy"):
-        reorder(np.zeros(105, np.float32), MemoryDesc(dims, tag="nchw"),
-                MemoryDesc(dims, tag="nhwc"), engine="cpu")
+        CpuEngine("fast")
 
 
 def test_without_a_compiler_numpy_says_why(monkeypatch, fresh_library):
@@ -58,7 +66,8 @@ def test_without_a_compiler_numpy_says_why(monkeypatch, fresh_library):
     lib = native.library("auto")
     assert lib.dll is None and lib.reason == \
         "numpy path: no C compiler found (set CC, or install cc, gcc or clang)"
-    with pytest.raises(ClayoutError, match="CLAYOUT_CPU=compiled, but no C compiler found"):
+    with pytest.raises(ClayoutError, match="the compiled path was asked for, but no C "
+                                           "compiler found"):
         native.library("compiled")
 
 
@@ -92,11 +101,10 @@ def test_built_once_and_keyed_by_flags(monkeypatch, tmp_path):
                                                   for p in (first, other, third))
 
 
-def test_a_call_checks_the_buffers(monkeypatch):
-    monkeypatch.setenv("CLAYOUT_CPU", "compiled")
+def test_a_call_checks_the_buffers():
     dims = (1, 64, 40, 40)
     src, dst = MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")
-    (c,) = plan(src, dst).copies
+    (c,) = COMPILED.plan(src, dst).copies
     assert c.method == "compiled" and len(c.native.parts) >= 1
     x = np.zeros(src.span, np.float32)
     with pytest.raises(ValueError, match=r"destination buffer \(float32, 409596 bytes\) does "
@@ -115,17 +123,17 @@ def _conversions(seed: int):
         dims = (2, 21, 9, 13)
         src, dst = MemoryDesc(dims, dt, tag=src_tag), MemoryDesc(dims, "f32", tag=dst_tag)
         x = (rng.standard_normal(src.span) * 50).astype(src.dtype.np)
-        out.append(reorder(x, src, dst, engine="cpu"))
+        out.append(reorder(x, src, dst, engine=COMPILED))
     return out
 
 
-def test_many_threads_share_the_workers(monkeypatch):
-    """Eight threads converting at once (one copy holds the workers, the
-    others run their parts alone) give the single-threaded bits."""
-    monkeypatch.setenv("CLAYOUT_CPU", "compiled")
+def test_many_threads_share_the_workers():
+    """Eight threads converting at once (the pool's threads take parts of
+    some copies, the callers run the others' alone) give the single-threaded
+    bits."""
     with small_tiles(small=1 << 8, tile=1 << 7):
         dims = (2, 21, 9, 13)
-        assert len(plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc"))
+        assert len(COMPILED.plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc"))
                    .copies[0].native.parts) > 1
         want = {k: _conversions(k) for k in range(16)}
         got = {}
@@ -142,10 +150,9 @@ def _in_child(queue):
         queue.put([a.tobytes() for a in _conversions(3)])
 
 
-def test_a_forked_child_starts_its_own_workers(monkeypatch):
-    """The parent's workers do not cross a fork: a child converting with
+def test_a_forked_child_starts_its_own_workers():
+    """The parent's pool threads do not cross a fork: a child converting with
     several parts gets the parent's bits (and does not wait forever)."""
-    monkeypatch.setenv("CLAYOUT_CPU", "compiled")
     with small_tiles(small=1 << 8, tile=1 << 7):
         want = [a.tobytes() for a in _conversions(3)]   # the workers now exist
     ctx = multiprocessing.get_context("fork")
@@ -203,11 +210,11 @@ SWEEP = textwrap.dedent("""
 OUT_OF_BOUNDS = textwrap.dedent("""
     import numpy as np
     from runtime.algebra.desc import MemoryDesc
-    from runtime.cpu import native
-    from runtime.cpu.plan import plan
+    from runtime.cpu.engine import CpuEngine
     dims = (1, 16, 8, 8)
-    (c,) = plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")).copies
-    fn = native.current().function(c.native.function)
+    eng = CpuEngine("compiled")
+    (c,) = eng.plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nhwc")).copies
+    fn = eng.library.function(c.native.function)
     x, out = np.zeros(1024, np.float32), np.zeros(1000, np.float32)   # 24 short
     part = c.native.parts[0]
     fn(x.ctypes.data + part.src_offset, out.ctypes.data + part.dst_offset, part.box)
@@ -260,3 +267,18 @@ def test_the_box_is_stated_once():
     assert packed["shape"].tolist() == [2, 3, 4, 0, 0, 0, 0, 0]
     assert packed["ds"][:3].tolist() == [4, 8, 24]
     assert compiled.BOX_WORDS * 8 == native.BOX.itemsize
+
+
+def test_the_library_interface_is_stated_once():
+    """Every function the library exports (a definition that is not static)
+    is a family or one of native.EXPORTS, whose C types ctypes is given; the
+    plain C (templates/cpu_common.c) comes first and holds nothing rendered."""
+    source = native.render()
+    exported = set(re.findall(r"^(?!static)(?:const )?\w+ \*?(clayout_\w+)\(", source, re.M))
+    families = {f.name for f in native.families()}
+    assert exported == families | set(native.EXPORTS)
+    lib = COMPILED.library
+    for name in native.EXPORTS:
+        assert (lib.function(name).restype, lib.function(name).argtypes) == native.EXPORTS[name]
+    common = (ROOT / "templates" / "cpu_common.c").read_text()
+    assert source.startswith(common) and "${" not in common and "\n%" not in common

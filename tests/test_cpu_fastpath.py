@@ -3,8 +3,6 @@ paths (staging through a compact buffer, peeled lane axes, widened 16-byte
 items, the far-plane and row-block paths), checked bit for bit against the
 reference and a numpy oracle; each test asserts the method its plan chose
 (``runtime.cpu.plan``: ``Plan.method``, ``Copy.method``)."""
-import os
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -15,7 +13,6 @@ from runtime import engine
 from runtime.algebra.desc import MemoryDesc
 from runtime.cpu import engine as cpu
 from runtime.cpu import geometry
-from runtime.cpu.plan import plan
 from runtime.reference.engine import read
 from strategies import fill, scaled, small_tiles
 
@@ -26,8 +23,15 @@ pytestmark = pytest.mark.usefixtures("cpu_path")   # each test on both paths
 def expected(method: str) -> str:
     """``method`` where the numpy path plans, "compiled" where the compiled
     moves do (every box pair is one compiled copy there)."""
-    return "compiled" if os.environ.get("CLAYOUT_CPU") == "compiled" else method
-REF, CPU = engine.get("reference"), engine.get("cpu")
+    return "compiled" if engine.get("cpu").path == "compiled" else method
+
+
+def plan(src: MemoryDesc, dst: MemoryDesc):
+    """The plan of the cpu engine on the module's path (conftest.cpu_path)."""
+    return engine.get("cpu").plan(src, dst)
+
+
+REF = engine.get("reference")
 
 
 def dst_desc(dst: str, dims, dtype="f32") -> MemoryDesc:
@@ -69,7 +73,7 @@ def test_tiled_paths_match_reference(src_tag, dst_tag, dtype):
     assert method in {c.method for c in plan(src, dst).copies}
     x = np.random.default_rng(1).integers(-100, 100, src.span).astype(src.dtype.np)
     want = REF.convert(src, dst, x)
-    got = CPU.convert(src, dst, x)
+    got = engine.get("cpu").convert(src, dst, x)
     assert np.array_equal(got.view(dst.dtype.bits), want.view(dst.dtype.bits))
 
 
@@ -86,13 +90,13 @@ def test_two_axis_transpose_goes_by_merged_tiles(dtype):
             assert c.dst.shape == (dims[1], dims[2] * dims[3])   # H and W merged
         x = np.random.default_rng(2).integers(-100, 100, src.span).astype(src.dtype.np)
         want = REF.convert(src, dst, x)
-        assert np.array_equal(CPU.convert(src, dst, x).view(dst.dtype.bits),
+        assert np.array_equal(engine.get("cpu").convert(src, dst, x).view(dst.dtype.bits),
                               want.view(dst.dtype.bits))
 
 
 def test_transpose_matches_numpy_oracle():
     x = np.arange(np.prod(DIMS), dtype=np.float32).reshape(DIMS)
-    got = CPU.convert(MemoryDesc(DIMS, tag="nchw"), MemoryDesc(DIMS, tag="nhwc"), x.reshape(-1))
+    got = engine.get("cpu").convert(MemoryDesc(DIMS, tag="nchw"), MemoryDesc(DIMS, tag="nhwc"), x.reshape(-1))
     assert np.array_equal(got, x.transpose(0, 2, 3, 1).reshape(-1))
 
 
@@ -102,7 +106,7 @@ def test_conversion_in_tiles():
     x = np.random.default_rng(2).standard_normal(src.span).astype(np.float32) * 1e3
     x[::97] = np.nan
     want = REF.convert(src, dst, x)
-    assert np.array_equal(CPU.convert(src, dst, x).view(np.uint16), want.view(np.uint16))
+    assert np.array_equal(engine.get("cpu").convert(src, dst, x).view(np.uint16), want.view(np.uint16))
 
 
 def test_reorder_into_leaves_outside_footprint_alone():
@@ -161,7 +165,7 @@ def test_far_plane_transposes_match_reference(dims, dst, dtypes, seed):
     assert expected("far-plane") in {c.method for c in plan(src, dstd).copies}
     x = fill(dtypes[0], src.span, seed)
     want = REF.convert(src, dstd, x)
-    got = CPU.convert(src, dstd, x)
+    got = engine.get("cpu").convert(src, dstd, x)
     assert np.array_equal(got.view(dstd.dtype.bits), want.view(dstd.dtype.bits))
 
 

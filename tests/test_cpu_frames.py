@@ -7,7 +7,7 @@ the frame's edges; by both of its ways of reading the taps (AVX2 gathers and
 the scalar gather) and in bands on the library's workers. Written straight
 into a layout (``place``), it must equal the conversion of the numpy path's
 tensor and the OpenCL engine's result; many threads on one engine must get
-the single-threaded bits; CLAYOUT_CPU=numpy must still work.
+the single-threaded bits; an engine on the numpy path must still work.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from runtime.algebra import frame_sample
 from runtime.algebra.frame import frame_plan
 from runtime.algebra.frame_formats import FORMATS as FRAME_FORMATS
 from runtime.cpu import frames, native
+from runtime.cpu.engine import CpuEngine
 
 FORMATS = ("rgb", "bgr", "rgba", "bgra", "gray", "nv12", "nv21", "i420")
 YUV = ("nv12", "nv21", "i420")
@@ -33,15 +34,21 @@ METHODS = (("bilinear", False), ("nearest", False), ("area", False), ("bilinear"
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 XMODES = ("auto", "scalar", "gathers")
+NUMPY = CpuEngine("numpy")
+
+
+def library():
+    """The default cpu engine's library."""
+    return runtime.engine.get("cpu").library
 
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled():
     """The library, built (a machine with a C compiler: its failure fails the test)."""
-    lib = frames.library()
-    if lib is None and native.choice() == "numpy":
-        pytest.skip("CLAYOUT_CPU=numpy: no compiled frames to compare")
-    assert lib is not None, native.status()
+    lib = library()
+    if lib.dll is None and runtime.engine.get("cpu").path == "numpy":
+        pytest.skip("the default cpu engine is on the numpy path: no compiled frames to compare")
+    assert lib.dll is not None, lib.reason
     return lib
 
 
@@ -64,7 +71,7 @@ def numbers(fmt: str, kind: int) -> dict:
 
 def check(plan, f, xmode="auto", threads=1):
     want = frame_sample.sample(plan, f)
-    got = frames.sample(plan, f, xmode=xmode, threads=threads)
+    got = frames.sample(plan, f, library=library(), xmode=xmode, threads=threads)
     assert got.shape == want.shape and got.dtype == np.float32
     assert np.array_equal(bits(got), bits(want)), \
         f"{plan.describe()} ({xmode}, {threads} threads): " \
@@ -146,7 +153,7 @@ DTYPES = ("f32", "f16", "bf16", "u8", "s8")
 
 
 @pytest.mark.parametrize("fmt", ("nv21", "i420", "rgba", "gray"))
-def test_written_into_layouts_as_the_numpy_path_converts(fmt, monkeypatch):
+def test_written_into_layouts_as_the_numpy_path_converts(fmt):
     """``place`` (straight into the layout's memory, rounded by the dtype
     rules) gives the bits of the numpy path's tensor converted by to_image."""
     f = make_frame(fmt, 98, 66, seed=5)
@@ -157,9 +164,7 @@ def test_written_into_layouts_as_the_numpy_path_converts(fmt, monkeypatch):
         got = runtime.from_frame(f, layout, dtype=dtype, engine="cpu", **kw)
         out = np.full(got.shape, 3, got.dtype)
         again = runtime.from_frame(f, layout, dtype=dtype, engine="cpu", out=out, **kw)
-        with monkeypatch.context() as m:
-            m.setenv("CLAYOUT_CPU", "numpy")
-            want = runtime.from_frame(f, layout, dtype=dtype, engine="cpu", **kw)
+        want = runtime.from_frame(f, layout, dtype=dtype, engine=NUMPY, **kw)
         assert again is out and np.array_equal(bits(out), bits(got)), (layout, dtype)
         assert np.array_equal(bits(got), bits(want)), (layout, dtype)
 
@@ -221,16 +226,16 @@ def test_many_threads_on_one_engine():
     assert all(np.array_equal(bits(v), bits(want[k])) for k, v in got)
 
 
-def test_clayout_cpu_numpy_still_works(monkeypatch):
+def test_the_numpy_path_still_works():
     f = make_frame("nv21", 98, 66)
     kw = dict(format="nv21", size=(40, 30), mean=MEAN, std=STD, dtype="f16")
     compiled_result = runtime.from_frame(f, "in_out_channel", engine="cpu", **kw)
-    monkeypatch.setenv("CLAYOUT_CPU", "numpy")
-    assert frames.library() is None
+    lib = NUMPY.library
+    assert lib.dll is None
     plan = frame_plan(f.shape, "nv21", size=(40, 30))
-    assert np.array_equal(frames.sample(plan, f), frame_sample.sample(plan, f))
-    assert frames.place(plan, f, runtime.MemoryDesc(plan.dims, "f32")) is None
-    got = runtime.from_frame(f, "in_out_channel", engine="cpu", **kw)
+    assert np.array_equal(frames.sample(plan, f, library=lib), frame_sample.sample(plan, f))
+    assert frames.place(plan, f, runtime.MemoryDesc(plan.dims, "f32"), library=lib) is None
+    got = runtime.from_frame(f, "in_out_channel", engine=NUMPY, **kw)
     assert np.array_equal(bits(got), bits(compiled_result))
 
 
@@ -240,6 +245,7 @@ from runtime.algebra import frame_sample
 from runtime.algebra.frame import frame_plan
 from runtime.algebra.frame_formats import FORMATS
 from runtime.cpu import frames
+from runtime.cpu.engine import ENGINE
 n = 0
 for fmt in ("nv21", "i420", "rgb", "bgra", "gray"):
     for (w, h), size, (resize, aa), fit in itertools.product(
@@ -250,7 +256,7 @@ for fmt in ("nv21", "i420", "rgb", "bgra", "gray"):
         plan = frame_plan(f.shape, fmt, size=size, resize=resize, antialias=aa, fit=fit)
         want = frame_sample.sample(plan, f)
         for xmode in ("auto", "scalar", "gathers"):
-            got = frames.sample(plan, f, xmode=xmode, threads=2)
+            got = frames.sample(plan, f, library=ENGINE.library, xmode=xmode, threads=2)
             assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (fmt, size, xmode)
         n += 1
 print("swept", n)
@@ -272,8 +278,10 @@ def test_one_library_for_every_plan():
     a new crop, size or normalization builds nothing."""
     source = native.render()
     assert "clayout_frame(" in source
-    lib = frames.library()
+    lib = library()
     f = make_frame("nv21", 98, 66)
     for crop in ((0, 0, 98, 66), (3, 5, 61, 41), (10, 2, 20, 30)):
-        frames.sample(frame_plan(f.shape, "nv21", crop=crop, size=(17, 9), mean=crop[0]), f)
-    assert frames.library() is lib and native.render() == source
+        frames.sample(frame_plan(f.shape, "nv21", crop=crop, size=(17, 9), mean=crop[0]), f,
+                      library=lib)
+    assert native.library(runtime.engine.get("cpu").path).path == lib.path
+    assert native.render() == source

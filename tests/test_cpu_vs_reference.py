@@ -26,13 +26,12 @@ from strategies import (FEW, MOVED as NAMED, SETTINGS, any_descs, assert_same_bi
                         strided_descs, submemory_descs, tagged_descs, tags)
 
 REF = engine.get("reference")
-CPU = engine.get("cpu")
 pytestmark = pytest.mark.usefixtures("cpu_path")   # every test on both paths of the cpu engine
 
 
 def both_reorder(data, src, dst):
     want = REF.convert(src, dst, data)
-    got = CPU.convert(src, dst, data)
+    got = engine.get("cpu").convert(src, dst, data)
     what = f"reorder {src.describe()} -> {dst.describe()}"
     assert_same_bits(got, want, what)
     if 0 < dst.span <= 20000:
@@ -215,7 +214,7 @@ def test_to_image(case, src_dt, img_dt, seed, mode, data):
     src = data.draw(any_descs(dtype=src_dt, dims=dims), label="src")
     x = fill(src_dt, src.span, seed, mode)
     want = to_img(REF, x, layout, src, img_dt)
-    got = to_img(CPU, x, layout, src, img_dt)
+    got = to_img(engine.get("cpu"), x, layout, src, img_dt)
     assert want.shape == layout.array_shape(dims)
     assert_same_bits(got, want, f"to_image {layout} {src} -> {img_dt}")
 
@@ -230,7 +229,7 @@ def test_from_image(case, img_dt, dst_dt, seed, mode, data):
     shape = layout.array_shape(dims)
     image = fill(img_dt, int(np.prod(shape)), seed, mode).reshape(shape)
     want = from_img(REF, image, layout, dst)
-    got = from_img(CPU, image, layout, dst)
+    got = from_img(engine.get("cpu"), image, layout, dst)
     assert_same_bits(got, want, f"from_image {layout} {img_dt} -> {dst}")
 
 
@@ -240,7 +239,7 @@ def test_image_round_trip(case, dt, seed, mode, data):
     layout, dims = case
     src = data.draw(any_descs(dtype=dt, dims=dims), label="src")
     x = fill(dt, src.span, seed, mode)
-    for eng in (REF, CPU):
+    for eng in (REF, engine.get("cpu")):
         image = to_img(eng, x, layout, src, dt)
         back = from_img(eng, image, layout, src)
         assert_same_bits(back, REF.convert(src, src, x), f"{eng.name} round trip {layout}")
@@ -309,10 +308,11 @@ def test_large_images(name, dt, src_dt, seed, data):
                                                        allow_double=False)))
     x = fill(src_dt, src.span, seed)
     want = to_img(REF, x, layout, src, dt)
-    assert_same_bits(to_img(CPU, x, layout, src, dt), want, f"to_image {name} {dims}")
+    cpu_engine = engine.get("cpu")
+    assert_same_bits(to_img(cpu_engine, x, layout, src, dt), want, f"to_image {name} {dims}")
     dst = MemoryDesc(dims, src_dt, tag=data.draw(tags(len(dims), max_blocked=1)))
     image = fill(dt, want.size, seed + 3).reshape(want.shape)
-    assert_same_bits(from_img(CPU, image, layout, dst), from_img(REF, image, layout, dst),
+    assert_same_bits(from_img(cpu_engine, image, layout, dst), from_img(REF, image, layout, dst),
                      f"from_image {name} {dims}")
 
 
@@ -353,11 +353,11 @@ def test_every_layout_and_dtype_pair(name, src_dt, img_dt):
     src = MemoryDesc(dims, src_dt, tag=tag)
     x = fill(src_dt, src.span, 99, "special")
     image = to_img(REF, x, layout, src, img_dt)
-    assert_same_bits(to_img(CPU, x, layout, src, img_dt), image, "to_image")
+    assert_same_bits(to_img(engine.get("cpu"), x, layout, src, img_dt), image, "to_image")
     dst = MemoryDesc(dims, src_dt, tag={1: "a", 4: "acdb"}[len(dims)],
                      halo=None if len(dims) == 1 else ((0, 1, 0, 0), (0, 0, 1, 0)))
     back = from_img(REF, image, layout, dst)
-    assert_same_bits(from_img(CPU, image, layout, dst), back, "from_image")
+    assert_same_bits(from_img(engine.get("cpu"), image, layout, dst), back, "from_image")
     if src_dt == img_dt:
         assert_same_bits(reference.read(back, dst), reference.read(x, src))
 

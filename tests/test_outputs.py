@@ -339,9 +339,10 @@ def under_oclgrind(eng, bad) -> int:
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16", "s8"])
-def test_the_cpu_engines_two_paths_agree(dtype, monkeypatch):
+def test_the_cpu_engines_two_paths_agree(dtype):
     """The compiled rows (templates/cpu_output.c.mako) and the numpy path
-    (CLAYOUT_CPU=numpy): the same indices, values within the bound."""
+    (CpuEngine(path="numpy")): the same indices, values within the bound."""
+    from runtime.cpu.engine import CpuEngine
     rng = np.random.default_rng(13)
     x = logits(rng, (2, 7, 5, 6), dtype)
     x.reshape(-1)[5] = np.nan if dtype != "s8" else x.reshape(-1)[5]
@@ -352,8 +353,8 @@ def test_the_cpu_engines_two_paths_agree(dtype, monkeypatch):
                                                              top_k=9)]
     got = {}
     for path in ("compiled", "numpy"):
-        monkeypatch.setenv("CLAYOUT_CPU", path)
-        got[path] = [read_output(img, "in_out_channel", x.shape, dequantize=dq, engine="cpu", **kw)
+        eng = CpuEngine(path)
+        got[path] = [read_output(img, "in_out_channel", x.shape, dequantize=dq, engine=eng, **kw)
                      for kw in calls]
     for kw, a, b in zip(calls, got["compiled"], got["numpy"]):
         a, b = (a, b) if isinstance(a, tuple) else ((a,), (b,))

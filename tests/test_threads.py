@@ -187,10 +187,10 @@ def test_memory_objects_on_one_engine_from_many_threads(request, name):
 
 def test_defaults_made_once_under_threads(monkeypatch):
     """First calls from many threads at once make one default engine and one pool."""
-    from runtime.cpu import copy as cpu_copy
+    from runtime.cpu import pool as cpu_pool
     from runtime.opencl import engine as cl_engine
     monkeypatch.setattr(cl_engine, "_DEFAULT", None)
-    monkeypatch.setattr(cpu_copy, "_POOL", None)
+    monkeypatch.setattr(cpu_pool, "_POOL", None)
     made = []
     real = cl_engine.OpenCLEngine
 
@@ -198,7 +198,7 @@ def test_defaults_made_once_under_threads(monkeypatch):
         made.append(1)
         return real(*args, **kw)
     monkeypatch.setattr(cl_engine, "OpenCLEngine", counting)
-    got = _run_threads(lambda t, k: [cl_engine.default(), cpu_copy.pool()] if k == 0 else [])
+    got = _run_threads(lambda t, k: [cl_engine.default(), cpu_pool.pool()] if k == 0 else [])
     assert len(made) == 1
     assert len({id(r[0]) for r in got.values() if r}) == 1
     assert len({id(r[1]) for r in got.values() if r}) == 1

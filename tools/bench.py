@@ -33,7 +33,7 @@ from bench_call import busy, geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
 from runtime import ClayoutError, ImageDesc, image_layout
 from runtime.cpu import engine as cpu
-from runtime.cpu import geometry, native
+from runtime.cpu import geometry
 from runtime.engine import opencl_available
 
 SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
@@ -127,21 +127,6 @@ def cpu_rows(sizes, repeat: int, inner: int):
     return rows
 
 
-def on_path(path: str, call):
-    """``call`` made with the cpu engine on ``path`` (CLAYOUT_CPU), then as before."""
-    def run():
-        old = os.environ.get("CLAYOUT_CPU")
-        os.environ["CLAYOUT_CPU"] = path
-        try:
-            return call()
-        finally:
-            if old is None:
-                del os.environ["CLAYOUT_CPU"]
-            else:
-                os.environ["CLAYOUT_CPU"] = old
-    return run
-
-
 def path_rows(sizes, repeat: int, report=print, peer=None) -> list[dict]:
     """The cpu engine's compiled and numpy paths (the public call with
     out=), np.copyto of the destination's bytes and oneDNN's reorder
@@ -153,7 +138,8 @@ def path_rows(sizes, repeat: int, report=print, peer=None) -> list[dict]:
     between all three."""
     peer = peer or bench_onednn.load()
     said = peer if isinstance(peer, str) else f"{peer.version}, {peer.threads} OpenMP threads"
-    report(f"oneDNN: {said}; cpu engine: {native.status()}")
+    on_path = {path: cpu.CpuEngine(path) for path in ("auto", "numpy")}   # the engine's paths
+    report(f"oneDNN: {said}; cpu engine: {on_path['auto'].status()}")
     report("| case | size | MiB | np.copyto ms | oneDNN ms | clayout ms | numpy path ms | "
            "clayout / oneDNN | oneDNN alone ms | clayout alone ms | alone / alone | "
            "clayout % of copy | clayout − copy µs |")
@@ -169,9 +155,9 @@ def path_rows(sizes, repeat: int, report=print, peer=None) -> list[dict]:
             x = np.random.default_rng(0).standard_normal(src.span).astype(np.float32)
             same, ref = np.empty(dstd.span, np.float32), np.resize(x, dstd.span)
             target = image_layout(dst[6:]) if dst.startswith("image:") else dstd
-            call = public_call(x, src, target, "cpu")
-            fns = {"copy": lambda: np.copyto(same, ref), "clayout": on_path("auto", call),
-                   "numpy": on_path("numpy", call)}
+            fns = {"copy": lambda: np.copyto(same, ref),
+                   "clayout": public_call(x, src, target, on_path["auto"]),
+                   "numpy": public_call(x, src, target, on_path["numpy"])}
             got = np.full(dstd.span, np.nan, np.float32)
             if not isinstance(peer, str) and not dst.startswith("image:"):
                 fns["onednn"] = peer.reorder(dims, src_tag, dst, x, got)
@@ -292,7 +278,7 @@ def host_in_place_rows(sizes, repeat: int, report=print, engine=None) -> list[di
                 where = {}
             else:
                 try:
-                    into = images.create(queue.context, image, discrete.storage_limits)
+                    into = images.create(queue.context, image, discrete.limits)
                 except ClayoutError as exc:   # tiled, not one copy: no limit to compare with
                     report(f"| {name} | {'x'.join(map(str, dims))} | skipped: {exc} |")
                     continue
@@ -392,7 +378,7 @@ def main(argv=None) -> int:
     print(f"clayout bench: f32, medians of {repeat} rounds; % = memcpy time / conversion time "
           f"(higher is better; 100% = copy speed); {geometry.THREADS} threads")
     rows = cpu_rows(sizes, repeat, inner=4)
-    print(f"\nCPU ({native.status()}): memcpy = np.copyto of the destination's bytes")
+    print(f"\nCPU ({cpu.ENGINE.status()}): memcpy = np.copyto of the destination's bytes")
     print_table(rows, ["memcpy", "cpu", "out=", "numpy", "torch"], "memcpy")
     for s in sizes:
         print(f"geomean {s}: cpu fast path {geomean_pct(rows, 'cpu', 'memcpy', s):.0f}% of "

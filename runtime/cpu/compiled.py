@@ -18,7 +18,8 @@ functions walk, once, when the plan is made:
 
 ``run`` checks that both buffers hold the parts' extents, then makes one
 call, or one call of ``clayout_parallel`` that runs the parts on the
-caller's thread and the library's workers (ctypes releases the GIL).
+caller's thread and the engine's worker pool (runtime/cpu/pool.py: its
+threads serve the library in C; ctypes releases the GIL).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import numpy as np
 
 from . import geometry as g, native
 from .methods import Copy, View, coalesced
+from .pool import serve
 
 BLOCK = 16                   # the widest square block the library transposes
 BOX_WORDS = native.BOX.itemsize // 8   # int64 words of a packed box (_pack)
@@ -59,8 +61,8 @@ class Native:
     dst_item: int
     zeros: int = 0
     blob: bytes = b""    # every part as PART_WORDS int64: source offset, destination offset, box
-    call: object = field(default=None, compare=False)       # the family's ctypes function
-    parallel: object = field(default=None, compare=False)   # the library's clayout_parallel
+    call: object = field(default=None, compare=False)      # the family's ctypes function
+    library: object = field(default=None, compare=False)   # the native.Library it is of
 
 
 def _order(shape, ss, ds):
@@ -134,12 +136,13 @@ def _fold_lanes(s: View, d: View, itemsize: int):
     return s, d, itemsize
 
 
-def choose(s: View, d: View, src_dt, dst_dt, tail=None) -> Copy | None:
-    """The pair as a "compiled" Copy, or None where the compiled moves do not
-    apply (a negative stride, more axes than a box holds). ``tail``: (axis,
-    zeros): the destination has that many zero elements after d's run along
-    that axis (a block tail); the copy writes them where the axis becomes Q
-    unmerged (``Native.zeros`` says whether it did)."""
+def choose(s: View, d: View, src_dt, dst_dt, lib: native.Library, tail=None) -> Copy | None:
+    """The pair as a "compiled" Copy calling ``lib`` (a loaded library), or
+    None where the compiled moves do not apply (a negative stride, more axes
+    than a box holds). ``tail``: (axis, zeros): the destination has that many
+    zero elements after d's run along that axis (a block tail); the copy
+    writes them where the axis becomes Q unmerged (``Native.zeros`` says
+    whether it did)."""
     if min(s.strides + d.strides, default=0) < 0:
         return None
     same = src_dt == dst_dt
@@ -176,11 +179,10 @@ def choose(s: View, d: View, src_dt, dst_dt, tail=None) -> Copy | None:
     out_item = item if same else item_d
     blob = b"".join(np.array([p.src_offset, p.dst_offset], np.int64).tobytes() + p.box
                     for p in parts)
-    lib = native.current()
     return Copy(s, d, "compiled", native=Native(
         fn, parts, s.offset * item_s + ends[0] + item,
         d.offset * item_d + ends[1] + out_item + zq * ds[-1], item_s, item_d, zq,
-        blob, lib.function(fn), lib.parallel))
+        blob, lib.function(fn), lib))
 
 
 def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:
@@ -192,8 +194,8 @@ def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:
 
 def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray) -> None:
     """Make the compiled copy ``c`` from src_buf into dst_buf (1-D arrays of
-    the plan's two dtypes): one part on this thread, more on the library's
-    workers (templates/cpu_move.c.mako: clayout_parallel)."""
+    the plan's two dtypes): one part on this thread, more on the worker pool
+    (templates/cpu_common.c: clayout_parallel)."""
     n = c.native
     src = _base(src_buf, n.src_item, n.src_end, "source")
     dst = _base(dst_buf, n.dst_item, n.dst_end, "destination")
@@ -201,5 +203,6 @@ def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray) -> None:
         p = n.parts[0]
         n.call(src + p.src_offset, dst + p.dst_offset, p.box)
         return
-    n.parallel(ctypes.cast(n.call, ctypes.c_void_p), src, dst, n.blob, PART_WORDS, len(n.parts),
-               g.THREADS, g.SPIN_NS)
+    serve(n.library)
+    n.library.function("clayout_parallel")(ctypes.cast(n.call, ctypes.c_void_p), src, dst,
+                                           n.blob, PART_WORDS, len(n.parts), g.THREADS)

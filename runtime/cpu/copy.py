@@ -1,53 +1,21 @@
-"""Running one planned copy (runtime/cpu/plan.py ``Copy``) over the thread pool.
+"""Running one planned copy (runtime/cpu/plan.py ``Copy``) over the worker pool.
 
 Each method of the plan has its runner here; nothing is chosen here: the
 plan says which method, which tiles and which axes. numpy releases the GIL
-while it copies, so the tiles of one copy run on the shared pool in
-parallel (any number of callers share it).
+while it copies, so the tiles of one copy run on the engine's one worker
+pool (runtime/cpu/pool.py) in parallel, as a compiled copy's parts do (any
+number of callers share it).
 """
 from __future__ import annotations
 
 import math
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from . import blocked, compiled, geometry as g, rows
 from ..algebra import dtypes
 from .methods import Copy
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()  # first calls from many threads share one pool
-
-
-def pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(g.THREADS, thread_name_prefix="clayout-cpu")
-        return _POOL
-
-
-def split(work, items) -> None:
-    """``work`` over ``items`` cut into THREADS consecutive parts, on the pool."""
-    if g.THREADS == 1 or len(items) == 1:
-        work(items)
-        return
-    per = -(-len(items) // g.THREADS)
-    for f in [pool().submit(work, items[i:i + per]) for i in range(0, len(items), per)]:
-        f.result()
-
-
-def run_all(calls) -> None:
-    """Run the calls over the pool (in order of submission: the pool takes
-    them first come, first served) and wait for all."""
-    if g.THREADS == 1 or len(calls) == 1:
-        for c in calls:
-            c()
-        return
-    for f in [pool().submit(c) for c in calls]:
-        f.result()
+from .pool import run_all, split
 
 
 def zero(flat: np.ndarray) -> None:

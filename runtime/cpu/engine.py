@@ -1,17 +1,26 @@
 """The cpu engine: host arrays converted on the host (docs/engines.md).
 
-A reorder is planned once per pair of descs (runtime/cpu/plan.py: every
-choice is there, cached) and applied here: the plan's copies run as compiled
-moves (runtime/cpu/compiled.py) or numpy methods on the shared thread pool
-(runtime/cpu/copy.py), its padding is written as the plan says. An image is
+An engine has one path, chosen when it is made: ``CpuEngine(path="auto")``
+takes the compiled library where a C compiler builds it, ``"compiled"``
+demands it, ``"numpy"`` never uses it; ``CpuEngine()`` reads CLAYOUT_CPU
+then, once (``ENGINE``, the default engine, is made so at import). Its
+library (runtime/cpu/native.py) is loaded on first use and kept; nothing is
+read from the environment per call.
+
+A reorder is planned once per pair of descs and library (runtime/cpu/plan.py:
+every choice is there, cached; one lookup a call) and applied here: the
+plan's copies run as compiled moves (runtime/cpu/compiled.py) or numpy
+methods (runtime/cpu/copy.py), both on the one worker pool
+(runtime/cpu/pool.py); its padding is written as the plan says. An image is
 the dense buffer of its layout's desc, so every conversion of the engine
 (runtime/contract.py ``HostEngine``) is one such reorder.
 
-Frames (``from_frame``) run compiled (runtime/cpu/frames.py) where the
-library is loaded, straight into the destination where it can, else numpy.
+Frames (``from_frame``) and ``read_output`` run compiled (runtime/cpu/frames.py,
+outputs.py) on the engine's library where it is loaded, else numpy.
 
-Threads: plans are frozen and their cache is thread-safe; the worker pools
-are made once and shared, so any number of callers may convert at once.
+Threads: plans are frozen and their cache is thread-safe; the library is the
+same object whichever thread loads it first; the worker pool is made once and
+shared, so any number of callers may convert at once.
 """
 from __future__ import annotations
 
@@ -20,8 +29,9 @@ import numpy as np
 from ..algebra import dtypes
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine
-from . import copy, frames, outputs
-from .plan import plan
+from ..errors import ClayoutError
+from . import copy, frames, native, outputs
+from .plan import Plan, plan
 
 
 def fill_value(desc: MemoryDesc, what: str):
@@ -30,18 +40,16 @@ def fill_value(desc: MemoryDesc, what: str):
     return dtypes.convert(np.array([desc.fill], dtype=np.float32), desc.dtype)[0]
 
 
-def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst: MemoryDesc,
-                 zeroed: bool = False) -> None:
-    """Write the reorder of ``src_buf`` (src's physical elements) into
-    ``dst_buf`` (dst's), touching only dst's footprint. ``zeroed`` says dst_buf
-    is known to be all zero already (a fresh array)."""
-    if src.is_zero or dst.is_zero:
-        return
-    p = plan(src, dst)
+def apply(p: Plan, src_buf: np.ndarray, dst_buf: np.ndarray, dst: MemoryDesc,
+          zeroed: bool) -> None:
+    """Write plan ``p`` of a reorder into ``dst`` from ``src_buf`` (its source's
+    physical elements) into ``dst_buf`` (dst's), touching only dst's footprint.
+    ``zeroed`` says dst_buf is known to be all zero already (a fresh array)."""
     if p.via is not None:   # through a plain logical intermediate
+        first, second = p.steps
         tmp = np.empty(p.via.span, dtype=dst.dtype.np)
-        reorder_into(src_buf, src, tmp, p.via)
-        reorder_into(tmp, p.via, dst_buf, dst, zeroed)
+        apply(first, src_buf, tmp, p.via, False)
+        apply(second, tmp, dst_buf, dst, zeroed)
         return
     padding = "none" if zeroed else p.padding
     if padding == "rows":    # the one pair and the zeros around it, in one pass
@@ -57,43 +65,81 @@ def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst:
             np.copyto(view.of(dst_buf), fill_value(dst, what))
 
 
-def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
-    """A 1-D physical array of dst holding ``data`` (src's physical elements),
-    as if fresh: everything outside dst's footprint zero. ``out``: the array to
-    write (dst.span elements, contiguous), whatever it held; else a new one."""
-    # gaps and offset0 lie outside the footprint reorder_into writes
-    zero = src.is_zero or dst.is_zero or not dst.is_dense or bool(dst.offset0)
-    if out is not None:
-        flat = out.reshape(-1)
-        if zero:
-            copy.zero(flat)
-    else:
-        # a new array starts from zeros (np.zeros maps zero pages lazily) where
-        # the copy also leaves block tails only zero-filled
-        zero = zero or plan(src, dst).padding != "none"
-        out = flat = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
-    reorder_into(np.asarray(data).reshape(-1), src, flat, dst, zeroed=zero)
-    return out
-
-
 class CpuEngine(HostEngine):
-    """The fast path on the host: compiled moves, or numpy."""
+    """The fast path on the host: compiled moves, or numpy. ``path``: "auto",
+    "compiled" or "numpy" (the module says what each takes), anything else a
+    ClayoutError naming them; None: CLAYOUT_CPU's value, read here, where a
+    value that is not one of them is the ClayoutError of every use (so that
+    a mistyped setting never stops ``import runtime``)."""
     name = "cpu"
 
+    def __init__(self, path: str | None = None):
+        self._library = self._refused = None
+        if path is None:
+            try:
+                path = native.choice()
+            except ClayoutError as exc:
+                self._refused = str(exc)
+        self.path = path if self._refused else native.checked(path)
+
+    @property
+    def library(self) -> native.Library:
+        """The engine's library, loaded (or built) on first use and kept: its
+        ``dll`` None on the numpy path. Path "compiled" where it cannot be
+        built: a ClayoutError saying why, at every use."""
+        if self._library is None:
+            if self._refused:
+                raise ClayoutError(self._refused)
+            self._library = native.library(self.path)
+        return self._library
+
+    def status(self) -> str:
+        """What the engine uses and why, in one line."""
+        try:
+            return self.library.reason
+        except ClayoutError as exc:
+            return str(exc)
+
+    def plan(self, src: MemoryDesc, dst: MemoryDesc) -> Plan:
+        """The plan of src -> dst on this engine's path (runtime/cpu/plan.py)."""
+        return plan(src, dst, self.library)
+
     def reorder(self, data, src, dst, out=None):
-        return reorder(data, src, dst, out)
+        """A 1-D physical array of dst holding ``data`` (src's physical
+        elements), as if fresh: everything outside dst's footprint zero.
+        ``out``: the array to write (dst.span elements, contiguous), whatever
+        it held; else a new one."""
+        empty = src.is_zero or dst.is_zero
+        p = None if empty else self.plan(src, dst)
+        # gaps and offset0 lie outside the footprint a plan writes
+        zero = empty or not dst.is_dense or bool(dst.offset0)
+        if out is not None:
+            flat = out.reshape(-1)
+            if zero:
+                copy.zero(flat)
+        else:
+            # a new array starts from zeros (np.zeros maps zero pages lazily) where
+            # the copy also leaves block tails only zero-filled
+            zero = zero or p.padding != "none"
+            out = flat = (np.zeros if zero else np.empty)(dst.span, dtype=dst.dtype.np)
+        if p is not None:
+            apply(p, np.asarray(data).reshape(-1), flat, dst, zero)
+        return out
 
     def reorder_into(self, data, src, target, dst, zeroed):
-        reorder_into(np.asarray(data).reshape(-1), src, target, dst, zeroed)
+        """Write the reorder of ``data`` (src's physical elements) into
+        ``target`` (dst's), touching only dst's footprint."""
+        if not (src.is_zero or dst.is_zero):
+            apply(self.plan(src, dst), np.asarray(data).reshape(-1), target, dst, zeroed)
 
     # -- frames: compiled where the library is loaded (runtime/cpu/frames.py), else numpy
     def sample(self, frame, data):
-        return frames.sample(frame, np.asarray(data).reshape(frame.shape))
+        return frames.sample(frame, np.asarray(data).reshape(frame.shape), library=self.library)
 
     def from_frame(self, frame, dst, data, out=None):
         """Straight into dst's memory where the compiled frames write it
         (nchw, nhwc, in_out_channel, ...), else ``sample``'s tensor converted."""
-        placed = frames.place(frame, np.asarray(data), dst, out)
+        placed = frames.place(frame, np.asarray(data), dst, out, library=self.library)
         return placed if placed is not None else super().from_frame(frame, dst, data, out)
 
     # -- outputs: compiled rows where the library is loaded (runtime/cpu/outputs.py), else numpy
@@ -103,3 +149,14 @@ class CpuEngine(HostEngine):
 
 
 ENGINE = CpuEngine()
+
+
+def reorder(data: np.ndarray, src: MemoryDesc, dst: MemoryDesc, out=None) -> np.ndarray:
+    """``ENGINE.reorder`` (the default engine's, as it is now)."""
+    return ENGINE.reorder(data, src, dst, out)
+
+
+def reorder_into(src_buf: np.ndarray, src: MemoryDesc, dst_buf: np.ndarray, dst: MemoryDesc,
+                 zeroed: bool = False) -> None:
+    """``ENGINE.reorder_into`` (the default engine's, as it is now)."""
+    ENGINE.reorder_into(src_buf, src, dst_buf, dst, zeroed)

@@ -20,11 +20,12 @@ Two doors:
   padding lanes), rounded by the dtype rules as a conversion would: no
   float32 tensor in between. Else None, and the caller converts ``sample``'s.
 
-Both run the output rows in bands on the library's workers
-(``clayout_parallel``; a ctypes call releases the GIL, so callers on many
-threads run at once, each alone where the workers are busy). Where no
-library is loaded (CLAYOUT_CPU=numpy, no compiler) ``sample`` is the numpy
-path and ``place`` gives None.
+Both take the engine's library (runtime/cpu/native.py ``Library``) and run
+the output rows in bands on the engine's worker pool (runtime/cpu/pool.py,
+``clayout_parallel``; a ctypes call releases the GIL, so callers on many
+threads run at once, each alone where the pool is busy). Where the library
+is not loaded (the numpy path, no compiler) ``sample`` is the numpy path
+and ``place`` gives None.
 """
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ import math
 
 import numpy as np
 
-from . import geometry as g, native
+from . import geometry as g
 from .native import FRAME_SPEC as SPEC
+from .pool import serve
 from ..algebra import frame_sample
 from ..algebra.frame import FramePlan
 from ..algebra.frame_taps import tables
@@ -45,18 +47,13 @@ DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "u8": 3, "s8": 4}
 # how the x stage reads the taps' bytes: auto (AVX2: windows, else gathers; the scalar way at
 # a frame's last bytes and elsewhere), or one way alone for the tests to compare
 XMODES = {"auto": 0, "scalar": 1, "gathers": 2}
+PARTS = SPEC.index("parts")  # the spec's word of bands
 SMALL_PIXELS = 1 << 13     # an output of at most this many pixels: one band, no workers
 BANDS_PER_THREAD = 2       # bands per worker: one that wakes late still finds work
 # ("target", dst's memory desc, dims) -> ``target``'s tuple (100 us at 640x640: a camera's
 # destination is looked at once, whatever its crop) and ("run", id(plan), dst's desc, xmode,
 # threads) -> what a call passes (``_prepared``: a camera's frames come with one plan)
 SPECS = LRU("compiled frame specs", "CLAYOUT_FRAME_CACHE", 64)
-
-
-def library():
-    """The loaded library, or None (the numpy path: CLAYOUT_CPU=numpy, no compiler)."""
-    lib = native.current()
-    return lib if lib.dll is not None else None
 
 
 def target(desc, dims) -> tuple | None:
@@ -143,12 +140,14 @@ def _prepared(plan: FramePlan, desc, xmode: str, threads: int) -> tuple:
 
 def _run(lib, prepared: tuple, frame, out: np.ndarray, threads: int) -> bool:
     """The frame's stages written into ``out`` (a C-contiguous array of the
-    bytes the spec addresses); False where the C could not allocate its
-    buffers (``out`` then holds nothing promised)."""
-    plan, _, _, taps, words = prepared
+    bytes the spec addresses) by library ``lib``; False where the C could not
+    allocate its buffers (``out`` then holds nothing promised)."""
+    plan, _, words_array, taps, words = prepared
     src = _frame_bytes(plan, frame)
-    done = lib.frame(src.ctypes.data, taps, out.ctypes.data, words, threads or g.THREADS,
-                     g.SPIN_NS)
+    if words_array[PARTS] > 1:
+        serve(lib)
+    done = lib.function("clayout_frame")(src.ctypes.data, taps, out.ctypes.data, words,
+                                         threads or g.THREADS)
     return done == 0
 
 
@@ -158,30 +157,29 @@ def plain_target(plan: FramePlan) -> tuple:
     return "f32", 4 * h * w, 4 * w, 4, 0
 
 
-def sample(plan: FramePlan, frame: np.ndarray, out: np.ndarray | None = None, *,
+def sample(plan: FramePlan, frame: np.ndarray, out: np.ndarray | None = None, *, library,
            xmode: str = "auto", threads: int = 0) -> np.ndarray:
     """The model input (C, H, W) float32 of ``frame`` (an array of
-    ``plan.shape``): compiled where the library is loaded, else (or where it
-    could not allocate) runtime.algebra.frame_sample.sample, the same bits."""
-    lib = library()
+    ``plan.shape``): compiled where ``library`` (the engine's) is loaded, else
+    (or where it could not allocate) runtime.algebra.frame_sample.sample, the
+    same bits."""
     if out is None:
         out = np.empty(plan.dims[1:], np.float32)
     plain = out.dtype == np.float32 and out.shape == plan.dims[1:] and out.flags.c_contiguous
-    if lib is not None and plain and not plan.is_zero and \
-            _run(lib, _prepared(plan, None, xmode, threads), frame, out, threads):
+    if library.dll is not None and plain and not plan.is_zero and \
+            _run(library, _prepared(plan, None, xmode, threads), frame, out, threads):
         return out
     return frame_sample.sample(plan, np.asarray(frame).reshape(plan.shape), out)
 
 
-def place(plan: FramePlan, frame: np.ndarray, dst, out: np.ndarray | None = None, *,
+def place(plan: FramePlan, frame: np.ndarray, dst, out: np.ndarray | None = None, *, library,
           xmode: str = "auto", threads: int = 0) -> np.ndarray | None:
     """``frame`` converted straight into dst's memory (``dst``: the result's
     side, an ImageDesc or a MemoryDesc): ``out`` (its host array,
     C-contiguous, whatever it held) or a new array of host_shape(dst),
-    returned; None where the C does not write dst's memory (``target``), no
-    library is loaded, or it could not allocate."""
-    lib = library()
-    if lib is None or plan.is_zero:
+    returned; None where the C does not write dst's memory (``target``),
+    ``library`` (the engine's) is not loaded, or it could not allocate."""
+    if library.dll is None or plan.is_zero:
         return None
     desc = dst.memory
     prepared = _prepared(plan, desc, xmode, threads)
@@ -190,7 +188,7 @@ def place(plan: FramePlan, frame: np.ndarray, dst, out: np.ndarray | None = None
     result = np.empty(host_shape(dst), dst.dtype.np) if out is None else out
     if result.nbytes != desc.span * desc.dtype.itemsize or not result.flags.c_contiguous:
         return None
-    return result if _run(lib, prepared, frame, result, threads) else None
+    return result if _run(library, prepared, frame, result, threads) else None
 
 
-__all__ = ["SPEC", "SPECS", "sample", "place", "target", "spec", "library"]
+__all__ = ["SPEC", "SPECS", "sample", "place", "target", "spec"]

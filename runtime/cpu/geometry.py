@@ -16,7 +16,7 @@ def _pow2_floor(n: int) -> int:
 
 
 MACHINE = machine()
-THREADS = max(1, min(8, MACHINE.cores))   # workers of the one shared pool
+THREADS = max(1, min(8, MACHINE.cores))   # threads of a job: the caller and the pool's
 
 LINE_BYTES = MACHINE.line     # one cache line
 L1_BYTES = MACHINE.l1d_bytes  # lines one pass of a blocked transpose's inner axis may touch
@@ -26,8 +26,8 @@ PLANE_BYTES = 4096            # source elements this far apart lie in different 
 
 SMALL_ELEMS = 1 << 19         # up to this many elements (2 MiB of f32): one copy, no threads
 SMALL_BYTES = 1 << 20         # a compiled box of up to this many bytes: one call, no threads
-# how long the compiled moves' idle workers spin before they sleep (a sleeping thread took
-# 70-90 us to wake on a 2-vCPU VM); CLAYOUT_CPU_SPIN_US=0: they sleep at once
+# how long the worker pool's idle threads spin after a compiled job before they sleep (a
+# sleeping thread took 50-90 us to wake on a 2-vCPU VM); CLAYOUT_CPU_SPIN_US=0: at once
 SPIN_NS = 1000 * env_int("CLAYOUT_CPU_SPIN_US", 200, "a time in microseconds (0 or more)",
                          minimum=0)
 # a compiled copy writing more than this stores whole lines past the caches: 1x64x512x512

@@ -1,11 +1,15 @@
-"""The cpu engine's compiled moves: C rendered from templates/cpu_move.c.mako,
-built by the system's C compiler into a shared library, loaded with ctypes.
+"""The cpu engine's compiled library: C rendered from templates/cpu_common.c (what
+every family shares) and the templates cpu_move.c.mako, cpu_frame.c.mako and
+cpu_output.c.mako, built by the system's C compiler into a shared library,
+loaded with ctypes. ``EXPORTS`` states its interface once: every function
+Python calls, with its C types.
 
 Why this mechanism: a C compiler is on every machine that builds Python
 packages (and on CI's), ctypes is in the standard library, and a ctypes call
-releases the GIL, so the shared thread pool runs the moves in parallel. No
-new dependency: where no compiler works, the numpy path does everything, and
-``status()`` says why (``clayout devices`` prints it).
+releases the GIL, so the engine's one worker pool (runtime/cpu/pool.py) runs
+the library's parts in parallel. No new dependency: where no compiler works,
+the numpy path does everything, and the engine's ``status()`` says why
+(``clayout devices`` prints it).
 
 The library is built once per source and kept on disk, keyed (like the
 OpenCL program cache) by the rendered source, the compiler's own version
@@ -14,10 +18,13 @@ on another CPU): ``$CLAYOUT_CPU_CACHE``, else ``$XDG_CACHE_HOME/clayout/cpu``,
 else ``~/.cache/clayout/cpu``. A build writes to a temporary name and renames,
 so concurrent processes never load half a file.
 
-``CLAYOUT_CPU=numpy`` forces the numpy path, ``compiled`` demands the
-compiled one (an error where it cannot be built), unset or ``auto`` takes the
-compiled path where it builds. ``CLAYOUT_CPU_CFLAGS`` adds compiler flags
-(the tests build with sanitizers this way); ``CC`` names the compiler.
+Each cpu engine has a path (runtime/cpu/engine.py ``CpuEngine(path=...)``):
+``numpy`` forces the numpy path, ``compiled`` demands the compiled one (an
+error where it cannot be built), ``auto`` takes the compiled path where it
+builds. ``CLAYOUT_CPU`` gives the path of an engine made without one (the
+default engine's), read once, when the engine is made. ``CLAYOUT_CPU_CFLAGS``
+adds compiler flags (the tests build with sanitizers this way); ``CC`` names
+the compiler.
 """
 from __future__ import annotations
 
@@ -37,6 +44,7 @@ from ..algebra import dtypes, dtypes_c
 from ..algebra.frame_taps import WORD
 from ..cache import memoized
 from ..errors import ClayoutError
+from ..settings import env_choice
 
 # the int64 words of a compiled frame's spec (runtime/cpu/frames.py writes them,
 # templates/cpu_frame.c.mako reads them by these names)
@@ -64,6 +72,25 @@ MOVE_TYPES = {1: "uint8_t", 2: "uint16_t", 3: "clayout_b3", 4: "uint32_t", 6: "c
               8: "uint64_t", 12: "clayout_b12", 16: "clayout_b16"}
 BLOCKS = {4: ((16, "defined(__AVX512F__)"), (8, "defined(__AVX__)"), (4, "defined(__SSE2__)")),
           2: ((8, "defined(__SSE2__)"),), 1: ((8, "defined(__SSE2__)"),)}
+_P, _I, _W = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+# the library's interface, stated once: name -> (result, argument types). Every family
+# (``families``) is also f(source address, destination address, packed box) -> void.
+# The worker pool's side (runtime/cpu/pool.py): clayout_parallel(part function, source,
+# destination, parts, int64 words a part, parts, threads) runs a job's parts; a pool thread
+# calls clayout_serve(posted word, spin ns); SERVING counts those in it (an int64 variable).
+# clayout_frame(frame, taps, out, spec, threads) -> 0, or -1 where memory could not be had
+# (runtime/cpu/frames.py); clayout_output(rows, dtype, act, row count, C, scale, zero, arg,
+# values, bands, threads) -> the same (runtime/cpu/outputs.py); clayout_cpu_built() -> what
+# the build holds (``clayout devices``).
+EXPORTS = {
+    "clayout_parallel": (None, (_P, _P, _P, ctypes.c_char_p, _I, _I, _I)),
+    "clayout_serve": (None, (_P, _I)),
+    "clayout_frame": (_W, (_P, _P, _P, _P, _I)),
+    "clayout_output": (_W, (_P, _I, _I, _I, _I, _P, _P, _P, _P, _I, _I)),
+    "clayout_cpu_built": (ctypes.c_char_p, ()),
+}
+SERVING = "clayout_serving"
+FAMILY_TYPES = (None, (_P, _P, ctypes.c_char_p))
 
 
 @dataclass(frozen=True)
@@ -109,25 +136,29 @@ def families() -> tuple[Family, ...]:
 
 
 def render() -> str:
-    """The library's C: the moves (templates/cpu_move.c.mako), then the frames
-    (templates/cpu_frame.c.mako) and read_output's rows (templates/cpu_output.c.mako),
-    which use the moves' workers and conversions."""
+    """The library's C: what every family shares (templates/cpu_common.c, plain C),
+    the moves (templates/cpu_move.c.mako), then the frames (templates/cpu_frame.c.mako)
+    and read_output's rows (templates/cpu_output.c.mako), which use the moves'
+    conversions."""
     moves = sources.template("cpu_move.c.mako").render(
         families=families(), helpers=sources.helpers(), box=c_struct("clayout_box"),
         built=f"{platform.machine()} {platform.system()}")
     frames = sources.template("cpu_frame.c.mako").render(
         words=WORD, spec={name: i for i, name in enumerate(FRAME_SPEC)})
     outputs = sources.template("cpu_output.c.mako").render(dtypes=OUTPUT_DTYPES)
-    return moves + "\n" + frames + "\n" + outputs
+    return "\n".join((sources.text("cpu_common.c"), moves, frames, outputs))
 
 
 def choice() -> str:
-    """CLAYOUT_CPU's value, checked."""
-    value = os.environ.get("CLAYOUT_CPU", "auto").strip().lower() or "auto"
-    if value not in CHOICES:
-        raise ClayoutError(f"CLAYOUT_CPU={os.environ['CLAYOUT_CPU']!r} is not one of "
-                           f"{', '.join(CHOICES)}")
-    return value
+    """CLAYOUT_CPU's value, checked: the path of an engine made without one."""
+    return env_choice("CLAYOUT_CPU", "auto", CHOICES)
+
+
+def checked(path) -> str:
+    """``path`` when it is one of CHOICES, else a ClayoutError naming them."""
+    if path not in CHOICES:
+        raise ClayoutError(f"cpu path {path!r} is not one of {', '.join(CHOICES)}")
+    return path
 
 
 def compiler() -> list[str] | None:
@@ -196,60 +227,30 @@ def build(source: str, cc: list[str], extra: tuple[str, ...] = ()) -> tuple[str,
 @dataclass(frozen=True)
 class Library:
     """The loaded library (``dll`` None where there is none) and, in words,
-    what the cpu engine uses and why."""
+    what a cpu engine on it uses and why."""
     dll: object
     path: str
     reason: str
 
     def function(self, name: str):
-        """The family ``name``: f(src address, dst address, packed box)."""
+        """The library's function ``name`` with its C types: a family's
+        (``families``), or one of EXPORTS."""
         fn = getattr(self.dll, name)
-        fn.restype, fn.argtypes = None, (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)
+        if fn.argtypes is None:
+            fn.restype, fn.argtypes = EXPORTS.get(name, FAMILY_TYPES)
         return fn
 
     @property
-    def parallel(self):
-        """clayout_parallel(family address, src, dst, parts, words per part,
-        parts, threads, spin ns): a copy's parts on the library's workers."""
-        fn = self.dll.clayout_parallel
-        if fn.argtypes is None:
-            fn.restype = None
-            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-                           ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
-        return fn
-
-    @property
-    def frame(self):
-        """clayout_frame(frame, taps, out, spec, threads, spin ns): a frame's
-        stages into ``out`` (runtime/cpu/frames.py); 0, or -1 where memory
-        could not be had."""
-        fn = self.dll.clayout_frame
-        if fn.argtypes is None:
-            fn.restype = ctypes.c_int
-            fn.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                           ctypes.c_int64, ctypes.c_int64)
-        return fn
-
-
-    @property
-    def output(self):
-        """clayout_output(src, dtype, act, rows, C, scale, zero, arg, values, parts,
-        threads, spin ns): read_output's rows (runtime/cpu/outputs.py); 0, or -1
-        where memory could not be had."""
-        fn = self.dll.clayout_output
-        if fn.argtypes is None:
-            fn.restype = ctypes.c_int
-            fn.argtypes = (ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
-                           ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                           ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
-        return fn
+    def serving(self) -> ctypes.c_int64:
+        """The library's count of pool threads serving its jobs (SERVING)."""
+        return ctypes.c_int64.in_dll(self.dll, SERVING)
 
 
 @memoized("compiled cpu moves", "CLAYOUT_CPU_LIBRARY_CACHE", 4)
 def library(wanted: str) -> Library:
-    """The library for CLAYOUT_CPU=``wanted``, built or loaded once per process."""
-    if wanted == "numpy":
-        return Library(None, "", "numpy path (CLAYOUT_CPU=numpy)")
+    """The library of path ``wanted`` (CHOICES), built or loaded once per process."""
+    if checked(wanted) == "numpy":
+        return Library(None, "", "numpy path (asked for)")
     cc = compiler()
     try:
         if cc is None:
@@ -258,20 +259,16 @@ def library(wanted: str) -> Library:
         dll = ctypes.CDLL(path)
     except (ClayoutError, OSError, subprocess.SubprocessError) as exc:
         if wanted == "compiled":
-            raise ClayoutError(f"CLAYOUT_CPU=compiled, but {exc}") from None
+            raise ClayoutError(f"the compiled path was asked for, but {exc}") from None
         return Library(None, "", f"numpy path: {exc}")
-    built = ctypes.CFUNCTYPE(ctypes.c_char_p)(("clayout_cpu_built", dll))().decode()
+    built = Library(dll, path, "").function("clayout_cpu_built")().decode()
     return Library(dll, path, f"compiled moves ({os.path.basename(cc[0])} {flags}; {built})")
 
 
-def current() -> Library:
-    """The library the engine uses now (CLAYOUT_CPU read on every call)."""
-    return library(choice())
-
-
-def status() -> str:
-    """What the cpu engine uses and why, in one line."""
+def status(path: str | None = None) -> str:
+    """What a cpu engine on ``path`` (None: CLAYOUT_CPU's, the default engine's)
+    uses and why, in one line."""
     try:
-        return current().reason
+        return library(choice() if path is None else path).reason
     except ClayoutError as exc:
         return str(exc)

@@ -1,12 +1,13 @@
 """``read_output`` on the cpu engine's compiled path (templates/cpu_output.c.mako):
 the output converted once into its rows, channels last (one compiled move in
 its own dtype: an ``in_out_channel`` image's pixels are nearly that already),
-then each row's x, argmax or activated values in C on the library's workers.
+then each row's x, argmax or activated values in C in bands of rows on the engine's
+worker pool (runtime/cpu/pool.py).
 A threshold compares in numpy over the rows (x for none and sigmoid, the
 probabilities for softmax) and activates only what it selected. The float32
 operations are runtime/algebra/output_math.py's (the C library's expf, not
-numpy's: within the documented bound). Where no library is loaded the numpy
-path (runtime/contract.py) does it all."""
+numpy's: within the documented bound). Where the engine's library is not
+loaded the numpy path (runtime/contract.py) does it all."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..algebra.desc import MemoryDesc
 from ..algebra.hostarray import physical_shape
 from ..algebra.output import OutputRule, Pending, finish_selected
 from ..algebra.tags import LETTERS
+from .pool import serve
 
 SMALL = 1 << 18    # at most this many elements: one band, no workers (waking them costs more)
 
@@ -27,8 +29,8 @@ def channels_last(dims) -> str:
 
 
 def read(engine, side, data, rule: OutputRule, out=None) -> Pending | None:
-    """The Pending result (finished), or None where the library is not loaded."""
-    lib = native.current()
+    """The Pending result (finished), or None where the engine's library is not loaded."""
+    lib = engine.library
     if lib.dll is None or rule.channels == 0 or 0 in rule.dims:
         return None
     rows_desc = MemoryDesc(rule.dims, side.dtype, tag=channels_last(rule.dims))
@@ -42,11 +44,13 @@ def read(engine, side, data, rule: OutputRule, out=None) -> Pending | None:
             scale = np.asarray(rule.scale, np.float32)
             zero = np.asarray(rule.zero, np.int32)
         parts = 1 if n * C <= SMALL else 2 * g.THREADS
-        return lib.output(rows.ctypes.data, native.OUTPUT_DTYPES[side.dtype.name], act, n, C,
-                   None if scale is None else scale.ctypes.data,
-                   None if zero is None else zero.ctypes.data,
-                   None if arg is None else arg.ctypes.data,
-                   None if values is None else values.ctypes.data, parts, g.THREADS, g.SPIN_NS)
+        if parts > 1:
+            serve(lib)
+        return lib.function("clayout_output")(
+            rows.ctypes.data, native.OUTPUT_DTYPES[side.dtype.name], act, n, C,
+            None if scale is None else scale.ctypes.data,
+            None if zero is None else zero.ctypes.data, None if arg is None else arg.ctypes.data,
+            None if values is None else values.ctypes.data, parts, g.THREADS)
 
     if rule.result == "argmax":
         arg = out if out is not None else np.empty(rule.argmax_dims, np.int32)

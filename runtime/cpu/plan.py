@@ -17,7 +17,13 @@ is written (``Plan.padding``), and the plan's one-word summary ``Plan.method``.
    a dense destination's zeros are written with one memset, or, where one
    copy's rows tile it (``rows``), together with the data, row block by row
    block (runtime/cpu/rows.py). A pair whose blocks do not chain, or whose
-   dims differ, goes ``via`` a plain logical intermediate (two plans).
+   dims differ, goes ``via`` a plain logical intermediate (two plans, made
+   with it: ``steps``).
+
+A plan is of one path: its compiled copies call one library. Plans are
+cached by both descs and by that library (its file, "" for the numpy path),
+so engines on different paths never share a plan, and an engine looks its
+plan up once per reorder.
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from . import compiled, geometry as g, native, rows
+from . import compiled, geometry as g, rows
 from ..algebra.desc import MemoryDesc
 from ..cache import LRU
 from .methods import Copy, View, choose, widened
@@ -38,12 +44,14 @@ class Plan:
     is not known to be zero already: "rows" (the one box pair ``rows`` and
     the zeros around it in one pass), "memset", "boxes" (its zero fills), or
     "none" (it has no zero padding). ``via``: the plain intermediate of a
-    two-step plan (no copies of its own)."""
+    two-step plan (no copies of its own), ``steps`` the plans of its two
+    steps (src -> via, via -> dst)."""
     copies: tuple[Copy, ...]
     fills: tuple[tuple[View, str], ...]   # dst views to fill: "zero" | "halo"
     padding: str
     via: MemoryDesc | None = None
     rows: tuple[View, View] | None = None
+    steps: tuple = ()
 
     @property
     def method(self) -> str:
@@ -61,14 +69,13 @@ class Plan:
 PLANS = LRU("cpu plans", "CLAYOUT_CPU_PLAN_CACHE", 256)
 
 
-def plan(src: MemoryDesc, dst: MemoryDesc) -> Plan:
-    """The plan of src -> dst (same dims), cached by the exact fields of both
-    sides (descs equal under oneDNN's rules may differ in unit strides and
-    order) and by the path: compiled moves where the library is there
-    (runtime/cpu/native.py), else numpy."""
-    compiled_path = native.current().dll is not None
-    key = (src, dst, src.strides, src.order, dst.strides, dst.order, compiled_path)
-    return PLANS.get(key, lambda: _build(src, dst, compiled_path))
+def plan(src: MemoryDesc, dst: MemoryDesc, lib) -> Plan:
+    """The plan of src -> dst (same dims) on library ``lib`` (a
+    runtime.cpu.native.Library: compiled moves where it is loaded, else
+    numpy), cached by the exact fields of both sides (descs equal under
+    oneDNN's rules may differ in unit strides and order) and by the library."""
+    key = (src, dst, src.strides, src.order, dst.strides, dst.order, lib.path)
+    return PLANS.get(key, lambda: _build(src, dst, lib))
 
 
 # -- boxes ----------------------------------------------------------------------------------
@@ -213,13 +220,13 @@ def _tail(d: View, zeros: list[View]):
     return None
 
 
-def _copy(s: View, d: View, src_dt, dst_dt, compiled_path: bool, zeros: list[View]) -> Copy:
-    """How one box pair is copied: compiled where it can be (taking with it
-    the zero box of ``zeros`` that continues d, removed from that list once
-    written), else by numpy."""
-    if compiled_path:
+def _copy(s: View, d: View, src_dt, dst_dt, lib, zeros: list[View]) -> Copy:
+    """How one box pair is copied: compiled where ``lib`` is loaded and the
+    moves apply (taking with it the zero box of ``zeros`` that continues d,
+    removed from that list once written), else by numpy."""
+    if lib.dll is not None:
         tail = _tail(d, zeros)
-        made = compiled.choose(s, d, src_dt, dst_dt, tail and tail[1:])
+        made = compiled.choose(s, d, src_dt, dst_dt, lib, tail and tail[1:])
         if made is not None:
             if made.native.zeros:
                 del zeros[tail[0]]
@@ -229,21 +236,22 @@ def _copy(s: View, d: View, src_dt, dst_dt, compiled_path: bool, zeros: list[Vie
     return choose(s, d, src_dt.np, dst_dt.np)
 
 
-def _build(src: MemoryDesc, dst: MemoryDesc, compiled_path: bool) -> Plan:
+def _build(src: MemoryDesc, dst: MemoryDesc, lib) -> Plan:
     shared = [_shared_digits(src, dst, d) for d in range(src.ndims)]
     if any(r is None for r in shared):
-        return Plan((), (), "none", via=MemoryDesc(src.dims, dst.dtype))
+        via = MemoryDesc(src.dims, dst.dtype)
+        return Plan((), (), "none", via=via, steps=(_build(src, via, lib), _build(via, dst, lib)))
     pairs = _pairs(src, dst, shared)
     fills = _fills(dst)
     zeros = [v for v, what in fills if what == "zero"]
-    copies = tuple(_copy(s, d, src.dtype, dst.dtype, compiled_path, zeros) for s, d in pairs)
+    copies = tuple(_copy(s, d, src.dtype, dst.dtype, lib, zeros) for s, d in pairs)
     # a compiled copy writes the zero box that continues its rows (a block tail)
     fills = [(v, what) for v, what in fills if what == "halo" or v in zeros]
     padding, by_rows = "none", None
     if any(what == "zero" for _, what in fills):
         padding = "boxes"
         if dst.is_dense:
-            one = not compiled_path and len(pairs) == 1 and \
+            one = lib.dll is None and len(pairs) == 1 and \
                 math.prod(pairs[0][1].shape) > g.SMALL_ELEMS
             by_rows = pairs[0] if one and rows.row_axes(pairs[0][1], dst.offset0, dst.span) \
                 else None
