@@ -15,8 +15,8 @@ conversion is a reorder. ``volume`` is the form for 5-D dims (N,C,D,H,W);
 gives values computed from the tensor (runtime.algebra.transform).
 
 An ``ImageDesc`` is one *side* of a conversion held in an image: a layout
-at logical dims in an image dtype, its geometry worked out once. The other
-kind of side is a ``MemoryDesc``.
+at logical dims in an image dtype, its geometry (runtime.algebra.pixels)
+worked out once. The other kind of side is a ``MemoryDesc``.
 
 >>> in_out_channel = ImageLayout("in_out_channel", "acBd4b", rows=2, kind="activation")
 >>> img = ImageDesc(in_out_channel, (1, 17, 5, 7))
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from ..cache import LRU
 from ..errors import ClayoutError
-from . import dtypes
+from . import dtypes, pixels
 from .c_index import Numbers, pixel_expr
 from .checks import as_ints
 from .desc import Axis, MemoryDesc
@@ -211,7 +211,8 @@ class ImageDesc:
     depth: int
     lanes: int
 
-    is_image = True   # a class constant, not a field
+    is_image = True   # class constants, not fields (runtime/algebra/side.py)
+    is_frame = False
 
     def __init__(self, layout: ImageLayout, dims, dtype="f32"):
         if not isinstance(layout, ImageLayout):
@@ -220,7 +221,7 @@ class ImageDesc:
         dims = layout.logical_dims(dims)
         layout = layout.at(dims)
         dt = dtypes.image_dtype(dtype)
-        values = GEOMETRY.get((layout, dims, dt.name), lambda: _geometry(layout, dims, dt))
+        values = GEOMETRY.get((layout, dims, dt.name), lambda: pixels.geometry(layout, dims, dt))
         for name, value in zip(("layout", "dims", "dtype", "placed", "desc", "layer_axes",
                                 "row_axes", "col_axes", "lane_axis", "width", "height", "depth",
                                 "lanes"),
@@ -301,59 +302,21 @@ class ImageDesc:
     def __hash__(self) -> int:
         return hash((self.layout, self.dims, self.dtype.name))
 
-    # -- index math: placed index <-> (x, y, lane) --------------------------------------
+    # -- index math: placed index <-> (x, y, lane) (runtime.algebra.pixels) -------------
     def pixel(self, idx) -> tuple[int, ...]:
         """The coordinates (x, y; x, y, z; or x) and lane of the placed index ``idx``."""
-        flat = 0
-        for i, d in zip(idx, self.placed):
-            flat = flat * d + i
-        image_idx = []
-        for d in reversed(self.desc.dims):
-            image_idx.append(flat % d if d else 0)
-            flat = flat // d if d else 0
-        return self.at_offset(self.desc.offset(tuple(reversed(image_idx))))
+        return pixels.pixel(self, idx)
 
     def at_offset(self, off: int) -> tuple[int, ...]:
         """The coordinates and lane of element ``off`` of the dense buffer."""
-        pix, coords = off // self.lanes, []
-        for size in self.shape[:-1]:
-            coords.append(pix % size)
-            pix //= size
-        return tuple(coords) + (pix, off % self.lanes)
+        return pixels.at_offset(self, off)
 
     def index(self, *coords, **named) -> tuple[int, ...] | None:
         """The placed index stored at the pixel of ``coords`` (x, y; x, y, z;
         or x, by storage; the lane may follow them, or be named ``lane``; all
         may be named x, y, z), or None when that lane is padding; the inverse
-        of ``pixel``. The image is the dense buffer of ``desc``, so the lane's
-        offset ((z*height + y)*width + x)*lanes + lane splits into one digit
-        per physical axis; a dim's digits rebuild its index, and an index past
-        the dim's size is the zero tail."""
-        names = self.storage.coords + ("lane",)
-        given = self.storage.pixel_args(coords, named, self.layout.name)
-        shown = "x".join(map(str, self.shape))
-        for name, size in zip(names, self.shape + (self.lanes,)):
-            if not 0 <= int(given[name]) < size:
-                raise ClayoutError(f"layout {self.layout.name!r} with dims {self.dims}: {name} "
-                                   f"{given[name]} is outside the {shown} {self.storage.name} "
-                                   f"with {self.lanes} lane(s) (allowed 0..{size - 1})")
-        pix = 0
-        for name, size in reversed(list(zip(names, self.shape))):
-            pix = pix * size + int(given[name])
-        off = pix * self.lanes + int(given["lane"])
-        image_idx = [0] * self.desc.ndims
-        for a in self.desc.axes:
-            image_idx[a.dim] += (off // a.stride) % a.size * a.div
-        if any(i >= d for i, d in zip(image_idx, self.desc.dims)):
-            return None
-        flat = 0   # image dims -> placed dims: both are row-major views of one order
-        for i, d in zip(image_idx, self.desc.dims):
-            flat = flat * d + i
-        out = []
-        for d in reversed(self.placed):
-            out.append(flat % d)
-            flat //= d
-        return tuple(reversed(out))
+        of ``pixel``."""
+        return pixels.index(self, *coords, **named)
 
     def c_pixel(self, names, num: Numbers) -> tuple[str, ...]:
         """The coordinates and lane of the placed index ``names`` as C
@@ -365,28 +328,6 @@ class ImageDesc:
 # The geometry of (layout, dims, dtype), worked out once: an ImageDesc is made
 # on every conversion, so its constructor is one lookup here.
 GEOMETRY = LRU("image geometry", "CLAYOUT_PLACEMENT_CACHE", 4096)
-
-
-def _geometry(layout: ImageLayout, dims: tuple[int, ...], dt: dtypes.DType) -> tuple:
-    placed = layout.placed_dims(dims)
-    desc = MemoryDesc(layout.image_dims(dims), dt, tag=layout.tag)
-    axes = desc.axes
-    lane = axes[-1] if layout.lanes != 1 else None
-    lanes = layout.lanes or lane.size
-    if layout.lanes == 0 and lanes > 4:
-        raise ClayoutError(f"layout {layout.name!r} holds its innermost dim "
-                           f"{layout.dim_names[lane.dim]} whole in one texel: it must be 0..4, "
-                           f"got {lanes} (dims {dims})")
-    top = layout.layers + layout.rows
-    layers, rows = axes[:layout.layers], axes[layout.layers:top]
-    cols = axes[top:len(axes) - (lane is not None)]
-    depth = math.prod(a.size for a in layers)
-    height = math.prod(a.size for a in rows)
-    # the width follows the column axes, also when a zero-volume row or
-    # layer axis leaves the image with no row
-    width = math.prod(a.size for a in cols)
-    return (placed, desc, tuple(layers), tuple(rows), tuple(cols), lane, width, height, depth,
-            lanes)
 
 
 def _untransformed(layout: ImageLayout) -> ImageLayout:

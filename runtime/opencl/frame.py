@@ -236,7 +236,7 @@ def lane(pixel_name: str, c: str) -> str:
 
 
 def loads(load, vector: int, src_names, conv, valid, pad) -> tuple:
-    """The loads (records of ``load``, runtime/opencl/render.py's Load) of
+    """The loads (records of ``load``, runtime/opencl/cell.py's Load) of
     a work item's ``vector`` elements from the frame: one ``clayout_frame_pixel`` call
     serves every element at its (n, h, w) (a vector along C: one call), each
     element picking its channel, converted by ``conv``; an element outside
