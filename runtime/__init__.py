@@ -18,7 +18,7 @@ The public API (docs/ has every detail; the command line is ``clayout``):
 * models: ``load_images(path, engine=None)``: the images a ``clayout model``
   file holds, as ``Memory`` on an engine;
 * placement: ``choose_layout`` / ``layout_choice`` (``LayoutChoice``): which
-  layout a role takes under a device's limits; ``tile_plan`` (``TilePlan``),
+  layout a role takes under a device's limits; ``tile_plan`` (``TilePlan``) of an image under ``Limits``,
   ``Transform`` (Winograd);
 * ``accessor`` / ``Accessor``: OpenCL C that reads and writes a layout by
   logical index (loaded on first use: it needs pyopencl and mako);
@@ -41,6 +41,7 @@ from .algebra.desc import Axis, MemoryDesc
 from .algebra.dtypes import convert
 from .algebra.hostarray import physical_shape
 from .algebra.layout import ImageDesc, ImageLayout
+from .algebra.storage import Limits
 from .algebra.tags import parse_tag
 from .algebra.tiles import TilePlan, tile_plan
 from .algebra.transform import Transform
@@ -80,4 +81,4 @@ __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDe
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
            "from_frame", "read_output", "Pending", "image_pitch", "empty_pinned",
            "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning", "FrameArgumentWarning",
-           "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "__version__"]
+           "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "Limits", "__version__"]

@@ -1,11 +1,12 @@
-"""The public conversions: reorder, to_image, from_image (docs/engines.md).
+"""The public conversions: reorder, to_image, from_image, from_frame (docs/engines.md).
 
-These are the three doors. Each parses its arguments once into a frozen
-``Call`` (runtime/call.py: the two sides, the engine, the input as the
-engine takes it, ``out`` checked, the tile plan), which checks the input
-fully (dtype, shape, size, dims, layout, image limits, ``out``) before any
-work, and runs it on one engine's ``convert`` (host arrays) or on
-runtime.memory (Memory objects, which stay on their engine).
+These are the doors. Each parses its arguments once (runtime/call.py) into
+a frozen call of its kind (runtime/calls.py: the two sides, the engine, the
+input as the engine takes it, ``out`` checked, the tiles planned), which
+checks the input fully (dtype, shape, size, dims, layout, image limits,
+``out``) before any work; the call's ``apply()`` runs it on one engine
+(host arrays) or on runtime.memory (Memory objects, which stay on their
+engine).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np  # noqa: F401  (the doctests use np)
 from . import engine as engines
 from .algebra import dtypes
 from .algebra.desc import MemoryDesc
-from .call import parse_from_frame, parse_from_image, parse_reorder, parse_to_image, run
+from .call import parse_from_frame, parse_from_image, parse_reorder, parse_to_image
 from .hostside import host_out, image_pitch
 
 
@@ -40,14 +41,14 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     ...         out=frame) is frame
     True
     """
-    return run(parse_reorder(data, src_desc, dst_desc, engine, out))
+    return parse_reorder(data, src_desc, dst_desc, engine, out).apply()
 
 
 def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
              max_image=None, row_pitch=None):
     """Place a tensor onto an image; returns (height, width, 4), or
     (height, width) for one-channel layouts, of the image dtype.
-    With ``max_image=(W, H)`` an image over that limit comes as a tuple of
+    With ``max_image=(W, H)`` (or a runtime.Limits) an image over that limit comes as a tuple of
     tiles instead (the rule: runtime.algebra.tiles), which from_image accepts.
     With ``row_pitch=BYTES`` (a layout on image2d storage) each row is
     ``BYTES`` long: (height, BYTES // pixel_bytes[, 4]), the columns past the
@@ -63,8 +64,8 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     Memory on the same engine (``out``: an image Memory of that layout, dims
     and, where ``dtype`` is given, that dtype, to write into).
     """
-    return run(parse_to_image(array, layout, src, dtype, engine, dims, out, max_image,
-                              row_pitch))
+    return parse_to_image(array, layout, src, dtype, engine, dims, out, max_image,
+                          row_pitch).apply()
 
 
 def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
@@ -89,8 +90,8 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
     as many elements (the device buffer's contents in the image's dtype);
     the columns past the width are not read.
     """
-    return run(parse_from_image(image, layout, dims, dst, dtype, engine, out, check_padding,
-                                row_pitch))
+    return parse_from_image(image, layout, dims, dst, dtype, engine, out, check_padding,
+                            row_pitch).apply()
 
 
 def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
@@ -121,10 +122,10 @@ def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fi
     >>> img.shape, round(float(img[0, 0, 0]), 3)       # 1220542/2**20 * (128 - 16)
     ((4, 4, 4), 130.366)
     """
-    return run(parse_from_frame(frame, layout, format=format, size=size, crop=crop, fit=fit,
-                                fill=fill, resize=resize, mean=mean, std=std, order=order,
-                                yuv=yuv, dtype=dtype, engine=engine, out=out,
-                                antialias=antialias, scale=scale))
+    return parse_from_frame(frame, layout, format=format, size=size, crop=crop, fit=fit,
+                            fill=fill, resize=resize, mean=mean, std=std, order=order,
+                            yuv=yuv, dtype=dtype, engine=engine, out=out,
+                            antialias=antialias, scale=scale).apply()
 
 
 __all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out", "image_pitch"]

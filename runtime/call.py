@@ -2,17 +2,18 @@
 ``from_image``, and the CLI commands on top of them) was asked, checked
 once and frozen, so that nothing below the door parses or re-derives it.
 
-parse -> plan -> apply, as in einops: ``parse_reorder``, ``parse_to_image``
-and ``parse_from_image`` turn a door's arguments into a ``Call`` (the two
-sides, the engine, the input as the engine takes it, ``out`` checked, the
-tile plan where there is one) or one ClayoutError naming what was wrong;
-``run(call)`` converts it. Every check of docs/engines.md "What each door
-checks" lives here.
+parse -> plan -> apply, as in einops: ``parse_reorder``, ``parse_to_image``,
+``parse_from_image`` and ``parse_from_frame`` turn a door's arguments into
+one call of runtime/calls.py (the two sides, the engine, the input as the
+engine takes it, ``out`` checked, the tiles planned where there are some) or
+one ClayoutError naming what was wrong; the call's ``apply()`` converts it.
+Every check of docs/engines.md "What each door checks" lives here, the
+command line's own refusals included (``Wording``: its names for things).
 
 >>> c = parse_to_image(np.zeros((1, 6, 2, 3), np.float32), "in_out_channel")
->>> c.door, c.src.describe(), c.dst.describe()
-('to_image', 'f32 1x6x2x3 abcd', 'in_out_channel 1x6x2x3 f32 (image 6x2 RGBA)')
->>> run(c).shape
+>>> type(c).__name__, c.src.describe(), c.dst.describe()
+('ToImageCall', 'f32 1x6x2x3 abcd', 'in_out_channel 1x6x2x3 f32 (image 6x2 RGBA)')
+>>> c.apply().shape
 (2, 6, 4)
 """
 from __future__ import annotations
@@ -23,7 +24,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import engine as engines
-from . import memory
 from .algebra import dtypes
 from .algebra.catalog import check_fits, image_layout
 from .algebra.checks import as_ints
@@ -31,81 +31,38 @@ from .algebra.desc import MemoryDesc
 from .algebra.frame import frame_side, frame_target
 from .algebra.hostarray import dims_from_shape, host_input, nonzero_padding, physical_shape
 from .algebra.layout import ImageDesc, ImageLayout
-from .algebra.tiles import TilePlan, plan_of, tile_plan
-from .cache import LRU
-from .contract import Engine
+from .algebra.tiles import as_limits, plan_of, tile_plan
+from .calls import Call, FrameCall, FromImageCall, FromTilesCall, ReorderCall, ToImageCall, \
+    ToTilesCall
+from .door_checks import SIDES, check_out_side, held, image_side, memory_call, no_host_out, \
+    refuse_empty, tagged
 from .errors import ClayoutError
-from .hostside import host_out, pitch_pixels, pitched, pitched_shape, unpitched
+from .hostside import host_out, pitch_pixels, pitched_shape, unpitched
 from .limits import check_host_bytes
 from .memory import Memory
 
-# The two sides of a call on host arrays, one object per (dims, dtype, tag) or
-# (layout, dims, dtype): a frame converted call after call builds no desc and
-# re-derives none of a desc's numbers (1x3x224x224 to_image: 120 -> 60 us a call).
-SIDES = LRU("host call sides", "CLAYOUT_SIDES_CACHE", 1024)
-
-
 @dataclass(frozen=True)
-class Call:
-    """A door's arguments, parsed and checked: ``door`` (its name),
-    ``src`` and ``dst`` (the sides: a MemoryDesc or an ImageDesc), the
-    ``engine`` it runs on, ``data`` (the input as the engine takes it: a
-    buffer's 1-D physical array, an image array, the tuple of tiles of a
-    split image, or the source Memory), ``out`` (a checked host array, a
-    destination Memory, or None), ``tiles`` (to_image: the cut of an image
-    over ``max_image``; from_image: the plan of the tiles given; None
-    otherwise), ``shape`` (the host result's shape: from_image gives a
-    plain tag's physical shape) and ``pitch`` (to_image: the result's rows
-    are this many pixels long, runtime.hostside; None otherwise)."""
-    door: str
-    src: object
-    dst: object
-    engine: Engine
-    data: object
-    out: object = None
-    tiles: TilePlan | None = None
-    shape: tuple[int, ...] | None = None
-    pitch: int | None = None
-
-    @property
-    def on_memory(self) -> bool:
-        return isinstance(self.data, Memory)
+class Wording:
+    """How a door names things in its messages, and the refusals only the
+    command line makes: ``what`` the input (the CLI gives its file),
+    ``hint`` the option that gives dims, ``empty_images`` False to refuse a
+    tensor with no elements headed for an image (the CLI writes files an
+    OpenCL engine reads back; OpenCL cannot create an empty image)."""
+    what: str | None = None
+    hint: str = "dims="
+    empty_images: bool = True
 
 
-def run(call: Call):
-    """Convert a parsed call: a Memory (on the device for OpenCL), a host
-    array (``out`` when given), or a tuple of tiles."""
-    if call.on_memory:
-        if call.door == "from_frame":
-            return memory.from_frame(call.src, call.data,
-                                     call.out if call.out is not None else call.dst)
-        return memory.convert(call.data, call.out if call.out is not None else call.dst)
-    eng = call.engine
-    if call.door == "from_frame":
-        out = call.out.reshape(-1) if call.out is not None and not call.dst.is_image \
-            else call.out
-        result = eng.from_frame(call.src, call.dst, call.data, out)
-        return call.out if call.out is not None else result.reshape(call.shape)
-    if call.tiles is not None and call.tiles.split:
-        if call.door == "to_image":
-            return eng.to_tiles(call.src, call.dst, call.data, call.tiles)
-        return eng.from_tiles(call.src, call.data, call.tiles, call.dst).reshape(call.shape)
-    if call.pitch is not None:   # to_image: the image, then its rows widened
-        return pitched(eng.convert(call.src, call.dst, call.data), call.pitch, call.out)
-    if call.out is not None:
-        eng.convert(call.src, call.dst, call.data, call.out.reshape(-1) if call.door ==
-                    "from_image" else call.out)
-        return call.out
-    result = eng.convert(call.src, call.dst, call.data)
-    return result if call.shape is None else result.reshape(call.shape)
+API = Wording()
 
 
 # -- reorder --------------------------------------------------------------------------------
 def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
-                  what: str = "reorder input") -> Call:
-    """``what``: the input's name in messages (the CLI gives its file)."""
+                  wording: Wording = API) -> Call:
+    """``wording``: how messages name things (the CLI's file)."""
+    what = wording.what or "reorder input"
     if isinstance(data, Memory):
-        _no_host_out(out, "reorder", "dst_desc")
+        no_host_out(out, "reorder", "dst_desc")
         if data.is_image:
             raise ClayoutError(f"reorder takes a buffer Memory; {data!r} is an image: use "
                                "from_image")
@@ -115,13 +72,13 @@ def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
         if not isinstance(dst_desc, (Memory, MemoryDesc)):
             raise ClayoutError("reorder of a Memory takes a MemoryDesc or a buffer Memory as "
                                f"dst_desc, got {type(dst_desc).__name__}")
-        return _memory_call("reorder", data, dst_desc, engine)
+        return memory_call(data, dst_desc, engine)
     if not isinstance(src_desc, MemoryDesc) or not isinstance(dst_desc, MemoryDesc):
         raise ClayoutError("reorder takes MemoryDesc objects for src_desc and dst_desc")
     if src_desc.dims != dst_desc.dims:
         raise ClayoutError(f"reorder from {src_desc.describe()} to {dst_desc.describe()}: "
                            "dims differ; use desc.reshape() for a logical reshape")
-    if not _held(data):   # float64, int64, a list: rounded once, straight to dst's dtype
+    if not held(data):   # float64, int64, a list: rounded once, straight to dst's dtype
         data = dtypes.host_array(data, dst_desc.dtype, what)
         src_desc = src_desc.with_dtype(dst_desc.dtype)
     eng = engines.get(engine)
@@ -131,16 +88,17 @@ def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
     else:
         check_host_bytes(dst_desc.span_bytes,
                          f"reorder output {dst_desc.describe()}")
-    return Call("reorder", src_desc, dst_desc, eng, flat, out)
+    return ReorderCall(src_desc, dst_desc, eng, flat, out)
 
 
 # -- to_image -------------------------------------------------------------------------------
 def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
-                   max_image=None, row_pitch=None, hint: str = "dims=",
-                   what: str = "to_image input") -> Call:
-    """``hint``: the option that gives dims, named when they are missing;
-    ``what``: the input's name in messages (the CLI gives its file)."""
-    layout = image_layout(layout)
+                   max_image=None, row_pitch=None, wording: Wording = API, choose=None):
+    """``wording``: how messages name things (the CLI's file and options);
+    ``choose``: with it, the layout is chosen from the input's dims and
+    dtype, ``choose(dims, dtype) -> (layout, max_image)`` (the CLI's 'any')."""
+    what = wording.what or "to_image input"
+    layout = image_layout(layout)   # with ``choose``: the role's stand-in until dims are known
     if isinstance(array, Memory):
         if max_image is not None or row_pitch is not None:
             raise ClayoutError("max_image= goes with a host array; a Memory image is one image"
@@ -155,18 +113,27 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
                                "input")
         image = ImageDesc(layout, array.dims, dtype or array.dtype)
         if out is not None:
-            _check_out_side(out, image, dtype, "to_image")
-        return _memory_call("to_image", array, out if out is not None else image, engine)
+            check_out_side(out, image, dtype, "to_image")
+        return memory_call(array, out if out is not None else image, engine)
     if isinstance(out, Memory):
         raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
                            "a host array input takes a numpy array as out=")
     arr = dtypes.host_array(array, dtypes.image_dtype(dtype) if dtype is not None else None,
                             what)  # other numeric types: rounded once to the image's
     src_dt = dtypes.of_array(arr)
-    tag = src or layout.default_tag(arr.ndim if dims is None else len(dims))
-    desc = _tagged(dims if dims is not None else dims_from_shape(arr.shape, tag, hint),
-                   src_dt, tag)
-    image = _image_side(layout, desc.dims, dtype if dtype is not None else src_dt)
+    ndim = arr.ndim if dims is None else len(dims)
+    tag = src or layout.default_tag(ndim)
+    dims = dims if dims is not None else dims_from_shape(arr.shape, tag, wording.hint)
+    if choose is not None:
+        layout, max_image = choose(as_ints(dims, "dims"), dtype or src_dt)
+    desc = tagged(dims, src_dt, tag)
+    image = image_side(layout, desc.dims, dtype if dtype is not None else src_dt)
+    if not wording.empty_images:
+        refuse_empty(image, what)
+    limits = as_limits(max_image)
+    if limits is not None and not image.storage.tiles:   # not cut: must fit the limits
+        check_fits(image, limits)
+        limits = None
     pitch = None if row_pitch is None else pitch_pixels(image, row_pitch, "to_image")
     shape = image.array_shape if pitch is None else pitched_shape(image, pitch)
     if out is None:   # before the input's size: dims this large are the first thing wrong
@@ -174,34 +141,41 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
                          f"the {layout.name} image of dims {desc.dims}")
     eng = engines.get(engine)
     flat, desc = host_input(arr, desc, what, eng.reads_views)
-    plan = None
-    if max_image is not None:
+    if limits is not None:
         if out is not None or pitch is not None:
             raise ClayoutError(f"to_image: {'out' if pitch is None else 'row_pitch'}= and "
                                "max_image= do not go together (tiles are new arrays); pass "
                                "one of them")
-        plan = tile_plan(layout, desc.dims, max_image)
+        plan = tile_plan(image, limits)
         _check_device_limit(eng, plan.max_image)
+        if plan.split:
+            return ToTilesCall(desc, image, eng, flat, tiles=plan)
     else:
         check_fits(image, eng.limits)
     if out is not None:
         host_out(out, shape, image.dtype, arr, "to_image")
-    return Call("to_image", desc, image, eng, flat, out, plan, pitch=pitch)
+    return ToImageCall(desc, image, eng, flat, out, pitch=pitch)
 
 
 def _check_device_limit(engine, max_image) -> None:
-    limits = engine.image_limits
-    if limits is not None and (max_image[0] > limits[0] or max_image[1] > limits[1]):
+    limits = engine.limits
+    if limits is not None and (max_image[0] > limits.image2d[0] or
+                               max_image[1] > limits.image2d[1]):
+        w, h = limits.image2d
         raise ClayoutError(f"max_image {max_image[0]}x{max_image[1]} is over the "
-                           f"device's image limit {limits[0]}x{limits[1]}; give at most that")
+                           f"device's image limit {w}x{h}; give at most that")
 
 
 # -- from_image -----------------------------------------------------------------------------
 def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
-                     check_padding=True, row_pitch=None) -> Call:
+                     check_padding=True, row_pitch=None, wording: Wording = API, tiles=None):
+    """``tiles``: the TilePlan the tuple ``image`` was cut by, where the
+    caller planned it (the CLI, to find the files); else read from the
+    tiles' shapes."""
+    what = wording.what or "from_image input"
     layout = image_layout(layout)
     if isinstance(image, Memory):
-        _no_host_out(out, "from_image", "dst")
+        no_host_out(out, "from_image", "dst")
         if row_pitch is not None:
             raise ClayoutError("from_image of a Memory: row_pitch= goes with a pitched host "
                                "array; a Memory is read as the image it holds (a pitched "
@@ -212,25 +186,30 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
         if out is not None or row_pitch is not None:
             raise ClayoutError(f"from_image: {'out' if row_pitch is None else 'row_pitch'}= "
                                "goes with one image array, not a tuple of tiles")
-        plan = plan_of(layout, dims, image)
+        plan = plan_of(layout, dims, image) if tiles is None else tiles
+        if tiles is not None:
+            plan.check(image)
         if plan.split:
             dims = as_ints(dims, "dims")
-            side = ImageDesc(layout, dims, dtypes.of_array(image[0]))
+            side = image_side(layout, dims, dtypes.of_array(image[0]))
             if check_padding:
                 _check_padding(plan.join(image), side)
             desc = MemoryDesc(dims, dtype if dtype is not None else side.dtype,
                               tag=dst or layout.default_tag(len(dims)))
-            return Call("from_image", side, desc, eng, image, None, plan, physical_shape(desc))
+            return FromTilesCall(side, desc, eng, image, None, physical_shape(desc),
+                                 tiles=plan)
         image = image[0]   # within the limit: the one tile is the image
     arr = np.asarray(image)
-    if not _held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
-        arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), "from_image input")
+    if not held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
+        arr = dtypes.host_array(arr, dtypes.image_dtype(dtype), what)
     source = arr   # out= may not overlap what the caller gave
     # a view of an image (a crop, a strided or misaligned array): copied once, contiguous
     arr = np.require(dtypes.native(arr), requirements=("C", "A"))
     img_dt = dtypes.image_dtype(dtypes.of_array(arr))
     dims = as_ints(dims, "dims")
-    side = _image_side(layout, dims, img_dt)
+    side = image_side(layout, dims, img_dt)
+    if not wording.empty_images:
+        refuse_empty(side, what)
     if row_pitch is not None:   # the pitched host form: the first width columns of each row
         arr = unpitched(arr, side, pitch_pixels(side, row_pitch, "from_image"), "from_image")
     if arr.shape != side.array_shape:
@@ -239,14 +218,14 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
                            f"({side.storage.host_form}[, lanes])")
     if check_padding:
         _check_padding(arr, side)
-    desc = _tagged(dims, dtype if dtype is not None else side.dtype,
-                   dst or layout.default_tag(len(dims)))
+    desc = tagged(dims, dtype if dtype is not None else side.dtype,
+                  dst or layout.default_tag(len(dims)))
     shape = physical_shape(desc)
     if out is None:
         check_host_bytes(desc.span_bytes, f"from_image output {desc.describe()}")
     else:
         host_out(out, shape, desc.dtype, source, "from_image")
-    return Call("from_image", side, desc, eng, arr, out, None, shape)
+    return FromImageCall(side, desc, eng, arr, out, shape)
 
 
 def _check_padding(arr, side: ImageDesc) -> None:
@@ -277,19 +256,19 @@ def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Call:
             raise ClayoutError(f"from_image of a Memory: dtype={dtypes.dtype(dtype).name} but "
                                f"dst holds {held.dtype.name}; leave dtype out or pass a dst of "
                                "that dtype")
-        return _memory_call("from_image", mem, dst, engine)
+        return memory_call(mem, dst, engine)
     tag = dst or layout.default_tag(len(dims))
-    return _memory_call("from_image", mem, MemoryDesc(dims, dtype or mem.dtype.name, tag=tag),
-                        engine)
+    return memory_call(mem, MemoryDesc(dims, dtype or mem.dtype.name, tag=tag), engine)
 
 
 # -- from_frame -----------------------------------------------------------------------------
 def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
                      resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv=None,
                      dtype="f32", engine=None, out=None, antialias=False, scale=1.0,
-                     what: str = "from_frame") -> Call:
-    """``what``: the frame's name in messages (the CLI gives its file). A host
+                     wording: Wording = API) -> Call:
+    """``wording``: how messages name things (the CLI's file). A host
     frame with a Memory as ``out`` is uploaded to out's engine first."""
+    what = wording.what or "from_frame"
     if isinstance(out, Memory) and not isinstance(frame, Memory) and \
             np.asarray(frame).dtype == np.uint8:
         arr = np.ascontiguousarray(frame)
@@ -310,8 +289,8 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
                       mean=mean, std=std, order=order, yuv=yuv, antialias=antialias,
                       scale=scale)
     target = frame_target(layout, dtype)
-    dst = _image_side(target, plan.dims, dtype) if isinstance(target, ImageLayout) else \
-        _tagged(plan.dims, dtype, target)
+    dst = image_side(target, plan.dims, dtype) if isinstance(target, ImageLayout) else \
+        tagged(plan.dims, dtype, target)
     if on_memory:
         if frame.desc != MemoryDesc(shape, "u8"):
             raise ClayoutError(f"from_frame: {frame!r} is not a dense row-major u8 buffer of the "
@@ -320,8 +299,8 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
             raise ClayoutError("from_frame of a Memory: out= takes a Memory of the result; "
                                f"got {type(out).__name__}")
         if out is not None:
-            _check_out_side(out, dst, dtype, "from_frame")
-        return _memory_call("from_frame", frame, out if out is not None else dst, engine, plan)
+            check_out_side(out, dst, dtype, "from_frame")
+        return memory_call(frame, out if out is not None else dst, engine, plan)
     eng = engines.get(engine)
     shape = dst.array_shape if dst.is_image else physical_shape(dst)
     if dst.is_image:
@@ -330,68 +309,8 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
         check_host_bytes(dst.memory.span_bytes, f"from_frame output {dst.describe()}")
     else:
         host_out(out, shape, dst.dtype, arr, "from_frame")
-    return Call("from_frame", plan, dst, eng, arr, out, None, shape)
+    return FrameCall(plan, dst, eng, arr, out, shape)
 
 
-# -- the checks every door shares -----------------------------------------------------------
-def _memory_call(door: str, mem: Memory, target, engine, src=None) -> Call:
-    """A call on a Memory: ``target`` a side (a new Memory on mem's engine)
-    or a Memory to write into, on the same engine's storage."""
-    if engine is not None and engine != "auto" and engine is not mem.engine and \
-            engines.get(engine).domain != mem.engine.domain:   # 'auto': the Memory's own
-        raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
-                           f"on engine {engines.get(engine).name} (use to_numpy() or a Memory "
-                           "on that engine)")
-    out = target if isinstance(target, Memory) else None
-    if out is not None and out.engine.domain != mem.engine.domain:
-        raise ClayoutError(f"destination {out!r} and source {mem!r} are on different engines")
-    return Call(door, mem.side if src is None else src, out.side if out is not None else target,
-                mem.engine, mem, out)
-
-
-def _tagged(dims, dtype, tag) -> MemoryDesc:
-    """MemoryDesc(dims, dtype, tag=tag), the same object for the same arguments."""
-    dims = (dims,) if isinstance(dims, int) else as_ints(dims, "dims")
-    return SIDES.get(("desc", dims, dtypes.dtype(dtype), tag),
-                     lambda: MemoryDesc(dims, dtype, tag=tag))
-
-
-def _image_side(layout, dims, dtype) -> ImageDesc:
-    """ImageDesc(layout, dims, dtype), the same object for the same arguments."""
-    dims = as_ints(dims, "dims")
-    return SIDES.get(("image", layout, dims, dtypes.image_dtype(dtype)),
-                     lambda: ImageDesc(layout, dims, dtype))
-
-
-def _held(data) -> bool:
-    """True when ``data`` already has one of clayout's dtypes (any byte order)."""
-    try:
-        dtypes.of_array(np.asarray(data))
-        return True
-    except ClayoutError:
-        return False
-
-
-def _check_out_side(out: Memory, want, dtype, what: str) -> None:
-    """Refuse a destination Memory that is not the side the call asks for
-    (layout, dims and, where the call names it, dtype): a conversion writes
-    what its arguments say, never whatever the destination happens to hold."""
-    got = out.side
-    same = got.is_image == want.is_image and got.dims == want.dims and \
-        (not want.is_image or got.layout == want.layout) and \
-        (dtype is None or got.dtype == want.dtype)
-    if not same:
-        asked = want.describe() if dtype is not None else \
-            f"{want.layout.name} dims={want.dims}" if want.is_image else want.describe()
-        raise ClayoutError(f"{what}: out= holds {got.describe()} but the call asks for "
-                           f"{asked}; pass a Memory of that side, or leave out= to get a new one")
-
-
-def _no_host_out(out, what: str, where: str) -> None:
-    if out is not None:
-        raise ClayoutError(f"{what} of a Memory: out= takes a numpy array and goes with a host "
-                           f"array input; to write into a Memory pass it as {where}")
-
-
-__all__ = ["Call", "run", "parse_reorder", "parse_to_image", "parse_from_image",
-           "parse_from_frame", "host_out", "SIDES"]
+__all__ = ["Wording", "parse_reorder", "parse_to_image", "parse_from_image",
+           "parse_from_frame", "image_side", "refuse_empty", "SIDES"]

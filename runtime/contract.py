@@ -35,28 +35,18 @@ class Engine:
     in order; results 1-D of ``span`` elements) or an image array (height,
     width[, 4]). ``out``, where given, is the result's array (checked by the
     caller: its shape and dtype, C-contiguous) and is written whatever it held.
-    ``image_limits``: the (max width, max height) of the engine's 2-D images,
-    None where there is no limit; ``storage_limits`` the limits of every
-    storage (runtime.algebra.storage.Limits), None where there is none. ``domain``: where its storage lives; Memory
+    ``limits``: the bounds of every storage (runtime.algebra.storage.Limits,
+    read from the device), None where nothing is bounded: the one question
+    every limit check asks. ``domain``: where its storage lives; Memory
     objects convert together only within one domain. ``reads_views``: the
     engine reads a host source through strides (a numpy view of a plain
     tensor is then handed over as it is, with a strided desc:
     runtime.algebra.hostarray.host_input); where False, a view is first
     copied once into a contiguous array."""
     name = "engine"
-    image_limits: tuple[int, int] | None = None
-    storage_limits = None
+    limits: Limits | None = None
     domain = "host"
     reads_views = False
-
-    @property
-    def limits(self):
-        """The one question every limit check asks: the bounds of every
-        storage (runtime.algebra.storage.Limits), from ``storage_limits``, else
-        from the 2-D ``image_limits``; None where nothing is bounded."""
-        if self.storage_limits is not None:
-            return self.storage_limits
-        return None if self.image_limits is None else Limits.of(self.image_limits)
 
     # -- the one conversion -------------------------------------------------------------
     def convert(self, src, dst, data, out=None) -> np.ndarray:

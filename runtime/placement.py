@@ -22,7 +22,7 @@ while O is not); activation's image array and 3-D image, tied when both fit
 Limits are a ``runtime.algebra.storage.Limits`` (every storage's bounds), or
 a 2-D (max width, max height), from which arrays and 3-D images get the
 OpenCL 1.2 minimums (``Limits.of``): the ones given, else the engine's
-device (``storage_limits``, else ``image_limits``), else none (everything
+device (``engine.limits``), else none (everything
 fits). Each candidate is measured against its own storage's limit
 (``Limits.refusal``): an activation too wide for every 2-D image goes on an
 image array or a 3-D image when one fits (docs/storage.md).
@@ -212,7 +212,7 @@ def resolve_limits(limits=None, engine=None) -> Limits | None:
     """The limits to measure against, as a storage.Limits: ``limits`` (a
     Limits, or a 2-D (width, height) from which the other storages get the
     OpenCL 1.2 minimums: ``Limits.of``), else the engine's device
-    (``storage_limits``, else its 2-D ``image_limits``), else None (no limit)."""
+    (``engine.limits``), else None (no limit)."""
     if limits is None:
         eng = engines.get(engine)
         return eng.limits

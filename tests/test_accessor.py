@@ -93,8 +93,8 @@ def storage(eng, side, data, write=False):
     mf = cl.mem_flags
     if side.is_image:   # an image object, or the buffer of a buffer storage
         if write:
-            return images.create(eng.context, side, eng.storage_limits, mf.READ_WRITE)
-        return images.create(eng.context, side, eng.storage_limits, mf.READ_ONLY,
+            return images.create(eng.context, side, eng.limits, mf.READ_WRITE)
+        return images.create(eng.context, side, eng.limits, mf.READ_ONLY,
                              hostbuf=np.ascontiguousarray(data))
     arr = np.ascontiguousarray(data).reshape(-1)
     return cl.Buffer(eng.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=arr) \

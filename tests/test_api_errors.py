@@ -161,7 +161,7 @@ def test_bf16_image_refused():
 class LimitedEngine(CpuEngine):
     """The cpu engine with device limits, as an OpenCL engine has."""
     name = "limited"
-    image_limits = (8, 8)
+    limits = runtime.Limits.of((8, 8))
 
 
 def test_image_over_limits():

@@ -350,7 +350,9 @@ API = [  # id, call, words of the message
     ("memory-image-huge-dims", lambda: runtime.Memory.image(
         "in_out_channel", (10**6, 10**6, 1000, 1), engine="cpu"),
      ["(1000000, 1000000, 1000, 1)", "4000000000000000 bytes", "host memory limit"]),
-    ("tile-plan-huge-dims", lambda: runtime.tile_plan("in_out_channel", (10**9,) * 4, (1, 1)),
+    ("tile-plan-huge-dims",
+     lambda: runtime.tile_plan(runtime.ImageDesc(
+         runtime.image_layout("in_out_channel"), (10**9,) * 4), (1, 1)),
      ["(1000000000, 1000000000, 1000000000, 1000000000)", "tiles"]),
     ("src-offset0-1e9", lambda: reorder(np.zeros(6, np.float32),
                                         MemoryDesc((2, 3), offset0=10**9), MemoryDesc((2, 3))),

@@ -257,8 +257,8 @@ def check_images(images, manifest, onnx_path):
     assert set(images) == {e["name"] for e in manifest["tensors"]}
     for e in manifest["tensors"]:
         image, original = images[e["name"]], originals[e["name"]]
-        assert (e["width"], e["height"]) == runtime.image_layout(e["layout"]).image_shape(e["dims"])
-        assert image.shape[:2] == (e["height"], e["width"]) and e["bytes"] == image.nbytes
+        assert tuple(e["size"]) == runtime.image_layout(e["layout"]).image_shape(e["dims"])
+        assert image.shape[:2] == tuple(e["size"][::-1]) and e["bytes"] == image.nbytes
         assert dtypes.of_array(image).name == e["dtype"] == manifest["dtype"]
         logical = model.logical_weight(original, steps_of(e))
         assert logical.shape == tuple(e["dims"])
@@ -403,7 +403,7 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     # weight_width would be 2 x 300; weight_height (8 x 75) is the next fc_weight candidate,
     # as choose_layout("fc_weight", ...) says, and the manifest says why
     assert entry["role"] == "fc_weight" and entry["fallback_from"] == "weight_width"
-    assert entry["layout"] == "weight_height" and (entry["width"], entry["height"]) == (8, 75)
+    assert entry["layout"] == "weight_height" and entry["size"] == [8, 75]
     assert entry["layout"] == runtime.choose_layout("fc_weight", (300, 8, 1, 1),
                                                     limits=(128, 128)).name
     assert "rejected (over the limit): weight_width 2x300" in entry["choice"]
@@ -413,7 +413,7 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     # no filter layout fits 16x16: weight_width is split into tiles of at most 16x16 ...
     images, manifest, out = convert(tmp_path, capsys, path, "--max-image", "16,16")
     (entry,) = manifest["tensors"]
-    assert entry["layout"] == "weight_width" and (entry["width"], entry["height"]) == (2, 300)
+    assert entry["layout"] == "weight_width" and entry["size"] == [2, 300]
     assert [(t["key"], t["y0"], t["height"]) for t in entry["tiles"]][-1] == ("fc.w.tile-18-0",
                                                                                288, 12)
     assert sorted(images) == sorted(t["key"] for t in entry["tiles"])

@@ -326,11 +326,11 @@ def test_layout_rank_checked():
 def test_8192_edge():
     layout = NAMED["in_out_channel"]
     assert layout.image_shape((1, 64, 512, 512)) == (8192, 512)
-    check_fits(ImageDesc(layout, (1, 64, 512, 512)), (8192, 8192))
+    check_fits(ImageDesc(layout, (1, 64, 512, 512)), Limits.of((8192, 8192)))
     with pytest.raises(ClayoutError) as info:
-        check_fits(ImageDesc(layout, (1, 64, 512, 512)), (8191, 8192))
+        check_fits(ImageDesc(layout, (1, 64, 512, 512)), Limits.of((8191, 8192)))
     with pytest.raises(ClayoutError) as info:
-        check_fits(ImageDesc(layout, (1, 64, 512, 1024)), (8192, 8192))
+        check_fits(ImageDesc(layout, (1, 64, 512, 1024)), Limits.of((8192, 8192)))
     msg = str(info.value)
     assert "\n" not in msg
     for word in ("'in_out_channel'", "16384x512", "8192x8192", "(1, 64, 512, 1024)",
@@ -346,7 +346,7 @@ def test_nothing_fits():
                    Limits((256, 256), (256, 256, 256), 256, 65536, 1 << 20))
     with pytest.raises(ClayoutError, match=r"layouts that fit: weight_height \(27x16\), "
                        r"tvm_texture_weight \(27x16\), tinygrad_conv_weight \(36x16\)$"):
-        check_fits(ImageDesc(NAMED["conv2d_filter"], (64, 3, 3, 3)), (4096, 16))
+        check_fits(ImageDesc(NAMED["conv2d_filter"], (64, 3, 3, 3)), Limits.of((4096, 16)))
 
 
 @SETTINGS
@@ -367,10 +367,10 @@ def test_check_fits_property(case, mw, mh):
         return text if lay.storage.plain else f"{text} {lay.storage}"
     shape = TABLE[name][0](*dims)
     if fits(layout, shape):
-        check_fits(ImageDesc(layout, dims), (mw, mh))
+        check_fits(ImageDesc(layout, dims), Limits.of((mw, mh)))
         return
     with pytest.raises(ClayoutError) as info:
-        check_fits(ImageDesc(layout, dims), (mw, mh))
+        check_fits(ImageDesc(layout, dims), Limits.of((mw, mh)))
     msg = str(info.value)
     bound = "x".join(map(str, limits.bounds(layout.storage)))
     assert "x".join(map(str, shape)) in msg and bound in msg and repr(name) in msg

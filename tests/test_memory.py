@@ -124,9 +124,9 @@ def test_image_over_the_limit_refused_before_allocation(cl_engine, monkeypatch):
     import pyopencl as cl
     monkeypatch.setattr(cl, "create_image", no_alloc)
     # one column past the device's own limit (PoCL derives it from the memory it sees)
-    width = cl_engine.image_limits[0] + 1
+    width = cl_engine.limits.image2d[0] + 1
     dims = (1, 4, 3, width)
-    with pytest.raises(ClayoutError, match=str(cl_engine.image_limits[0])):
+    with pytest.raises(ClayoutError, match=str(cl_engine.limits.image2d[0])):
         Memory.image("in_out_channel", dims, "f32", cl_engine)
     with pytest.raises(ClayoutError, match="in_out_channel"):
         runtime.to_image(np.zeros(dims, np.float32), "in_out_channel", engine=cl_engine)

@@ -443,7 +443,7 @@ def test_oversize_weights_are_tiled(tmp_path, capsys, request, engine):
         whole = runtime.to_image(want, e["layout"], engine=engine)       # without a limit
         assert np.array_equal(bits(whole), bits(runtime.to_image(want, e["layout"],
                                                                  engine="reference")))
-        assert (e["width"], e["height"]) == (whole.shape[1], whole.shape[0])
+        assert e["size"] == [whole.shape[1], whole.shape[0]]
         cover = np.zeros(whole.shape[:2], np.int64)
         for t in e["tiles"]:
             assert t["key"] == f"{name}.tile-{t['row']}-{t['col']}"

@@ -328,6 +328,15 @@ def test_a_format_5_manifest_reads_with_todays_keys():
     assert new["skipped"][0] == {"name": "s", "source_shape": [], "source_dtype": "int64"}
 
 
+def test_a_format_6_image_entry_reads_as_storage_and_size():
+    old = {"format": "clayout-model/6",
+           "tensors": [{"name": "w", "layout": "conv2d_filter", "dims": [4, 3, 3, 3],
+                        "width": 9, "height": 4, "dtype": "f32"}], "skipped": []}
+    entry = upgrade(old)["tensors"][0]
+    assert entry["storage"] == "image2d" and entry["size"] == [9, 4]
+    assert "width" not in entry and "height" not in entry
+
+
 # -- TFLite: the constant operators, against LiteRT's interpreter -------------------------------
 tflite_builder = needs("tests.tflite_builder")
 TF = tflite_builder.T

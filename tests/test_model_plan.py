@@ -46,7 +46,7 @@ def same_as_the_real_run(tmp_path, path, **options):
         assert (p.name, p.role, p.layout, list(p.dims), p.dtype, p.bytes) == \
             (e["name"], e["role"], e["layout"], e["dims"], e["dtype"], e["bytes"]), p.name
         if p.kind == "image":
-            assert list(p.size) == [e["width"], e["height"]], p.name
+            assert list(p.size) == e["size"], p.name
             assert len(p.tiles) == len(e.get("tiles", ())), p.name
     assert [p.name for p in plan.skipped] == [s["name"] for s in manifest["skipped"]]
     assert [p.reason for p in plan.skipped] == [s["reason"] for s in manifest["skipped"]]
@@ -249,8 +249,7 @@ def test_an_external_data_length_that_is_not_the_tensors(tmp_path, capsys):
 # -- images the cpu engine converts ------------------------------------------------------------------
 def test_dry_run_says_which_images_the_host_converts(tmp_path, capsys, monkeypatch, default_cl_engine):
     from runtime.algebra.storage import Limits
-    with_facts(monkeypatch, default_cl_engine, image_limits=(8, 8),   # the build machine's
-               limits=Limits.of((8, 8)))
+    with_facts(monkeypatch, default_cl_engine, limits=Limits.of((8, 8)))   # the build machine's
     argv = ["model", SAMPLE, "--engine", "opencl", "--max-image", "64,64"]
     code, out, err = run(capsys, *argv, "--dry-run")
     assert code == 0, err

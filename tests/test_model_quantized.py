@@ -160,7 +160,7 @@ def test_qdq_folded(tmp_path, capsys, case):
     assert e["origin"] == "initializer -> DequantizeLinear dq"
     assert {s["name"]: s["folded_into"] for s in manifest["skipped"]} == \
         {"q": ["w"], "s": ["w"], "z": ["w"]}
-    assert manifest["quantized"] == "fold" and manifest["format"] == "clayout-model/6"
+    assert manifest["quantized"] == "fold" and manifest["format"] == "clayout-model/7"
 
 
 @pytest.mark.parametrize("case", list(QDQ_CASES))
@@ -427,8 +427,7 @@ def test_max_image_over_the_device_limit(tmp_path, capsys, monkeypatch, default_
     nodes = [helper.make_node("Conv", ["x", "big", "bias"], ["a"]),
              helper.make_node("MatMul", ["a", "fc"], ["y"])]
     path = build(tmp_path, nodes, {"big": big, "bias": bias, "fc": fc})
-    with_facts(monkeypatch, default_cl_engine, image_limits=(8, 8),   # the build machine's
-               limits=Limits.of((8, 8)))
+    with_facts(monkeypatch, default_cl_engine, limits=Limits.of((8, 8)))   # the build machine's
     assert runtime.engine.get("opencl") is default_cl_engine
     with pytest.raises(runtime.ClayoutError, match="over the device limit 8x8"):
         runtime.to_image(big, "conv2d_filter", engine=default_cl_engine)

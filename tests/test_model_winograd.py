@@ -99,7 +99,7 @@ def test_each_engine(tmp_path, capsys, engine):
     by = {e["name"]: e for e in manifest["tensors"]}
     got = {n: e["layout"] for n, e in by.items() if "transform" in e}
     assert got == want
-    assert manifest["winograd"] == engine and manifest["format"] == "clayout-model/6"
+    assert manifest["winograd"] == engine and manifest["format"] == "clayout-model/7"
     for name, layout_name in want.items():
         e, layout = by[name], image_layout(layout_name)
         assert e["transform"] == layout.transform.name
@@ -109,7 +109,7 @@ def test_each_engine(tmp_path, capsys, engine):
         want_image = runtime.to_image(CONVS[name][0], layout_name)
         assert images[name].shape == want_image.shape
         assert np.array_equal(bits(images[name]), bits(want_image)), name
-        assert [e["width"], e["height"]] == list(layout.image_shape(e["dims"]))
+        assert e["size"] == list(layout.image_shape(e["dims"])) and e["storage"] == "image2d"
     for name, e in by.items():   # every other weight as without --winograd
         if name in want:
             continue

@@ -173,10 +173,10 @@ def test_buffer_storages_are_buffers_and_attach_in_place(cl_engine):
     assert np.array_equal(bits(held.to_numpy()), bits(arr))
     img3 = ImageDesc(image_layout("tflite_texture_3d"), dims)
     from runtime.opencl import images
-    right = images.create(cl_engine.context, img3, cl_engine.storage_limits)
+    right = images.create(cl_engine.context, img3, cl_engine.limits)
     assert Memory.image("tflite_texture_3d", dims, engine=cl_engine, data=right).storage is right
     wrong = images.create(cl_engine.context, ImageDesc(image_layout("tflite_texture_array"),
-                                                        dims), cl_engine.storage_limits)
+                                                        dims), cl_engine.limits)
     with pytest.raises(ClayoutError, match="IMAGE2D_ARRAY 3x2x2 .* expected a 3x2x2 image3d"):
         Memory.image("tflite_texture_3d", dims, engine=cl_engine, data=wrong)
     with pytest.raises(ClayoutError, match="takes a cl.Buffer"):
@@ -204,7 +204,7 @@ def test_limits_are_refused_before_allocation(cl_engine, monkeypatch):
             Memory.image(name, dims, engine=eng)
         side = ImageDesc(image_layout(name), dims)
         with pytest.raises(ClayoutError, match=what):
-            images.create(eng.context, side, eng.storage_limits)
+            images.create(eng.context, side, eng.limits)
 
 
 def test_three_lanes_and_missing_formats_are_one_clear_error(cl_engine):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import runtime
 from runtime.cpu.engine import CpuEngine
-from runtime import ClayoutError, choose_layout, layout_choice, tile_plan
+from runtime import ClayoutError, ImageDesc, choose_layout, layout_choice, tile_plan
 from runtime.algebra.catalog import NAMED
 
 from conftest import run
@@ -114,7 +114,7 @@ def test_filter_ties_go_to_least_padding_then_order(dims, limits, want, why):
 
 def test_limits_come_from_the_engine():
     class Device(CpuEngine):   # an engine whose device limits its images, as OpenCL's do
-        image_limits = (2048, 4096)
+        limits = runtime.Limits.of((2048, 4096))
     assert choose_layout("activation", (4, 64, 224, 224), engine=Device()).name == "texture_2d"
     given = layout_choice("activation", (4, 64, 224, 224), limits=(4096, 4096), engine=Device())
     assert given.max_image == (4096, 4096) and given.layout.name == "in_out_channel"
@@ -156,7 +156,7 @@ def test_tile_plan_covers_the_image_row_major(name, data, max_w, max_h):
     layout = NAMED[name]
     dims = data.draw(small_dims(layout.ndims, max_volume=400))
     width, height = layout.image_shape(dims)
-    plan = tile_plan(layout, dims, (max_w, max_h))
+    plan = tile_plan(ImageDesc(layout, dims), (max_w, max_h))
     over = width > max_w or height > max_h
     assert plan.split == (over and width * height > 0)
     if not plan.split:
@@ -209,7 +209,7 @@ def check_round_trip(eng, name, dims, limits, src_dt, image_dt, seed, mode):
     x = fill(src_dt, math.prod(dims), seed, mode).reshape(dims)
     full = runtime.to_image(x, layout, dtype=image_dt, engine="reference")
     tiles = runtime.to_image(x, layout, dtype=image_dt, engine=eng, max_image=limits)
-    plan = tile_plan(layout, dims, limits)
+    plan = tile_plan(ImageDesc(layout, dims), limits)
     assert isinstance(tiles, tuple) and len(tiles) == plan.rows * plan.cols >= 2
     assert 1 <= plan.rows <= 5 and 1 <= plan.cols <= 5
     for tile in tiles:
@@ -292,7 +292,7 @@ def test_to_image_refuses_bad_max_image(max_image, message):
 
 
 def test_max_image_over_the_device_limit_is_refused(cl_engine):
-    width, height = cl_engine.image_limits
+    width, height = cl_engine.limits.image2d
     with pytest.raises(ClayoutError, match="over the device's image limit"):
         runtime.to_image(np.zeros((1, 4, 2, 2), np.float32), "in_out_channel",
                          engine=cl_engine, max_image=(width + 1, height))

@@ -99,7 +99,7 @@ def test_five_d_public_calls():
     (lambda: image_layout("tflite_buffer").index((1, 5, 2, 2), 0, y=1),
      ("takes a pixel as x, lane",)),
     (lambda: runtime.to_image(np.ones((1, 5, 3, 3), np.float32), "tflite_texture_3d",
-                              max_image=(4, 4)), ("max_image tiles 2-D images", "image3d")),
+                              max_image=(2, 2)), ("image3d", "over the device limit 2x2x")),
     (lambda: runtime.from_image(np.zeros((3, 3, 4), np.float32), "tflite_texture_3d",
                                 (1, 5, 3, 3)), ("(2, 3, 3, 4)", "depth, height, width")),
     (lambda: ImageDesc(image_layout("tflite_texture_3d"), (1, 5, 3)), ("N,C,H,W", "N,C,D,H,W")),

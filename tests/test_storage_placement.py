@@ -73,12 +73,11 @@ def test_over_every_limit_is_not_placed_and_says_why():
 
 def test_engine_storage_limits_come_first():
     class Device(runtime.cpu.engine.CpuEngine):
-        image_limits = (2048, 2048)
-        storage_limits = Limits((2048, 2048), (2048, 2048, 2048), 8, 65536)
+        limits = Limits((2048, 2048), (2048, 2048, 2048), 8, 65536)
     assert choose_layout("activation", BIG, engine=Device()).name == "tflite_texture_3d"
 
-    class TwoD(runtime.cpu.engine.CpuEngine):
-        image_limits = (2048, 2048)
+    class TwoD(runtime.cpu.engine.CpuEngine):   # the OpenCL 1.2 minimums beside 2048x2048
+        limits = Limits.of((2048, 2048))
     assert choose_layout("activation", BIG, engine=TwoD()).name == "tflite_texture_array"
 
 

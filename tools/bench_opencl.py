@@ -170,7 +170,7 @@ class _Bench:
         return lambda: cl.enqueue_copy(self.q, b, a)
 
     def new_image(self, image: ImageDesc):
-        return images.create(self.ctx, image, self.eng.image_limits)
+        return images.create(self.ctx, image, self.eng.limits)
 
     def copy_to_image_launch(self, image: ImageDesc):
         """The copy limit of an image target: a buffer of its bytes copied in."""

@@ -287,11 +287,11 @@ def own_layout(role: str) -> str:
 
 
 def fitting(kind: str, dims, limits, transform=None) -> list[ImageLayout]:
-    """Named layouts of ``kind`` whose image for ``dims`` fits ``limits``
-    (a 2-D (max width, max height) or a storage.Limits), in catalog order:
-    those that place the tensor itself, or (``transform``) those holding the
-    same transformed values."""
-    limits = Limits.of(limits)
+    """Named layouts of ``kind`` whose image for ``dims`` fits ``limits`` (a
+    storage.Limits, or None: no limit), in catalog order: those that place
+    the tensor itself, or (``transform``) those holding the same transformed
+    values."""
+    _limits_arg(limits)
     fits = []
     for row in LAYOUTS:
         if row.layout.kind == kind and row.layout.transform == transform:
@@ -305,15 +305,10 @@ def fitting(kind: str, dims, limits, transform=None) -> list[ImageLayout]:
 
 
 def check_fits(image: ImageDesc, limits) -> None:
-    """Refuse an image larger than ``limits`` (a device's 2-D image limits
-    (width, height), or its storage.Limits for every storage; None: no
-    limit), naming the storage, its size, the limit, and the layouts of the
-    same kind that would fit."""
-    try:
-        limits = Limits.of(limits)
-    except (TypeError, ValueError):
-        raise ClayoutError(f"limits {limits!r}: expected a storage.Limits or a 2-D image limit "
-                           "(max width, max height) in pixels, e.g. (16384, 16384)") from None
+    """Refuse an image larger than ``limits`` (a storage.Limits for every
+    storage, as a door converted it; None: no limit), naming the storage, its
+    size, the limit, and the layouts of the same kind that would fit."""
+    _limits_arg(limits)
     why = None if limits is None else limits.refusal(image)
     if why is None:
         return
@@ -324,6 +319,14 @@ def check_fits(image: ImageDesc, limits) -> None:
     hint = ("layouts that fit: " + ", ".join(fits)) if fits else \
         "no named layout of its kind fits these limits"
     raise ClayoutError(f"layout {layout.name!r} for dims {image.dims} {why}; {hint}")
+
+
+def _limits_arg(limits) -> None:
+    """Below the doors a limit is a Limits (runtime.algebra.tiles.as_limits
+    converts a (width, height) once, where it is given)."""
+    if limits is not None and not isinstance(limits, Limits):
+        raise TypeError(f"limits {limits!r}: a storage.Limits or None (a door converts a "
+                        "(width, height) with as_limits)")
 
 
 def _size(image: ImageDesc) -> str:

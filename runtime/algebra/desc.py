@@ -96,7 +96,8 @@ class MemoryDesc:
             object.__setattr__(self, name, value)
 
     # -- as one side of a conversion (an ImageDesc is the other kind of side) ------
-    is_image = False   # a class constant, not a field
+    is_image = False   # class constants, not fields (runtime/algebra/side.py)
+    is_frame = False
 
     @property
     def memory(self) -> "MemoryDesc":

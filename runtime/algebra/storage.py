@@ -45,7 +45,9 @@ class Storage:
       (cl_khr_image2d_from_buffer: 2-D images only);
     * ``tiles``: an image over a limit is cut into tiles of this storage;
     * ``cl_object``: its OpenCL memory object type (CL_MEM_OBJECT_...), None
-      for a plain buffer."""
+      for a plain buffer;
+    * ``bound``: the ``Limits`` attribute that gives its most pixels along
+      each coordinate (x first)."""
     name: str
     coords: tuple[str, ...]
     c_type: str
@@ -60,6 +62,7 @@ class Storage:
     views_buffer: bool = False
     tiles: bool = False
     cl_object: str | None = None
+    bound: str = "image2d"
 
     def __str__(self) -> str:
         return self.name
@@ -123,20 +126,21 @@ class Storage:
 STORAGES = {s.name: s for s in (
     Storage("image2d", ("x", "y"), "image2d_t", False,
             "image2d_max_width x image2d_max_height", "x outside W, y outside H",
-            views_buffer=True, tiles=True, cl_object="IMAGE2D"),
+            views_buffer=True, tiles=True, cl_object="IMAGE2D", bound="image2d"),
     Storage("image2d_array", ("x", "y", "z"), "image2d_array_t", False,
             "image2d_max_width x image2d_max_height x image_max_array_size",
-            "x outside W, y outside H", array=True, cl_object="IMAGE2D_ARRAY"),
+            "x outside W, y outside H", array=True, cl_object="IMAGE2D_ARRAY",
+            bound="image2d_layers"),
     Storage("image3d", ("x", "y", "z"), "image3d_t", False,
             "image3d_max_width x image3d_max_height x image3d_max_depth",
             "x outside W, y outside H, z outside D",
-            write_extension="cl_khr_3d_image_writes", cl_object="IMAGE3D"),
+            write_extension="cl_khr_3d_image_writes", cl_object="IMAGE3D", bound="image3d"),
     Storage("image_buffer", ("x",), "image1d_buffer_t", True,
             "image_max_buffer_size pixels (and max_mem_alloc_size bytes)",
             "a read at x = -1 gives 0", sampled=False, buffer_view=True,
-            cl_object="IMAGE1D_BUFFER"),
+            cl_object="IMAGE1D_BUFFER", bound="buffer_pixels"),
     Storage("buffer", ("x",), "__global", True, "max_mem_alloc_size bytes", "none",
-            image_object=False, sampled=False),
+            image_object=False, sampled=False, bound="alloc_pixels"),
 )}
 
 
@@ -198,29 +202,35 @@ class Limits:
         return cls((w, h), (min(w, MIN_IMAGE3D), min(h, MIN_IMAGE3D), MIN_IMAGE3D),
                    MIN_ARRAY_SIZE, MIN_IMAGE_BUFFER)
 
-    def bounds(self, store: Storage) -> tuple[int, ...]:
-        """The most pixels along each coordinate of ``store`` (x first)."""
-        if store.name == "image2d":
-            return self.image2d
-        if store.name == "image2d_array":
-            return self.image2d + (self.array_size,)
-        if store.name == "image3d":
-            return self.image3d
-        if store.name == "image_buffer":
-            return (self.image_buffer,)
-        # a buffer is bounded by its bytes alone (refusal): at most one pixel per 4 bytes
+    # -- the bounds a Storage names (its ``bound``), x first
+    @property
+    def image2d_layers(self) -> tuple[int, int, int]:
+        return self.image2d + (self.array_size,)
+
+    @property
+    def buffer_pixels(self) -> tuple[int]:
+        return (self.image_buffer,)
+
+    @property
+    def alloc_pixels(self) -> tuple[int]:
+        """A plain buffer is bounded by its bytes alone (``refusal``): at most
+        one pixel per 4 bytes."""
         return (self.max_alloc // 4 if self.max_alloc else 2 ** 62,)
 
+    def bounds(self, store: Storage) -> tuple[int, ...]:
+        """The most pixels along each coordinate of ``store`` (x first)."""
+        return getattr(self, store.bound)
+
     def text(self, store: Storage) -> str:
-        """The bound of ``store`` as messages write it: '8192x8192'; a buffer's
-        is the max allocation ('max allocation 1048576 bytes', or 'no
-        limit' from an engine that gave none), and an image buffer's
-        '65536 pixels, max allocation 1048576 bytes'."""
+        """The bound of ``store`` as messages write it: '8192x8192'; a plain
+        buffer's is the max allocation ('max allocation 1048576 bytes', or
+        'no limit' from an engine that gave none), and an image over a
+        buffer's '65536 pixels, max allocation 1048576 bytes'."""
         alloc = f"max allocation {self.max_alloc} bytes" if self.max_alloc else None
-        if store.name == "buffer":
+        if not store.image_object:
             return alloc or "no limit"
-        if store.name == "image_buffer":
-            return f"{self.image_buffer} pixels" + (f", {alloc}" if alloc else "")
+        if store.on_buffer:
+            return f"{self.bounds(store)[0]} pixels" + (f", {alloc}" if alloc else "")
         return "x".join(map(str, self.bounds(store)))
 
     def refusal(self, image) -> str | None:

@@ -11,7 +11,7 @@ column may be smaller; with only the height over, the tiles concatenate
 along y (axis 0), with only the width over along x (axis 1), and with both
 each band's tiles concatenate along x and the bands along y.
 
->>> plan = tile_plan("in_out_channel", (1, 17, 5, 7), (16, 4))  # image 35 x 5
+>>> plan = tile_plan(ImageDesc(image_layout("in_out_channel"), (1, 17, 5, 7)), (16, 4))  # image 35 x 5
 >>> plan.rows, plan.cols, [t.region for t in plan.tiles][:2]
 (2, 3, ['x [0, 16) y [0, 4)', 'x [16, 32) y [0, 4)'])
 
@@ -31,6 +31,7 @@ from . import dtypes
 from .catalog import image_layout
 from ..errors import ClayoutError
 from .layout import ImageDesc, ImageLayout
+from .storage import Limits
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,8 @@ class Tile:
 
 @dataclass(frozen=True)
 class TilePlan:
-    """How ``layout``'s image for ``dims`` is cut for the limit ``max_image``."""
-    layout: ImageLayout
-    dims: tuple[int, ...]
+    """How the image ``side`` is cut for the limit ``max_image``."""
+    side: ImageDesc
     image: tuple[int, int]        # (width, height) of the unlimited image
     max_image: tuple[int, int]
     rows: int
@@ -66,9 +66,17 @@ class TilePlan:
     tiles: tuple[Tile, ...]
 
     @property
+    def layout(self) -> ImageLayout:
+        return self.side.layout
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        return self.side.dims
+
+    @property
     def lanes(self) -> int:
         """Values per pixel (a single texture's: its C)."""
-        return ImageDesc(self.layout, self.dims).lanes
+        return self.side.lanes
 
     @property
     def split(self) -> bool:
@@ -115,24 +123,37 @@ MAX_TILES = 1 << 16   # more tiles than this is a mistake in the dims or the lim
 
 def image_limit(value, what: str = "max_image") -> tuple[int, int]:
     """``value`` as a (max width, max height) pair of positive pixel counts."""
+    if isinstance(value, Limits):
+        return value.image2d
     try:
         width, height = (int(v) for v in value)
     except (TypeError, ValueError):
         raise ClayoutError(f"{what} {value!r}: expected (max width, max height) in pixels, "
-                           "e.g. (16384, 16384)") from None
+                           "e.g. (16384, 16384), or a runtime.Limits") from None
     if width < 1 or height < 1:
         raise ClayoutError(f"{what} {value!r}: width and height must be at least 1")
     return width, height
 
 
-def tile_plan(layout, dims, max_image) -> TilePlan:
-    """The tiles of ``layout``'s image for ``dims`` under ``max_image`` =
-    (W, H), by the rule in this module's docstring. An image within the
-    limit (an empty one included) is one tile covering it all."""
-    layout = image_layout(layout)
-    dims = layout.logical_dims(dims)
-    limit = max_w, max_h = image_limit(max_image)
-    image = ImageDesc(layout, dims)   # its extent: (width, height, depth) on every storage
+def as_limits(value, what: str = "max_image") -> Limits | None:
+    """A door's limit argument as Limits (None stays None): a Limits, or a
+    2-D (max width, max height) from which the other storages get the
+    OpenCL minimums (storage.Limits.of). The one conversion below a door."""
+    if value is None or isinstance(value, Limits):
+        return value
+    return Limits.of(image_limit(value, what))
+
+
+def tile_plan(image: ImageDesc, limits) -> TilePlan:
+    """The tiles of ``image`` (an ImageDesc on a storage that tiles) under
+    ``limits`` (a Limits, or a 2-D (W, H) limit), by the rule in this module's
+    docstring. An image within the limit (an empty one included) is one tile
+    covering it all."""
+    if not isinstance(image, ImageDesc):
+        raise ClayoutError(f"tile_plan takes an ImageDesc (runtime.ImageDesc(layout, dims)), "
+                           f"got {type(image).__name__}")
+    layout, dims = image.layout, image.dims
+    limit = max_w, max_h = image_limit(limits)
     if not image.storage.tiles:
         raise ClayoutError(f"max_image tiles 2-D images; layout {layout.name!r} places dims "
                            f"{dims} on storage {image.storage.name} (whose own limits are "
@@ -151,7 +172,7 @@ def tile_plan(layout, dims, max_image) -> TilePlan:
     tiles = tuple(Tile(r * cols + c, r, c, c * max_w, r * max_h,
                        min(max_w, width - c * max_w), min(max_h, height - r * max_h))
                   for r in range(rows) for c in range(cols))
-    return TilePlan(layout, dims, (width, height), limit, rows, cols, tiles)
+    return TilePlan(image, (width, height), limit, rows, cols, tiles)
 
 
 _LANE_AXIS = {4: ", 4", 1: "", 0: ", C"}   # a single texture's lanes are its C
@@ -173,6 +194,7 @@ def plan_of(layout, dims, tiles) -> TilePlan:
     if first.ndim != (2 if layout.lanes == 1 else 3):
         raise ClayoutError(f"tile 0 has shape {first.shape}; layout {layout.name!r} tiles are "
                            f"(height, width{_LANE_AXIS[layout.lanes]}) arrays")
-    plan = tile_plan(layout, dims, (max(1, first.shape[1]), max(1, first.shape[0])))
+    image = ImageDesc(layout, layout.logical_dims(dims), dtypes.of_array(first))
+    plan = tile_plan(image, (max(1, first.shape[1]), max(1, first.shape[0])))
     plan.check(tiles)
     return plan

@@ -1,6 +1,7 @@
 """What the ``clayout`` command line checks before any work (runtime.cli,
-runtime.cli.commands): the dtype options of each command, the output's extension,
-and tensors with no elements headed for an image. Each failure is a
+runtime.cli.commands): the dtype options of each command and the output's
+extension (the refusal of an image with no elements is the doors', with the
+command line's wording: runtime/call.py ``Wording``). Each failure is a
 ClayoutError: one line, exit 1, nothing written."""
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import os
 
 from .. import model
 from ..algebra import dtypes
-from ..algebra.layout import ImageDesc
 from ..errors import ClayoutError
 
 PROG = "clayout"
@@ -60,21 +60,3 @@ def check_output_kind(args) -> None:
         shown = os.path.splitext(path)[1] or "no extension"
         raise ClayoutError(f"cannot write {path}: {PROG} {args.command} writes {what}, but the "
                            f"name has {shown}; give a name ending in {ext}")
-
-
-def check_not_empty(dims, layout, what: str) -> None:
-    """A tensor with a zero dim is refused on an image: OpenCL cannot create
-    an image 0 pixels wide, high or deep, nor a buffer of 0 bytes. The size
-    named is the ImageDesc's, one number per coordinate of its storage."""
-    if 0 in tuple(dims):
-        image = ImageDesc(layout, dims)
-        store = image.storage
-        size = "x".join(map(str, image.shape)) + (" pixels" if store.ndim == 1 else "")
-        names, noun = store.extent_names, "an image" if store.plain else f"an {store.name}"
-        why = (f"{noun} with a {', '.join(names[:-1])} or {names[-1]} of 0" if store.ndim > 1
-               else f"{noun} of 0 pixels" if store.image_object else "a buffer of 0 bytes")
-        if 0 not in image.shape:   # a single texture of C = 0: pixels with no channel
-            size, why = f"{size} of 0 lanes", f"an {store.name} with 0 channels"
-        raise ClayoutError(f"{what}: dims {','.join(map(str, dims))} hold no elements, and the "
-                           f"{image.layout.name} {store.noun} would be {size}: OpenCL cannot "
-                           f"create {why}; nothing written")

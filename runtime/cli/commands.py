@@ -12,23 +12,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import api, model
+from .. import model
 from .. import engine as engines
 from ..algebra import catalog, dtypes, hostarray, tiles
 from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from ..algebra.storage import image_text
-from ..call import parse_reorder, parse_to_image, run
+from ..call import Wording, image_side, parse_from_image, parse_reorder, parse_to_image
+from ..calls import ToTilesCall
 from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from ..model.manifest import accounting_line, summary, table, totals, verified_line
 from ..model.graph import printable
 from . import figure
-from .checks import check_not_empty, check_output_kind
+from .checks import check_output_kind
 from .demo import run as run_demo
-from .info import choose, layout_arg, two_d_limit
+from .info import choose, layout_arg
 from .progress import Progress
 from .where import explain
 
@@ -64,71 +65,69 @@ def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
 def cmd_to_image(args) -> int:
     check_output(args.output, [args.input])
     check_output_kind(args)
-    layout = layout_arg(args)
-    arr = numeric_input(args.input, args.dtype)
-    tag = args.src or layout.default_tag(arr.ndim if args.dims is None else len(args.dims))
-    dims = args.dims if args.dims is not None else \
-        hostarray.dims_from_shape(arr.shape, tag, hint="--dims")
-    check_not_empty(dims, layout, args.input)
-    max_image = args.max_image
-    if args.layout == "any":
-        layout, max_image, _ = choose(args, dims, args.dtype or dtypes.of_array(arr),
-                                      args.engine)
-    call = parse_to_image(arr, layout, src=tag, dtype=args.dtype, engine=args.engine,
-                          dims=dims, max_image=two_d_limit(layout, dims, max_image),
-                          hint="--dims", what=args.input)
-    if call.tiles is not None:   # the tile files are outputs too: checked before the work
+    chosen = (lambda dims, dtype: choose(args, dims, dtype, args.engine)[:2]) \
+        if args.layout == "any" else None
+    call = parse_to_image(numeric_input(args.input, args.dtype), layout_arg(args), src=args.src,
+                          dtype=args.dtype, engine=args.engine, dims=args.dims,
+                          max_image=args.max_image, wording=CLI(args.input), choose=chosen)
+    if isinstance(call, ToTilesCall):   # the tile files are outputs too: checked before the work
         for tile in call.tiles.tiles:
             check_output(tile_path(args.output, tile), [args.input])
-    image = run(call)
-    if isinstance(image, tuple):
+    image = call.apply()
+    src, img = call.src, call.dst
+    if isinstance(call, ToTilesCall):
         plan = call.tiles
         paths = save_tiles(args.output, image, plan, [args.input])
-        print(f"wrote {len(paths)} tiles of the {layout.name} image {plan.image[0]}x"
+        print(f"wrote {len(paths)} tiles of the {img.layout.name} image {plan.image[0]}x"
               f"{plan.image[1]} ({plan.rows} row(s) x {plan.cols} column(s), at most "
               f"{plan.max_image[0]}x{plan.max_image[1]} each; row-major):")
         for tile, path in zip(plan.tiles, paths):
             print(f"  {path}: {tile.region}")
         return 0
     save_npy(args.output, image, [args.input])
-    src, img = call.src, call.dst
-    print(f"wrote {args.output}: {layout.name} {image_text(img)} {img.dtype.name}, array "
-          f"{image.shape} (from {tag} {_dims_text(src.dims)} {src.dtype.name})")
+    print(f"wrote {args.output}: {img.layout.name} {image_text(img)} {img.dtype.name}, array "
+          f"{image.shape} (from {args.src or img.layout.default_tag(len(src.dims))} "
+          f"{_dims_text(src.dims)} {src.dtype.name})")
     return 0
+
+
+def CLI(path: str) -> Wording:   # noqa: N802 (a record's name, as the API's is API)
+    """The command line's wording: its input file, --dims, no empty images."""
+    return Wording(path, "--dims", empty_images=False)
 
 
 def cmd_from_image(args) -> int:
     check_output(args.output, [args.input])
     check_output_kind(args)
     layout = image_layout(args.layout)
-    check_not_empty(args.dims, layout, args.input)
-    args.max_image = two_d_limit(layout, args.dims, args.max_image)
-    image = numeric_input(args.input, args.dtype) if args.max_image is None else \
-        load_tiles(args, layout)
-    dst = args.dst or layout.default_tag(len(args.dims))   # named in the line below
-    out = api.from_image(image, layout, args.dims, dst=dst, dtype=args.dtype,
-                         engine=args.engine, check_padding=args.check_padding)
+    plan = None
+    if args.max_image is not None and layout.at(args.dims).storage.tiles:
+        plan = tiles.tile_plan(image_side(layout, args.dims), args.max_image)
+    image = load_tiles(args, plan) if plan is not None and plan.split else \
+        numeric_input(args.input, args.dtype)
+    call = parse_from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
+                            engine=args.engine, check_padding=args.check_padding,
+                            wording=CLI(args.input), tiles=plan if plan and plan.split else None)
+    if plan is None and args.max_image is not None:   # not cut: it must fit the limits
+        catalog.check_fits(call.src, tiles.as_limits(args.max_image))
+    out = call.apply()
     save_npy(args.output, out, [args.input])
-    print(f"wrote {args.output}: {dst} {_dims_text(args.dims)} "
+    dst = args.dst or layout.default_tag(len(call.dst.dims))   # the tag as the user gave it
+    print(f"wrote {args.output}: {dst} {_dims_text(call.dst.dims)} "
           f"{dtypes.of_array(out).name}, array {out.shape} (from {layout.name} image)")
     return 0
 
 
-def load_tiles(args, layout):
-    """The image or the tuple of tiles to-image --max-image wrote for IN.npy."""
-    plan = tiles.tile_plan(layout, args.dims, args.max_image)
-    if not plan.split:
-        return load_npy(args.input)
+def load_tiles(args, plan):
+    """The tuple of tiles to-image --max-image wrote for IN.npy under ``plan``."""
     paths = [tile_path(args.input, t) for t in plan.tiles]
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
-        raise ClayoutError(f"the {layout.name} image {plan.image[0]}x{plan.image[1]} over "
+        raise ClayoutError(f"the {plan.layout.name} image {plan.image[0]}x{plan.image[1]} over "
                            f"--max-image {plan.max_image[0]},{plan.max_image[1]} comes as "
                            f"{len(paths)} tiles {paths[0]} .. {paths[-1]}; missing: "
                            + ", ".join(missing))
-    arrays = tuple(load_npy(p) for p in paths)
-    plan.check(arrays)
-    return arrays
+    return tuple(load_npy(p) for p in paths)
 
 
 def cmd_reorder(args) -> int:
@@ -139,7 +138,7 @@ def cmd_reorder(args) -> int:
         hostarray.dims_from_shape(arr.shape, args.src, hint="--dims")
     src = MemoryDesc(dims, dtypes.of_array(arr), tag=args.src)
     dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
-    out = run(parse_reorder(arr, src, dst, engine=args.engine, what=args.input))
+    out = parse_reorder(arr, src, dst, engine=args.engine, wording=CLI(args.input)).apply()
     out = out.reshape(hostarray.physical_shape(dst))
     save_npy(args.output, out, [args.input])
     print(f"wrote {args.output}: {args.dst} {dst.dtype.name} of dims {_dims_text(dst.dims)} "
@@ -195,9 +194,9 @@ def _model_notes(plan, manifest, engine, done=True) -> None:
     --winograd that took no filter."""
     on_host = manifest["host_converted"]
     if on_host:
-        limits = engine.image_limits or ("?", "?")
+        limits = "x".join(map(str, engine.limits.image2d)) if engine.limits else "?x?"
         print(f"note: {len(on_host)} image(s) over the {manifest['engine']} device's "
-              f"{limits[0]}x{limits[1]} limit (--max-image {manifest['max_image'][0]},"
+              f"{limits} limit (--max-image {manifest['max_image'][0]},"
               f"{manifest['max_image'][1]} is the target's) "
               + ("were converted" if done else "would be converted") + " on the host by "
               "the cpu engine, with the same bits: "

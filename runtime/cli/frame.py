@@ -33,7 +33,7 @@ from ..algebra.frame import DTYPES, frame_target
 from ..algebra.frame_formats import FORMATS, frame_format
 from ..algebra.layout import ImageDesc
 from ..algebra.storage import image_text
-from ..call import parse_from_frame, run
+from ..call import Wording, parse_from_frame
 from ..errors import ClayoutError
 from ..fileio import check_output, load_npy, refuse_special, save_npy
 from ..limits import check_host_bytes
@@ -342,12 +342,13 @@ def cmd_frame(args) -> int:
                                     fit=args.fit, fill=args.fill, resize=args.resize,
                                     mean=args.mean, std=args.std, order=args.order, yuv=args.yuv,
                                     dtype=args.dtype, antialias=args.antialias,
-                                    scale=args.scale, engine=args.engine, what=args.input)
+                                    scale=args.scale, engine=args.engine,
+                                    wording=Wording(args.input))
     except ClayoutError as exc:
         raise as_options(exc, args.input) from None
     for text in dict.fromkeys(str(as_options(w.message)) for w in caught if worth_a_note(w)):
         note(text)
-    out = run(call)
+    out = call.apply()
     save_npy(args.output, out, [args.input])
     plan, dst = call.src, call.dst
     dims = "x".join(map(str, plan.dims))

@@ -56,17 +56,6 @@ def choose(args, dims, dtype, engine=None):
     return choice.layout, tile_limit, choice
 
 
-def two_d_limit(layout, dims, max_image):
-    """--max-image for ``layout``: a 2-D image is split into tiles by it; an
-    array, 3-D image or buffer is not split but must fit the limits it
-    implies (runtime.algebra.storage.Limits.of), else one error naming the
-    layouts that would."""
-    if max_image is None or layout.at(dims).storage.tiles:
-        return max_image
-    catalog.check_fits(ImageDesc(layout, dims), max_image)
-    return None
-
-
 def cmd_info(args) -> int:
     if args.peer is not None and args.layout is None:
         if args.dims is not None or args.role is not None or args.max_image is not None:
@@ -89,7 +78,7 @@ def cmd_info(args) -> int:
     # planned before the first line is printed: a failure prints only its error
     plan = None
     if args.max_image is not None and store.tiles:
-        plan = tiles.tile_plan(layout, dims, args.max_image)
+        plan = tiles.tile_plan(image, args.max_image)
     slots = math.prod(image.shape) * image.lanes
     count = int(np.prod(image.placed))   # a Winograd image holds U's elements
     print(f"layout    {layout.name} ({layout.kind}: {layout.dims_text})")

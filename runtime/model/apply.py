@@ -74,7 +74,7 @@ choice, and its ``choice`` says so. Kept integer weights are never Winograd.
 ``verify`` reads a Winograd image back with ``from_image`` and checks it
 against the weight within ``transform.inverse_bound`` (not bit for bit).
 
-An image over the engine's device limit (``engine.image_limits``; ``max_image``
+An image over the engine's device limit (``engine.limits``; ``max_image``
 describes the target device, which may allow more) is converted on the host by
 the cpu engine, with the same bits, and listed in the manifest's
 ``host_converted``.

@@ -7,8 +7,11 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   the weight does: filter, depthwise, fc_weight, argument), ``layout`` (its
   role's own layout, or another after a ``--max-image`` fallback, which also
   sets ``fallback_from``), ``choice`` (why that layout: runtime.placement's reason,
-  with the size of every candidate it rejected), logical ``dims``, image
-  ``width``/``height``, ``dtype``, ``bytes``, the source tensor's
+  with the size of every candidate it rejected), logical ``dims``, the
+  image's ``storage`` and ``size`` (one number per coordinate of that
+  storage, x first: [width, height] for a 2-D image, [width, height,
+  depth] for an array or a 3-D image, [pixels] for the buffer storages;
+  format 6 and before wrote ``width``/``height``), ``dtype``, ``bytes``, the source tensor's
   ``source_shape``/``source_dtype`` (as the model file stores it, ONNX or
   TFLite; format 5 and before called them ``onnx_shape``/``onnx_dtype``, which
   :func:`upgrade` reads) and ``source_layout``
@@ -19,7 +22,7 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   ``dims``, ``reason``, and the ``role`` it would have had on an image (null for
   a weight no image layout takes). A tiled
   entry (an image over ``--max-image`` in every layout of its kind) is an image
-  entry whose ``width``/``height`` are the whole image's, with ``tiles``: one
+  entry whose ``size`` is the whole image's, with ``tiles``: one
   ``{key, row, col, x0, y0, width, height}`` per tile in row-major order, each stored as its own tensor under ``key``
   (``NAME.tile-R-C``) and covering pixels x in [x0, x0 + width), y in [y0, y0
   + height) of the whole image (the rule of :mod:`runtime.algebra.tiles`).
@@ -33,7 +36,7 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   ``layout`` is the Winograd layout, ``dims`` the filter's logical ones).
 * ``skipped``: every other constant, with ``consumer`` and ``reason`` (a
   constant stored as a weight's parameter is not listed again).
-* top level: ``format`` (``clayout-model/6``), ``source``, ``source_format``
+* top level: ``format`` (``clayout-model/7``), ``source``, ``source_format``
   (``onnx`` or ``tflite``), ``dtype`` (of float
   images), ``quantized`` (fold or keep), ``max_image``, ``engine`` and
   ``host_converted`` (the images over that engine's device limit, converted
@@ -56,6 +59,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ..algebra.catalog import image_layout
+from ..algebra.storage import size_text, storage
 from ..algebra.tiles import plan_of
 from ..errors import ClayoutError
 from .graph import printable
@@ -67,9 +72,10 @@ from .weights import COMPUTE_OPS
 # that read and write the file, so that the manifest's printing works without it.
 
 MANIFEST_KEY = "clayout"
-FORMAT = "clayout-model/6"   # 3: tiles, choice; 4: quantized, host_converted, role = the role;
+FORMAT = "clayout-model/7"   # 3: tiles, choice; 4: quantized, host_converted, role = the role;
 #                              5: source_format (onnx, tflite), source_layout;
-#                              6: source_shape, source_dtype, source_name (were onnx_*)
+#                              6: source_shape, source_dtype, source_name (were onnx_*);
+#                              7: storage, size (a number per coordinate; was width, height)
 PLAIN = "abcdefghijkl"
 
 
@@ -105,9 +111,9 @@ def image_entry(p) -> dict:
     says why that layout (runtime.placement's reason), ``fallback_from`` the
     role's own layout when another was chosen; ``width``/``height`` are the
     whole image's, ``bytes`` the tiles' together."""
-    width, height = p.size
+    store = image_layout(p.layout).at(p.dims).storage
     entry = {"name": p.name, "role": p.role, "layout": p.layout, "dims": list(p.dims),
-             "width": width, "height": height, "dtype": p.dtype, "bytes": p.bytes,
+             "storage": store.name, "size": list(p.size), "dtype": p.dtype, "bytes": p.bytes,
              **_common(p)}
     if p.fallback_from:
         entry["fallback_from"] = p.fallback_from
@@ -146,7 +152,7 @@ def stored_image(tensors: dict, entry: dict):
     ranges = [[t.row, t.col, t.x0, t.y0, t.width, t.height] for t in plan.tiles]
     listed = [[t[k] for k in ("row", "col", "x0", "y0", "width", "height")]
               for t in entry["tiles"]]
-    if listed != ranges or list(plan.image) != [entry["width"], entry["height"]]:
+    if listed != ranges or list(plan.image) != entry["size"]:
         raise ClayoutError(f"tensor {name!r}: the manifest's tiles do not match the tile plan "
                            f"of its {len(arrays)} stored tiles (runtime.algebra.tiles)")
     return arrays
@@ -180,11 +186,16 @@ def upgrade(manifest: dict) -> dict:
     """A manifest of an earlier format with today's keys: an entry's
     ``onnx_shape`` / ``onnx_dtype`` / ``onnx_name`` (format 5 and before,
     filled for TFLite models too) read as ``source_shape`` /
-    ``source_dtype`` / ``source_name``."""
+    ``source_dtype`` / ``source_name``; an image entry's ``width`` /
+    ``height`` (format 6 and before, 2-D images only) as ``storage``
+    image2d and ``size`` [width, height]."""
     for entry in list(manifest.get("tensors", ())) + list(manifest.get("skipped", ())):
         for old, new in OLD_KEYS.items():
             if old in entry and new not in entry:
                 entry[new] = entry.pop(old)
+        if "width" in entry and "size" not in entry:
+            entry["storage"] = "image2d"
+            entry["size"] = [entry.pop("width"), entry.pop("height")]
     return manifest
 
 
@@ -200,8 +211,8 @@ def table(manifest: dict, names_per_reason: int = 3) -> str:
         else:
             layout = e["layout"] + (f" (not {e['fallback_from']}: too big)"
                                     if "fallback_from" in e else "")
-            image = f"{e['width']}x{e['height']}" + (f" in {len(e['tiles'])} tiles"
-                                                     if "tiles" in e else "")
+            image = size_text(e["size"], storage(e["storage"])) + (
+                f" in {len(e['tiles'])} tiles" if "tiles" in e else "")
         rows.append((printable(e["name"]), e["role"] or "-", layout, ",".join(map(str, e["dims"])),
                      image, e["dtype"], str(e["bytes"])))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]

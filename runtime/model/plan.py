@@ -36,7 +36,7 @@ from .. import placement
 from ..algebra import catalog, dtypes
 from ..algebra.catalog import image_layout
 from ..algebra.layout import ImageDesc
-from ..algebra.tiles import Tile, tile_plan
+from ..algebra.tiles import Tile, as_limits, tile_plan
 from ..errors import ClayoutError
 from .accounting import Accounting, account
 from .integer_weights import attach_parameters
@@ -75,6 +75,9 @@ class Options:
             raise ClayoutError(f"--quantized {self.quantized!r}; allowed: "
                                f"{', '.join(QUANTIZED_FORMS)}")
         object.__setattr__(self, "max_image", tuple(self.max_image))
+        object.__setattr__(self, "limits", as_limits(self.max_image, "--max-image"))
+
+    limits = None   # the target's Limits from max_image (set once, in __post_init__)
 
 
 @dataclass(frozen=True)
@@ -174,13 +177,13 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
     dt = dtypes.dtype(options.dtype or float_dtype(weights))
     uses = {c.name: c.uses for c in constants}
     by_name = {c.name: c for c in constants}
-    max_image, winograd = options.max_image, options.winograd
+    max_image, limits, winograd = options.max_image, options.limits, options.winograd
     images, buffers, splits, qualified = [], [], {}, 0
     for w in weights:
         wino = winograd_layout(w, uses.get(w.name, ()), layouts)
         if wino is not None:
             qualified += 1
-            within, size = fits(wino, w.dims, max_image)
+            within, size = fits(wino, w.dims, limits)
             if within:
                 why = (f"--winograd {winograd}: a {w.dims[2]}x{w.dims[3]} Conv filter with "
                        f"strides 1, dilations 1 and group 1 goes in {wino.name} (U = G·g·Gᵀ "
@@ -188,14 +191,15 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
                 images.append((w, wino, "", why))
                 continue
         if w.role is not None:
-            layout, fallback, why = _choose_layout(w, max_image)
+            layout, fallback, why = _choose_layout(w, limits, max_image)
             if wino is not None:   # the Winograd image is too large: the usual choice, said so
                 why = (f"--winograd {winograd}: {wino.name} needs a {size} image, over "
                        f"--max-image {max_image[0]},{max_image[1]}; so as without --winograd: "
                        + why)
             if layout is None and options.tiles:   # the role's own layout, cut to fit
                 own = catalog.own_layout(w.role)
-                layout, splits[w.name] = image_layout(own), tile_plan(own, w.dims, max_image)
+                layout = image_layout(own)
+                splits[w.name] = tile_plan(ImageDesc(layout, w.dims), limits)
             if layout is None:
                 buffers.append((w, why))
             else:
@@ -205,8 +209,7 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
     if buffers and not options.keep_buffers:
         raise _unplaced_error(buffers)
     _check_keys(path, [w for w, *_ in images + buffers], splits, constants)
-    limits = eng.image_limits
-    placements = [_image(w, layout, fallback, why, splits.get(w.name), dt, limits)
+    placements = [_image(w, layout, fallback, why, splits.get(w.name), dt, eng.limits)
                   for w, layout, fallback, why in images]
     placements += [_buffer(w, why, dt) for w, why in buffers]
     names = {p.name for p in placements}
@@ -232,11 +235,12 @@ def _needed_elsewhere(w: Weight, by_name: dict) -> bool:
             and c.array.size > 0)
 
 
-def _choose_layout(w: Weight, max_image) -> tuple:
+def _choose_layout(w: Weight, limits, max_image) -> tuple:
     """(layout, the role it fell back from or "", why): what
-    ``placement.layout_choice`` chooses for the weight under ``max_image``;
-    layout None when no candidate fits."""
-    choice = placement.layout_choice(w.role, w.dims, limits=max_image)
+    ``placement.layout_choice`` chooses for the weight under ``limits`` (the
+    Limits of ``max_image``, --max-image as given); layout None when no
+    candidate fits."""
+    choice = placement.layout_choice(w.role, w.dims, limits=limits)
     own = catalog.own_layout(w.role)
     if not choice.fits:
         width, height = choice.chosen.size
@@ -251,12 +255,13 @@ def _image(w: Weight, layout, fallback: str, why: str, split, dt, limits) -> Pla
     ``split``), the array the engine returns holds exactly these."""
     image = ImageDesc(layout, w.dims, w.store_dtype or dt.name)
     size = layout.image_shape(w.dims)
-    if split is not None:
+    if split is not None:   # its tiles: each no larger than the cut's limit
         nbytes = sum(math.prod(split.shape(t)) for t in split.tiles) * image.dtype.itemsize
-        largest = split.max_image
+        on_host = limits is not None and any(
+            m > b for m, b in zip(split.max_image, limits.image2d))
     else:
-        nbytes, largest = image.nbytes, size
-    on_host = limits is not None and (largest[0] > limits[0] or largest[1] > limits[1])
+        nbytes = image.nbytes
+        on_host = limits is not None and limits.refusal(image) is not None
     return Placement(w, layout.name, image.dtype.name, tuple(size), nbytes, why,
                      fallback_from=fallback,
                      transform=layout.transform.name if layout.transform and split is None

@@ -112,10 +112,11 @@ def winograd_note(weights, uses, winograd: str, layouts) -> str:
             "as without --winograd")
 
 
-def fits(layout: ImageLayout, dims, max_image) -> tuple[bool, str]:
-    """(whether the image of ``dims`` in ``layout`` is within ``max_image``, its size)."""
+def fits(layout: ImageLayout, dims, limits) -> tuple[bool, str]:
+    """(whether the image of ``dims`` in ``layout`` is within ``limits``'
+    2-D bound, its size)."""
     width, height = layout.image_shape(dims)
-    return width <= max_image[0] and height <= max_image[1], f"{width}x{height}"
+    return width <= limits.image2d[0] and height <= limits.image2d[1], f"{width}x{height}"
 
 
 def winograd_ok(image, entry: dict, original: np.ndarray, engine=None) -> bool:

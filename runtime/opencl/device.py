@@ -111,7 +111,7 @@ def device_list():
     return found, "" if found else "no OpenCL device found"
 
 
-def storage_limits(dev: cl.Device) -> Limits:
+def read_limits(dev: cl.Device) -> Limits:
     """The device's limits for every storage (runtime.algebra.storage)."""
     def get(name, default=0):
         try:
@@ -199,7 +199,6 @@ class Device:
     in_order: bool
     image_support: bool
     limits: Limits
-    image_limits: tuple[int, int]
     max_alloc: int
     global_memory: int
     local_memory: int
@@ -221,8 +220,7 @@ class Device:
                         & cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE)
         return cls(context, queue, dev, dev.name.strip(), dev.platform.name.strip(), kind,
                    kind == "cpu" or bool(_info(dev, "host_unified_memory", False)), in_order,
-                   bool(dev.image_support), storage_limits(dev),
-                   (int(_info(dev, "image2d_max_width")), int(_info(dev, "image2d_max_height"))),
+                   bool(dev.image_support), read_limits(dev),
                    int(dev.max_mem_alloc_size), int(_info(dev, "global_mem_size")),
                    int(_info(dev, "local_mem_size")),
                    _info(dev, "local_mem_type", 0) == cl.device_local_mem_type.LOCAL,

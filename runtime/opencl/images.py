@@ -12,7 +12,7 @@ device memory and how kernels and copies reach it, in one place.
   format the device does not list (PoCL has no CL_RG) is refused the same
   way (``unsupported``);
 * the object (``create``), refused first when over the device's limits
-  (``check_fits`` with the engine's ``storage_limits``, naming the storage,
+  (``check_fits`` with the engine's ``limits``, naming the storage,
   its size and the limit): a ``cl.Image`` of type image2d, image2d_array
   (its layers are z) or image3d; for the buffer storages (``buffer``,
   ``image_buffer``) a ``cl.Buffer`` holding the image's dense desc, which
@@ -38,7 +38,7 @@ from ..algebra import dtypes
 from ..algebra.catalog import check_fits
 from ..cache import LRU
 from ..errors import ClayoutError
-from .device import storage_limits
+from .device import read_limits
 from ..algebra.dtypes_c import c_type
 
 ORDERS = {1: "R", 2: "RG", 4: "RGBA"}
@@ -226,7 +226,7 @@ def buffer_view(buffer: cl.Buffer, image) -> cl.Image:
     if views is not None and key in views:
         return views[key]
     dev = buffer.context.devices[0]
-    limits = storage_limits(dev)
+    limits = read_limits(dev)
     what = f"an image1d_buffer_t view of {image.describe()}"
     if not dev.image_support or limits.image_buffer == 0:
         raise ClayoutError(f"{what}: {dev.name.strip()} has no image buffers "

@@ -104,7 +104,7 @@ class MovePlan:
     @property
     def frame(self) -> bool:
         """Whether the source is a camera frame (its kernel takes the taps buffer)."""
-        return bool(getattr(self.src, "is_frame", False))
+        return bool(self.src.is_frame)
 
     @property
     def image_object(self) -> bool:
@@ -165,11 +165,11 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
             access_of(image, device)
         rule = (device.options.specialize_bytes, device.options.specialize_after)
         through = dense or access != "direct"
-        frame = getattr(src, "is_frame", False)
+        frame = src.is_frame
         after = bake_after((src.plain if frame else src.memory, dst.memory), rule)
         tiled, family_why = family_of(device)
         kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0, tiled=tiled)
         return MovePlan(src, dst, image, access, why, host_path(device), aliased, through,
                         tiled, family_why, [kernel, after if after else None])
-    source = ("frame", src) if getattr(src, "is_frame", False) else side_key(src)
+    source = ("frame", src) if src.is_frame else side_key(src)
     return PLANS.get((device.key, source, side_key(dst), aliased, dense), make)

@@ -148,7 +148,7 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     settings). ``tiled``: the tiled family where the move transposes
     (runtime/opencl/launch.py; the device's choice: runtime/opencl/moves.py),
     else the direct one."""
-    if getattr(src, "is_frame", False):
+    if src.is_frame:
         return frame_kernel(src, dst, staged, bool(bake))
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))

@@ -1,0 +1,125 @@
+"""The calls a door builds: one frozen class per kind of conversion, each
+with its own ``apply()``.
+
+runtime/call.py parses a door's arguments into one of these (the sides
+checked, the engine resolved, the input as the engine takes it, ``out``
+checked, the tiles planned); ``apply()`` converts and returns the result.
+Nothing here checks or re-derives: a call is what its door decided.
+
+* ``ReorderCall``: a host buffer into another buffer layout;
+* ``ToImageCall`` / ``ToTilesCall``: a host buffer onto an image, whole
+  (rows widened to a pitch where asked) or cut into tiles;
+* ``FromImageCall`` / ``FromTilesCall``: a host image, whole or as tiles,
+  back into a buffer;
+* ``FrameCall``: a host frame sampled onto a buffer or an image;
+* ``MemoryCall``: any of these on a ``Memory`` (the engine's storage), its
+  result a Memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import memory
+from .algebra.side import Side
+from .algebra.tiles import TilePlan
+from .contract import Engine
+from .hostside import pitched
+from .memory import Memory
+
+
+@dataclass(frozen=True)
+class HostCall:
+    """A call on host arrays: ``src`` and ``dst`` (the sides), the
+    ``engine``, ``data`` (the input as the engine takes it: a buffer's 1-D
+    physical array, an image array, a frame), ``out`` (a checked host
+    array or None) and ``shape`` (the result's host shape, or None for the
+    engine's own)."""
+    src: Side
+    dst: Side
+    engine: Engine
+    data: object
+    out: object = None
+    shape: tuple[int, ...] | None = None
+
+    def _result(self, result):
+        if self.out is not None:
+            return self.out
+        return result if self.shape is None else result.reshape(self.shape)
+
+
+class ReorderCall(HostCall):
+    def apply(self):
+        return self._result(self.engine.convert(self.src, self.dst, self.data, self.out))
+
+
+@dataclass(frozen=True)
+class ToImageCall(HostCall):
+    """``pitch``: the result's rows are this many pixels long (None: the
+    image's own width; runtime/hostside.py)."""
+    pitch: int | None = None
+
+    def apply(self):
+        if self.pitch is not None:   # the image, then its rows widened
+            return pitched(self.engine.convert(self.src, self.dst, self.data), self.pitch,
+                           self.out)
+        return self._result(self.engine.convert(self.src, self.dst, self.data, self.out))
+
+
+class FromImageCall(HostCall):
+    def apply(self):
+        out = None if self.out is None else self.out.reshape(-1)
+        return self._result(self.engine.convert(self.src, self.dst, self.data, out))
+
+
+@dataclass(frozen=True)
+class ToTilesCall(HostCall):
+    """``tiles``: the cut of the image over the limit; the result is the
+    tuple of tiles, row-major."""
+    tiles: TilePlan | None = None
+
+    def apply(self):
+        return self.engine.to_tiles(self.src, self.dst, self.data, self.tiles)
+
+
+@dataclass(frozen=True)
+class FromTilesCall(HostCall):
+    """``data``: the tuple of tiles ``tiles`` plans."""
+    tiles: TilePlan | None = None
+
+    def apply(self):
+        return self._result(self.engine.from_tiles(self.src, self.data, self.tiles, self.dst))
+
+
+class FrameCall(HostCall):
+    """``src``: the FramePlan; ``data``: the frame's u8 array."""
+    def apply(self):
+        out = self.out.reshape(-1) if self.out is not None and not self.dst.is_image \
+            else self.out
+        return self._result(self.engine.from_frame(self.src, self.dst, self.data, out))
+
+
+@dataclass(frozen=True)
+class MemoryCall:
+    """A call on a Memory: ``data`` the source Memory, ``src`` its side (a
+    FramePlan for a frame), ``dst`` the destination's side and ``out`` the
+    Memory to write into (None: a new one on the source's engine)."""
+    src: Side
+    dst: Side
+    data: Memory
+    out: Memory | None = None
+
+    @property
+    def engine(self) -> Engine:
+        return self.data.engine
+
+    def apply(self) -> Memory:
+        target = self.out if self.out is not None else self.dst
+        if self.src.is_frame:
+            return memory.from_frame(self.src, self.data, target)
+        return memory.convert(self.data, target)
+
+
+Call = HostCall | MemoryCall
+
+__all__ = ["Call", "HostCall", "ReorderCall", "ToImageCall", "FromImageCall", "ToTilesCall",
+           "FromTilesCall", "FrameCall", "MemoryCall"]

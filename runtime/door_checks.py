@@ -1,0 +1,103 @@
+"""What every door checks and builds alike (runtime/call.py parses each
+door with these): the sides of a host call, one object per (dims, dtype,
+tag) or (layout, dims, dtype); a call on a Memory; a destination Memory
+checked against the side asked; and the command line's refusal of an
+image with no elements.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine as engines
+from .algebra import dtypes
+from .algebra.checks import as_ints
+from .algebra.desc import MemoryDesc
+from .algebra.layout import ImageDesc
+from .cache import LRU
+from .calls import MemoryCall
+from .errors import ClayoutError
+from .memory import Memory
+
+# The two sides of a call on host arrays, one object per (dims, dtype, tag) or
+# (layout, dims, dtype): a frame converted call after call builds no desc and
+# re-derives none of a desc's numbers (1x3x224x224 to_image: 120 -> 60 us a call).
+SIDES = LRU("host call sides", "CLAYOUT_SIDES_CACHE", 1024)
+
+
+def memory_call(mem: Memory, target, engine, src=None) -> MemoryCall:
+    """A call on a Memory: ``target`` a side (a new Memory on mem's engine)
+    or a Memory to write into, on the same engine's storage."""
+    if engine is not None and engine != "auto" and engine is not mem.engine and \
+            engines.get(engine).domain != mem.engine.domain:   # 'auto': the Memory's own
+        raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
+                           f"on engine {engines.get(engine).name} (use to_numpy() or a Memory "
+                           "on that engine)")
+    out = target if isinstance(target, Memory) else None
+    if out is not None and out.engine.domain != mem.engine.domain:
+        raise ClayoutError(f"destination {out!r} and source {mem!r} are on different engines")
+    return MemoryCall(mem.side if src is None else src,
+                      out.side if out is not None else target, mem, out)
+
+
+def tagged(dims, dtype, tag) -> MemoryDesc:
+    """MemoryDesc(dims, dtype, tag=tag), the same object for the same arguments."""
+    dims = (dims,) if isinstance(dims, int) else as_ints(dims, "dims")
+    return SIDES.get(("desc", dims, dtypes.dtype(dtype), tag),
+                     lambda: MemoryDesc(dims, dtype, tag=tag))
+
+
+def image_side(layout, dims, dtype="f32") -> ImageDesc:
+    """ImageDesc(layout, dims, dtype), the same object for the same arguments:
+    every image side a door builds comes from here."""
+    dims = as_ints(dims, "dims")
+    return SIDES.get(("image", layout, dims, dtypes.image_dtype(dtype)),
+                     lambda: ImageDesc(layout, dims, dtype))
+
+
+def held(data) -> bool:
+    """True when ``data`` already has one of clayout's dtypes (any byte order)."""
+    try:
+        dtypes.of_array(np.asarray(data))
+        return True
+    except ClayoutError:
+        return False
+
+
+def check_out_side(out: Memory, want, dtype, what: str) -> None:
+    """Refuse a destination Memory that is not the side the call asks for
+    (layout, dims and, where the call names it, dtype): a conversion writes
+    what its arguments say, never whatever the destination happens to hold."""
+    got = out.side
+    same = got.is_image == want.is_image and got.dims == want.dims and \
+        (not want.is_image or got.layout == want.layout) and \
+        (dtype is None or got.dtype == want.dtype)
+    if not same:
+        asked = want.describe() if dtype is not None else \
+            f"{want.layout.name} dims={want.dims}" if want.is_image else want.describe()
+        raise ClayoutError(f"{what}: out= holds {got.describe()} but the call asks for "
+                           f"{asked}; pass a Memory of that side, or leave out= to get a new one")
+
+
+def no_host_out(out, what: str, where: str) -> None:
+    if out is not None:
+        raise ClayoutError(f"{what} of a Memory: out= takes a numpy array and goes with a host "
+                           f"array input; to write into a Memory pass it as {where}")
+
+
+def refuse_empty(image: ImageDesc, what: str) -> None:
+    """Refuse a tensor with a zero dim headed for an image (the command
+    line's rule: OpenCL cannot create an image 0 pixels wide, high or deep,
+    nor a buffer of 0 bytes). The size named is the image's, one number per
+    coordinate of its storage."""
+    if 0 not in image.dims:
+        return
+    store = image.storage
+    size = "x".join(map(str, image.shape)) + (" pixels" if store.ndim == 1 else "")
+    names, noun = store.extent_names, "an image" if store.plain else f"an {store.name}"
+    why = (f"{noun} with a {', '.join(names[:-1])} or {names[-1]} of 0" if store.ndim > 1
+           else f"{noun} of 0 pixels" if store.image_object else "a buffer of 0 bytes")
+    if 0 not in image.shape:   # a single texture of C = 0: pixels with no channel
+        size, why = f"{size} of 0 lanes", f"an {store.name} with 0 channels"
+    raise ClayoutError(f"{what}: dims {','.join(map(str, image.dims))} hold no elements, and "
+                       f"the {image.layout.name} {store.noun} would be {size}: OpenCL cannot "
+                       f"create {why}; nothing written")
