@@ -38,6 +38,13 @@ from hypothesis import HealthCheck, settings
 from implementations import implementations
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+# the suite's import path for a test file run as a script (a child of its own): the
+# repository, and tests/ (conftest, strategies, ...; the folders of test files are
+# packages there: ``from opencl.test_accessor import ...``)
+# (run with PYTHONSAFEPATH: the script's own folder, whose conftest is not the suite's,
+# is not put first on the path)
+SUITE_PATH = os.pathsep.join(map(str, [ROOT, TESTS]))
 
 # -- tiers ----------------------------------------------------------------------------------
 PROFILES = {"dev": 30, "ci": 50, "thorough": 120}   # hypothesis max_examples of each
@@ -219,8 +226,8 @@ def child_dir(name: str) -> Path:
 def start_child(key, argv, env=None, cwd=None, timeout: float = 300) -> None:
     """Queue ``argv`` (unless ``key`` already is) for the background runner,
     its output into files that ``child_result(key)`` reads: for a test whose
-    check runs in child processes of its own (tests/test_caches.py,
-    tests/test_imports.py, tests/test_opencl_kernels.py). A child's PoCL
+    check runs in child processes of its own (tests/cross/test_caches.py,
+    tests/cross/test_imports.py, tests/opencl/test_opencl_kernels.py). A child's PoCL
     kernel cache is the children's own (unless ``env`` names one): PoCL's
     on-disk cache is not safe for two processes building the same kernels
     at once (pocl/pocl#430, #1480; a build in the suite crashed in PoCL
@@ -457,7 +464,7 @@ def run_under_oclgrind(script: str, tmp_path: Path, cwd: Path) -> subprocess.Com
     (tmp_path / "oclgrind.icd").write_text(f"{OCLGRIND_ICD}\n")
     log = tmp_path / "oclgrind.log"
     env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path), OCLGRIND_DATA_RACES="1",
-               OCLGRIND_LOG=str(log), PYTHONPATH=str(ROOT))
+               OCLGRIND_LOG=str(log), PYTHONPATH=SUITE_PATH, PYTHONSAFEPATH="1")
     env.pop("PYOPENCL_CTX", None)
     env.pop("PYOPENCL_TEST", None)
     proc = subprocess.run([sys.executable, script, "child"], env=env, cwd=cwd,
@@ -567,28 +574,3 @@ def ppocr():
     return {"det": paths["ch_PP-OCRv4_det_infer.onnx"],
             "rec": paths["ch_PP-OCRv4_rec_infer.onnx"]}
 
-
-MEDIAPIPE_WHEEL = ("mediapipe", "0.10.14")
-MEDIAPIPE_MODELS = {   # file name: its path inside the wheel
-    "face_detection_short_range.tflite":
-        "mediapipe/modules/face_detection/face_detection_short_range.tflite",
-    "face_detection_full_range_sparse.tflite":
-        "mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
-    "selfie_segmentation.tflite":
-        "mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
-    "hand_landmark_lite.tflite": "mediapipe/modules/hand_landmark/hand_landmark_lite.tflite",
-    "face_landmark.tflite": "mediapipe/modules/face_landmark/face_landmark.tflite",
-}
-
-
-@pytest.fixture(scope="session")
-def mediapipe_models():
-    """{file name: path} of MediaPipe's .tflite models, from the pinned PyPI
-    wheel of mediapipe 0.10.14 (fetched once; the package is never installed
-    or imported): float16 weights behind DEQUANTIZE, sparse ones behind
-    DENSIFY (the full-range face detector), PRELU (face landmarks), FULLY_CONNECTED
-    (hand landmarks) and the custom op Convolution2DTransposeBias (selfie segmentation)."""
-    from runtime.cli.demo import fetch_from_wheel
-    name, version = MEDIAPIPE_WHEEL
-    return fetched(f"MediaPipe's models ({name}=={version})",
-                   lambda cache: fetch_from_wheel(cache, name, version, MEDIAPIPE_MODELS))

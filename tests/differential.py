@@ -20,7 +20,7 @@ image access a signalling f16 NaN comes back quiet (docs/engines.md), so a
 case with an f16 image has its f16 inputs' signalling NaNs made quiet.
 
 Run as a script it prints one JSON line per case (so a crash still names the
-case it was in) and is what tests/test_differential.py runs in a child::
+case it was in) and is what tests/cross/test_differential.py runs in a child::
 
     python tests/differential.py --seed 7 --count 60
     python tests/differential.py --seed 7 --case 12     # one case, to reproduce it

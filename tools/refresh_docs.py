@@ -3,7 +3,7 @@
 
 Each block lists ``$ clayout ...`` (or ``$ python -c '...'`` set-up) lines
 followed by what they print and, when not 0, ``[exit N]``. This script runs
-every command exactly as tests/test_docs.py does (in one fresh folder per
+every command exactly as tests/cross/test_docs.py does (in one fresh folder per
 document, COLUMNS=80) and writes the real output back, so that a changed
 message is one command away from a green docs test:
 

@@ -4,7 +4,7 @@ the tensor types, and the field slots of the tables it decodes.
 
 A table's fields are numbered by their order in the schema (slot 0, 1, ...;
 a generated accessor's ``Offset(4 + 2 * slot)``). These are facts, checked
-against the generated code of the ``tflite`` package by tests/test_tflite_file.py.
+against the generated code of the ``tflite`` package by tests/model/test_tflite_file.py.
 
 Example::
 
