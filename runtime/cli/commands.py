@@ -24,7 +24,7 @@ from ..calls import ToTilesCall
 from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from ..model.manifest import accounting_line, summary, table, totals, verified_line
+from ..model.report import accounting_line, summary, table, totals, verified_line
 from ..model.graph import printable
 from . import figure
 from .checks import check_output_kind

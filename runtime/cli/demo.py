@@ -32,7 +32,7 @@ from ..algebra.tiles import plan_of
 from ..api import to_image
 from ..engine import choose_engine
 from ..errors import ClayoutError
-from ..model import manifest as mf
+from ..model import manifest as mf, report
 
 SAMPLE = "data/sample_cnn.onnx"
 PPOCR_WHEEL = ("rapidocr-onnxruntime", "1.4.4")
@@ -126,14 +126,14 @@ def _convert_and_check(path: str, out: str, engine, show_rows: int | None) -> bo
           f"{engine.name} --keep-buffers --verify")
     manifest, verified = model.convert_file(path, out, "f32", model.MAX_IMAGE, engine,
                                             keep_buffers=True, verify_all=True)
-    lines = mf.table(manifest).splitlines()
+    lines = report.table(manifest).splitlines()
     if show_rows is not None and len(lines) > show_rows + 4:
         lines = lines[:show_rows] + [f"... ({len(manifest['tensors'])} images in all)"] + \
             [ln for ln in lines if ln.startswith("skipped ")]
     print("\n".join(lines))
-    print(mf.accounting_line(manifest))
-    print(mf.summary(manifest, out))
-    print(mf.verified_line(manifest, verified))
+    print(report.accounting_line(manifest))
+    print(report.summary(manifest, out))
+    print(report.verified_line(manifest, verified))
     results = check(out, path, engine)
     bad = [(n, same, ref) for n, same, ref in results if not (same and ref)]
     if show_rows is None:

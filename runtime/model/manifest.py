@@ -60,13 +60,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..algebra.catalog import image_layout
-from ..algebra.storage import size_text, storage
 from ..algebra.tiles import plan_of
 from ..errors import ClayoutError
 from .graph import printable
 from .accounting import FATES as ACCOUNTED
 from .tensor import parse_steps
-from .weights import COMPUTE_OPS
 
 # safetensors (the optional model extra) is imported inside the two functions
 # that read and write the file, so that the manifest's printing works without it.
@@ -199,96 +197,6 @@ def upgrade(manifest: dict) -> dict:
     return manifest
 
 
-# -- printing --------------------------------------------------------------------------------
-def table(manifest: dict, names_per_reason: int = 3) -> str:
-    """The stored tensors as a text table; skipped tensors after it, one line
-    per reason with the first few names (the manifest lists them all)."""
-    head = ("name", "role", "layout", "dims", "image", "dtype", "bytes")
-    rows = [head]
-    for e in manifest["tensors"]:
-        if e["layout"] == "buffer":
-            layout, image = f"buffer {e['tag']}", "-"
-        else:
-            layout = e["layout"] + (f" (not {e['fallback_from']}: too big)"
-                                    if "fallback_from" in e else "")
-            image = size_text(e["size"], storage(e["storage"])) + (
-                f" in {len(e['tiles'])} tiles" if "tiles" in e else "")
-        rows.append((printable(e["name"]), e["role"] or "-", layout, ",".join(map(str, e["dims"])),
-                     image, e["dtype"], str(e["bytes"])))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i == 6 else c.ljust(w) for i, (c, w) in
-                       enumerate(zip(r, widths))).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    groups: dict[str, list[dict]] = {}
-    for s in manifest["skipped"]:
-        groups.setdefault(s["reason"], []).append(s)
-    for reason, group in groups.items():
-        shown = ", ".join(_skipped_name(s) for s in group[:names_per_reason])
-        more = f", ... ({len(group)} in all)" if len(group) > names_per_reason else ""
-        lines.append(f"skipped {shown}{more}: {printable(reason)}")
-    return "\n".join(lines)
-
-
-def _skipped_name(s: dict) -> str:
-    shape = ",".join(map(str, s["source_shape"])) or "scalar"
-    return (f"{printable(s['name'])} ({s['source_dtype']} [{shape}], "
-            f"{printable(s['consumer']) or 'unused'})")
-
-
-def by_op(manifest: dict) -> dict[str, list[int]]:
-    """{op kind: [placed on images, kept as buffers, skipped]} of the constants
-    each kind of op reads (by each one's ``consumer``; a quantized weight's
-    parameters, folded steps and unused constants are left out). The compute
-    ops (runtime.model.weights.COMPUTE_OPS) come first, then the others, each in
-    order of appearance."""
-    counts: dict[str, list[int]] = {}
-    for column, entries in ((0, manifest["tensors"]), (2, manifest["skipped"])):
-        for e in entries:
-            op = (e.get("consumer") or "").split(" ")[0]
-            if not op or op == "(folded)" or e.get("param_of"):
-                continue
-            counts.setdefault(op, [0, 0, 0])[1 if e.get("layout") == "buffer" else column] += 1
-    return dict(sorted(counts.items(), key=lambda kv: kv[0] not in COMPUTE_OPS))
-
-
-def summary(manifest: dict, output: str) -> str:
-    """One line: what was written, and its :func:`totals`."""
-    return f"wrote {printable(output)}: {totals(manifest)}"
-
-
-def totals(manifest: dict) -> str:
-    """What the manifest stores, counted, and per op kind what became of the
-    constants it reads (placed/buffers/skipped): the summary line's words
-    after 'wrote OUT:', which ``--dry-run`` prints too."""
-    images = [e for e in manifest["tensors"] if e["layout"] != "buffer"]
-    buffers = len(manifest["tensors"]) - len(images)
-    total = sum(e["bytes"] for e in manifest["tensors"])
-    kinds = ", ".join(sorted({e["dtype"] for e in manifest["tensors"]},
-                             key=lambda d: (d != manifest["dtype"], d)))
-    tiled = [e for e in images if "tiles" in e]
-    notes = [f"{len(tiled)} in {sum(len(e['tiles']) for e in tiled)} tiles"] if tiled else []
-    winograd = sum("transform" in e for e in images)
-    if winograd:
-        notes.append(f"{winograd} Winograd")
-    split = f" ({', '.join(notes)})" if notes else ""
-    ops = ", ".join(f"{op} {'/'.join(map(str, n))}"
-                    for op, n in by_op(manifest).items())
-    return (f"{len(images)} images{split}, {buffers} buffers "
-            f"({total} bytes of {kinds or manifest['dtype']}), {len(manifest['skipped'])} "
-            f"skipped; by op (placed/buffers/skipped): {ops or 'none'}; "
-            f"manifest in metadata key {MANIFEST_KEY!r}; engine {manifest['engine']}")
-
-
-def accounting_line(manifest: dict) -> str:
-    """The accounting's line (runtime.model.accounting), from the manifest."""
-    a = manifest.get("accounting")
-    if not a:
-        return ""
-    parts = ", ".join(f"{a[fate]} {fate}" for fate in ACCOUNTED if a[fate] or fate != "empty")
-    return (f"accounted for: {a['float_elements']} float elements in {a['float_constants']} "
-            f"constants = {parts}")
-
-
 def accounting_problems(manifest: dict) -> list[str]:
     """What is wrong with a manifest's accounting (``--verify``): its totals
     must add up to the graph's float elements, each constant's fate must be
@@ -347,28 +255,3 @@ def read_manifest(path) -> tuple[dict, dict]:
         return read_bytes(data)
     except ClayoutError as exc:
         raise ClayoutError(f"{path}: {exc}") from None
-
-
-def verified_line(manifest: dict, verified: int) -> str:
-    """What --verify compared: the ONNX weights, for quantized ones the rule or
-    q, and Winograd images within their transform's bound."""
-    winograd = sum("transform" in e for e in manifest["tensors"])
-    tensors = [e for e in manifest["tensors"] if "transform" not in e]
-    folded, kept, params = (sum(key in e for e in tensors)
-                            for key in ("dequantized", "quantization", "param_of"))
-    exact = verified - winograd
-    fmt = {"tflite": "TFLite"}.get(manifest.get("source_format"), "ONNX")
-    dequantize = "DEQUANTIZE" if fmt == "TFLite" else "DequantizeLinear"
-    parts = [(exact - folded - kept - params, f"to their {fmt} weights"),
-             (folded, f"to (q - zero_point) * scale of their {dequantize}"),
-             (kept, "to their integers q"),
-             (params, "scales and zero points to their " + (
-                 "TFLite quantization parameters" if fmt == "TFLite" else "ONNX constants"))]
-    shown = ", ".join(f"{count} {what}" for count, what in parts if count)
-    if winograd:   # Winograd images read back within a bound, the others bit for bit
-        return (f"verified {verified} tensors: {winograd} Winograd filter image(s) read back "
-                "to their weights within their transform's inverse_bound"
-                + (f"; bit for bit: {shown}" if exact else ""))
-    if not folded + kept + params:
-        return f"verified {verified} tensors: each reads back to its {fmt} weight bit for bit"
-    return f"verified {verified} tensors, bit for bit: {shown}"

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from . import front_ends, manifest as mf
+from . import front_ends, manifest as mf, report
 from .. import engine as engines
 from .. import placement
 from ..algebra import catalog, dtypes
@@ -353,9 +353,5 @@ def plan_table(plan: ModelPlan) -> str:
                 if p.on_host else ""
         rows.append((printable(p.name), p.role or "-", layout, ",".join(map(str, p.dims)), image,
                      p.dtype, str(p.bytes), why))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(c.rjust(w) if i == 6 else c.ljust(w) for i, (c, w) in
-                       enumerate(zip(r, widths))).rstrip() for r in rows]
     # the reasons are sentences, not a column to line up: underline the header only
-    lines.insert(1, "  ".join("-" * w for w in widths[:-1] + [len(head[-1])]))
-    return "\n".join(lines)
+    return "\n".join(report.aligned(rows, free_last=True))

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from runtime import model
-from runtime.model.manifest import read_manifest, totals
+from runtime.model.manifest import read_manifest
+from runtime.model.report import totals
 
 from conftest import needs  # noqa: E402
 onnx = needs("onnx")
@@ -312,3 +313,24 @@ def test_winograd_note_names_strides_and_dilations(tmp_path, capsys):
     (note,) = _notes(out)
     assert "square 3x3 or 5x5 kernel" in note
     assert "'w': strides 2,2 (Conv down input 1); 'v': dilations 2,2 (Conv wide input 1)" in note
+
+
+def test_long_names_are_cut_to_the_terminal_not_in_the_manifest(monkeypatch):
+    """A fused name (TFLite's 'model/block_3/conv2d;model/block_3/bn;...')
+    is cut in its middle to the width the table has ($COLUMNS, or the
+    terminal's); a file or a pipe gets it whole, and the manifest keeps it."""
+    from runtime.model.report import aligned, table
+    name = "model/backbone/block_12/depthwise_conv2d;model/backbone/block_12/bn/FusedBatchNorm"
+    manifest = {"tensors": [{"name": name, "role": "depthwise", "layout": "dw_conv2d_filter",
+                             "dims": [1, 96, 3, 3], "storage": "image2d", "size": [27, 24],
+                             "dtype": "f16", "bytes": 5184}], "skipped": []}
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = table(manifest).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    shown = lines[2].split("  ")[0]
+    assert "…" in shown and name.startswith(shown.split("…")[0])
+    assert name.endswith(shown.split("…")[1]) and manifest["tensors"][0]["name"] == name
+    monkeypatch.delenv("COLUMNS")   # not a terminal (pytest captures stdout): names whole
+    assert name in table(manifest)
+    rows = [("name", "b", "reason"), ("x" * 50, "1", "a long sentence " * 5)]
+    assert len(aligned(rows, free_last=True, width=40)[2].split("  ")[0]) == 40 - 1 - 2
