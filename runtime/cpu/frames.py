@@ -1,6 +1,7 @@
 """The cpu engine's compiled frames: a camera frame's colour, sample and
 normalize stages (docs/frames.md) in the compiled library
-(templates/cpu_frame.c.mako, built with the moves by runtime/cpu/native.py).
+(templates/cpu_frame.c after the #defines of cpu_frame.c.mako, built with the
+moves by runtime/cpu/native.py).
 
 The C reads the frame's numbers and both axes' tables from the one float32
 array ``runtime.algebra.frame_taps.tables(plan)`` (the array the OpenCL

@@ -137,8 +137,9 @@ def families() -> tuple[Family, ...]:
 
 def render() -> str:
     """The library's C: what every family shares (templates/cpu_common.c, plain C),
-    the moves (templates/cpu_move.c.mako), then the frames (templates/cpu_frame.c.mako)
-    and read_output's rows (templates/cpu_output.c.mako), which use the moves'
+    the moves (templates/cpu_move.c.mako), then the frames (the #defines of
+    templates/cpu_frame.c.mako, then templates/cpu_frame.c, plain C) and
+    read_output's rows (templates/cpu_output.c.mako), which use the moves'
     conversions."""
     moves = sources.template("cpu_move.c.mako").render(
         families=families(), helpers=sources.helpers(), box=c_struct("clayout_box"),
@@ -146,7 +147,8 @@ def render() -> str:
     frames = sources.template("cpu_frame.c.mako").render(
         words=WORD, spec={name: i for i, name in enumerate(FRAME_SPEC)})
     outputs = sources.template("cpu_output.c.mako").render(dtypes=OUTPUT_DTYPES)
-    return "\n".join((sources.text("cpu_common.c"), moves, frames, outputs))
+    return "\n".join((sources.text("cpu_common.c"), moves, frames, sources.text("cpu_frame.c"),
+                      outputs))
 
 
 def choice() -> str:

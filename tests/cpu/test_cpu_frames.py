@@ -1,4 +1,4 @@
-"""The cpu engine's compiled frames (runtime/cpu/frames.py, templates/cpu_frame.c.mako).
+"""The cpu engine's compiled frames (runtime/cpu/frames.py, templates/cpu_frame.c).
 
 The C must give the numpy path's bits (runtime.algebra.frame_sample.sample,
 itself the OpenCL kernel's bits) on every format x resize method x fit x
