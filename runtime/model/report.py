@@ -5,7 +5,6 @@ accounting's and --verify's lines.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 
@@ -16,7 +15,7 @@ from .manifest import MANIFEST_KEY
 from .weights import COMPUTE_OPS
 
 
-def table(manifest: dict, names_per_reason: int = 3) -> str:
+def table(manifest: dict, names_per_reason: int = 3, width: int | None = None) -> str:
     """The stored tensors as a text table; skipped tensors after it, one line
     per reason with the first few names (the manifest lists them all)."""
     head = ("name", "role", "layout", "dims", "image", "dtype", "bytes")
@@ -31,7 +30,7 @@ def table(manifest: dict, names_per_reason: int = 3) -> str:
                 f" in {len(e['tiles'])} tiles" if "tiles" in e else "")
         rows.append((printable(e["name"]), e["role"] or "-", layout, ",".join(map(str, e["dims"])),
                      image, e["dtype"], str(e["bytes"])))
-    lines = aligned(rows)
+    lines = aligned(rows, width=width)
     groups: dict[str, list[dict]] = {}
     for s in manifest["skipped"]:
         groups.setdefault(s["reason"], []).append(s)
@@ -46,13 +45,14 @@ def aligned(rows, free_last: bool = False, width: int | None = None) -> list[str
     """``rows`` (the header first) as lines of aligned columns, the header
     underlined and column 6 (bytes) right-aligned; a ``free_last`` column is
     a sentence, left to run on. Names (the first column) longer than the
-    line has room for are cut in the middle ('model/bac…/conv1.weight'): to
-    ``width``, else $COLUMNS, else the terminal's width where the output is
-    one (a file or a pipe gets every name whole; the manifest always has them)."""
+    line has room for are cut in the middle ('model/bac…/conv1.weight'), to
+    no fewer than 32 characters: to ``width``, else the terminal's where the
+    output is one ($COLUMNS, else its size; a file or a pipe gets every name
+    whole, and the manifest always has them)."""
     width = width or terminal_width()
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     fixed = widths[1:-1] if free_last else widths[1:]
-    room = None if width is None else max(12, width - sum(fixed) - 2 * len(fixed))
+    room = None if width is None else max(32, width - sum(fixed) - 2 * len(fixed))
     if room is not None and widths[0] > room:
         rows = [(_cut(r[0], room),) + tuple(r[1:]) for r in rows]
         widths[0] = room
@@ -64,10 +64,10 @@ def aligned(rows, free_last: bool = False, width: int | None = None) -> list[str
 
 
 def terminal_width() -> int | None:
-    """$COLUMNS, else the terminal's width where stdout is one, else None."""
-    if os.environ.get("COLUMNS", "").isdigit():
-        return int(os.environ["COLUMNS"])
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    """The terminal's width where stdout is one ($COLUMNS, else its size),
+    else None: output to a file or a pipe is never cut."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    return shutil.get_terminal_size().columns if isatty and isatty() else None
 
 
 def _cut(name: str, room: int) -> str:

@@ -317,20 +317,29 @@ def test_winograd_note_names_strides_and_dilations(tmp_path, capsys):
 
 def test_long_names_are_cut_to_the_terminal_not_in_the_manifest(monkeypatch):
     """A fused name (TFLite's 'model/block_3/conv2d;model/block_3/bn;...')
-    is cut in its middle to the width the table has ($COLUMNS, or the
-    terminal's); a file or a pipe gets it whole, and the manifest keeps it."""
-    from runtime.model.report import aligned, table
+    is cut in its middle to the width the table has on a terminal ($COLUMNS,
+    or its size); a file or a pipe gets it whole, and the manifest keeps it."""
+    import io
+    import sys
+    from runtime.model.report import aligned, table, terminal_width
     name = "model/backbone/block_12/depthwise_conv2d;model/backbone/block_12/bn/FusedBatchNorm"
     manifest = {"tensors": [{"name": name, "role": "depthwise", "layout": "dw_conv2d_filter",
                              "dims": [1, 96, 3, 3], "storage": "image2d", "size": [27, 24],
                              "dtype": "f16", "bytes": 5184}], "skipped": []}
-    monkeypatch.setenv("COLUMNS", "80")
-    lines = table(manifest).splitlines()
-    assert all(len(line) <= 80 for line in lines), lines
+    lines = table(manifest, width=100).splitlines()
+    assert all(len(line) <= 100 for line in lines), lines
     shown = lines[2].split("  ")[0]
     assert "…" in shown and name.startswith(shown.split("…")[0])
     assert name.endswith(shown.split("…")[1]) and manifest["tensors"][0]["name"] == name
-    monkeypatch.delenv("COLUMNS")   # not a terminal (pytest captures stdout): names whole
-    assert name in table(manifest)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setattr(sys, "stdout", Terminal())
+    assert terminal_width() == 100 and table(manifest) == "\n".join(lines)
+    monkeypatch.setattr(sys, "stdout", io.StringIO())   # a file or a pipe: names whole
+    assert terminal_width() is None and name in table(manifest)
     rows = [("name", "b", "reason"), ("x" * 50, "1", "a long sentence " * 5)]
     assert len(aligned(rows, free_last=True, width=40)[2].split("  ")[0]) == 40 - 1 - 2
+    assert len(aligned(rows, free_last=True, width=20)[2].split("  ")[0]) == 32   # the least
