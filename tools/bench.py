@@ -13,14 +13,13 @@ alone). The OpenCL part is added by tools/bench_opencl.py when an OpenCL
 device exists, followed by the public
 call on host arrays (``out=``) with the engine's in-place path
 (``host_in_place=True``: USE_HOST_PTR and a map) and without it (copies to
-and from device buffers), against the same copy limit (``host_in_place_rows``).
+and from device buffers), against the same copy limit (tools/bench_host.py).
 
 Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes).
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import numpy as np
@@ -29,37 +28,18 @@ import bench_frame
 import bench_model
 import bench_output
 import bench_onednn
-from bench_call import busy, geomean, public_call, timed_in_turn
+import bench_host
+from bench_call import CASES, SIZES, busy, dst_desc, geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
-from runtime import ClayoutError, ImageDesc, image_layout
+from runtime import image_layout
 from runtime.cpu import engine as cpu
 from runtime.cpu import geometry
 from runtime.engine import opencl_available
 
-SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
-         "C17": (1, 17, 224, 224), "C3": (1, 3, 224, 224),
-         "C17x512": (1, 17, 512, 512), "C3x512": (1, 3, 512, 512),
-         "tiny": (2, 5, 7, 9), "tiny64": (2, 64, 3, 5)}  # smoke tests of the bench itself
 # the cpu engine's two paths against oneDNN's reorder (plain tags) and the copy limit
 PEER_CASES = (("nchw", "nhwc"), ("nchw", "nChw16c"), ("nhwc", "nchw"), ("nChw16c", "nchw"))
 IMAGE_CASES = (("nchw", "in_out_channel"), ("nhwc", "in_out_channel"),
                ("oihw", "conv2d_filter"))
-CASES = (  # (name, src tag, dst tag or image layout)
-    ("NHWC->NCHW", "nhwc", "nchw"),
-    ("NCHW->NHWC", "nchw", "nhwc"),
-    ("NCHW->nChw16c", "nchw", "nChw16c"),
-    ("NHWC->in_out_channel", "nhwc", "image:in_out_channel"),
-    ("NCHW->in_out_channel", "nchw", "image:in_out_channel"),
-    ("OIHW->conv2d_filter", "oihw", "image:conv2d_filter"),
-)
-
-
-def dst_desc(dst: str, dims, dtype="f32") -> MemoryDesc:
-    if dst.startswith("image:"):
-        return ImageDesc(image_layout(dst[6:]), dims, dtype).desc
-    return MemoryDesc(dims, dtype, tag=dst)
-
-
 def timeit(fn, repeat: int, inner: int) -> float:
     """Median over ``repeat`` rounds of the mean of ``inner`` calls, in ms."""
     return timed_in_turn({0: fn}, repeat, inner)[0]
@@ -211,117 +191,6 @@ def geomean_pct(rows, col: str, base: str, size: str) -> float:
     return 100 * geomean(r[base] / r[col] for r in rows if r["size"] == size and col in r)
 
 
-def host_in_place_rows(sizes, repeat: int, report=print, engine=None) -> list[dict]:
-    """Each case at each size (the filter: tools/bench_opencl.py's filter of
-    that size, which fits a device image) as the public call on host arrays
-    with ``out=``, against the host round-trip floors measured in the same
-    run, on engines sharing one queue:
-
-    * ``in place``: ``host_in_place=True`` (USE_HOST_PTR over the caller's
-      arrays, a map to read: what a device that shares host memory does);
-    * ``pageable``: ``host_in_place=False`` from and into plain numpy
-      arrays (leased device buffers, the driver's copies);
-    * ``pinned``: the same from and into ``runtime.empty_pinned`` arrays;
-    * ``staging``: ``host_in_place=False`` with CLAYOUT_OPENCL_HOST_PATH=staging
-      (a pageable array through a leased pinned one).
-
-    The floors: the source's bytes to the device and the destination's
-    bytes back, by the driver's copy from and into pinned arrays (the bus's
-    limit) and from and into pageable ones; and the device's own copy of
-    the destination's bytes (clEnqueueCopyBuffer, or ...ToImage). Rounds in
-    turn, medians of ``repeat`` after the warm-up that bakes a shape's
-    program. Columns: ms, and the call against the floor it should meet."""
-    import pyopencl as cl   # only with a device
-    from runtime import empty_pinned
-    from runtime.opencl import images
-    from runtime.opencl.engine import OpenCLEngine, default
-    from runtime.opencl.plan import specialize_after
-    queue = (engine or default()).queue
-    engines = {"in place": OpenCLEngine(queue=queue, host_in_place=True),
-               "pageable": OpenCLEngine(queue=queue, host_in_place=False)}
-    old = os.environ.get("CLAYOUT_OPENCL_HOST_PATH")
-    os.environ["CLAYOUT_OPENCL_HOST_PATH"] = "staging"
-    try:
-        engines["staging"] = OpenCLEngine(queue=queue, host_in_place=False)
-    finally:
-        if old is None:
-            del os.environ["CLAYOUT_OPENCL_HOST_PATH"]
-        else:
-            os.environ["CLAYOUT_OPENCL_HOST_PATH"] = old
-    discrete = engines["pageable"]
-    report(f"device: {discrete.device.describe()}")
-    report("| case | size | MB | device copy ms | pinned floor ms | pageable floor ms | "
-           "in place ms | pageable ms | / pageable floor | pinned ms | / pinned floor | "
-           "staging ms |")
-    report("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    rows = []
-    for size in sizes:
-        for name, src_tag, dst in CASES:
-            dims = SIZES[size]
-            if src_tag == "oihw":   # a filter of this size, as tools/bench_opencl.py times it
-                c, h = dims[1], dims[2]
-                dims = (c * 8 if c >= 64 else c, 256 if h <= 224 else 512, 3, 3)
-            src = MemoryDesc(dims, tag=src_tag)
-            dstd = dst_desc(dst, dims)
-            image = ImageDesc(image_layout(dst[6:]), dims) if dst.startswith("image:") else None
-            x = np.random.default_rng(0).standard_normal(src.span).astype(np.float32)
-            target = image or dstd
-            calls = {k: public_call(x, src, target, e) for k, e in engines.items()}
-            pinned_x = empty_pinned(x.shape, np.float32, engine=discrete)
-            pinned_x[...] = x
-            calls["pinned"] = public_call(pinned_x, src, target, discrete,
-                                          empty=lambda shape, dt: empty_pinned(
-                                              shape, dt, engine=discrete))
-            a = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, dstd.size)
-            if image is None:
-                into = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, dstd.size)
-                where = {}
-            else:
-                try:
-                    into = images.create(queue.context, image, discrete.limits)
-                except ClayoutError as exc:   # tiled, not one copy: no limit to compare with
-                    report(f"| {name} | {'x'.join(map(str, dims))} | skipped: {exc} |")
-                    continue
-                where = {"offset": 0, "origin": images.origin(image),
-                         "region": images.region(image)}
-            up = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, x.nbytes)
-            down = cl.Buffer(queue.context, cl.mem_flags.READ_WRITE, dstd.size)
-            host_in, host_out = x, np.empty(dstd.span, np.float32)
-            pin_in = empty_pinned(x.shape, np.float32, engine=discrete)
-            pin_out = empty_pinned((dstd.span,), np.float32, engine=discrete)
-
-            def limit(a=a, into=into, where=where):
-                cl.enqueue_copy(queue, into, a, **where)
-                queue.finish()
-
-            def floor(h_in, h_out):
-                def run():
-                    cl.enqueue_copy(queue, up, h_in, is_blocking=False)
-                    cl.enqueue_copy(queue, h_out, down, is_blocking=True)
-                return run
-            ms = timed_in_turn({"limit": limit, "pinned floor": floor(pin_in, pin_out),
-                                "pageable floor": floor(host_in, host_out), **calls},
-                               repeat, warm=specialize_after() + 3)
-            got = [np.asarray(calls[k]()).copy() for k in ("in place", "pageable", "pinned",
-                                                           "staging")]
-            assert all(np.array_equal(g, got[0]) for g in got), \
-                f"the host paths disagree on {name}"
-            row = {"size": size, "case": name, "bytes": dstd.size, **ms}
-            rows.append(row)
-            report(f"| {name} | {'x'.join(map(str, dims))} | {dstd.size / 1e6:.1f} | "
-                   f"{ms['limit']:.2f} | {ms['pinned floor']:.2f} | {ms['pageable floor']:.2f} | "
-                   f"{ms['in place']:.2f} | {ms['pageable']:.2f} | "
-                   f"{ms['pageable'] / ms['pageable floor']:.2f} | {ms['pinned']:.2f} | "
-                   f"{ms['pinned'] / ms['pinned floor']:.2f} | {ms['staging']:.2f} |")
-        at = [r for r in rows if r["size"] == size]
-        if at:
-            report(f"geomean {size}: pageable {geomean(r['pageable'] / r['pageable floor'] for r in at):.2f}"
-                   f"x its floor, pinned {geomean(r['pinned'] / r['pinned floor'] for r in at):.2f}"
-                   f"x its floor, in place {geomean(r['in place'] / r['limit'] for r in at):.2f}"
-                   "x the device copy")
-    return rows
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="clayout bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="224,512,C17,C3",
@@ -368,7 +237,7 @@ def main(argv=None) -> int:
         if not opencl_available():
             print("OpenCL: no device with image support; nothing to measure")
             return 0
-        host_in_place_rows(sizes, repeat)
+        bench_host.host_in_place_rows(sizes, repeat)
         return 0
     if args.paths:
         chosen = args.sizes.split(",") if "--sizes" in (argv or sys.argv) else \
@@ -399,7 +268,7 @@ def main(argv=None) -> int:
                   "copied through pooled device memory (host_in_place=False) from pageable, "
                   "pinned (runtime.empty_pinned) and staged arrays, against the floors of the "
                   "same bytes' round trip")
-            host_in_place_rows(sizes, repeat)
+            bench_host.host_in_place_rows(sizes, repeat)
     if sizes != ["tiny"]:   # the smoke size is for the bench itself, not for timing frames
         print()
         frames()

@@ -1,7 +1,8 @@
-"""What the two benchmarks (the cpu rows of tools/bench.py and
-tools/bench_opencl.py) share: the public call they time on a host array, the
-timer that takes several calls' rounds in turn, and the geometric mean. A
-module of its own below both, so that neither benchmark imports the other.
+"""What the benchmarks (the cpu rows of tools/bench.py, tools/bench_opencl.py,
+tools/bench_host.py) share: the sizes and cases they time, the public call
+they time on a host array, the timer that takes several calls' rounds in
+turn, and the geometric mean. A module of its own below them all, so that no
+benchmark imports another.
 """
 from __future__ import annotations
 
@@ -11,9 +12,29 @@ import time
 
 import numpy as np
 
-from runtime import api
+from runtime import ImageDesc, api, image_layout
 from runtime.algebra import hostarray
 from runtime.algebra.desc import MemoryDesc
+
+SIZES = {"224": (1, 64, 224, 224), "512": (1, 64, 512, 512),
+         "C17": (1, 17, 224, 224), "C3": (1, 3, 224, 224),
+         "C17x512": (1, 17, 512, 512), "C3x512": (1, 3, 512, 512),
+         "tiny": (2, 5, 7, 9), "tiny64": (2, 64, 3, 5)}  # smoke tests of the bench itself
+CASES = (  # (name, src tag, dst tag or image layout)
+    ("NHWC->NCHW", "nhwc", "nchw"),
+    ("NCHW->NHWC", "nchw", "nhwc"),
+    ("NCHW->nChw16c", "nchw", "nChw16c"),
+    ("NHWC->in_out_channel", "nhwc", "image:in_out_channel"),
+    ("NCHW->in_out_channel", "nchw", "image:in_out_channel"),
+    ("OIHW->conv2d_filter", "oihw", "image:conv2d_filter"),
+)
+
+
+def dst_desc(dst: str, dims, dtype="f32") -> MemoryDesc:
+    if dst.startswith("image:"):
+        return ImageDesc(image_layout(dst[6:]), dims, dtype).desc
+    return MemoryDesc(dims, dtype, tag=dst)
+
 
 
 def public_call(x: np.ndarray, src: MemoryDesc, target, engine, empty=np.empty):

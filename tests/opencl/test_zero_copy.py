@@ -462,8 +462,9 @@ def test_from_buffer_and_conversions_from_eight_threads(cl_engine):
 def test_bench_host_in_place_rows_tiny(cl_engine):
     sys.path.insert(0, str(ROOT / "tools"))
     import bench
+    import bench_host
     lines = []
-    rows = bench.host_in_place_rows(["tiny"], 1, lines.append, engine=cl_engine)
+    rows = bench_host.host_in_place_rows(["tiny"], 1, lines.append, engine=cl_engine)
     assert {r["case"] for r in rows} == {name for name, _, _ in bench.CASES}
     assert all(r[k] > 0 for r in rows for k in ("limit", "pinned floor", "pageable floor",
                                                   "in place", "pageable", "pinned", "staging"))
