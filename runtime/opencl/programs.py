@@ -39,12 +39,18 @@ def _build(context: cl.Context, source: str, name: str):
     return context, getattr(program, name)
 
 
+# warnings.catch_warnings swaps the process's filters: two threads building at once would
+# restore each other's, and a build log would escape as a CompilerWarning; one at a time
+_QUIET = threading.Lock()
+
+
 def build(context: cl.Context, source: str, options=()) -> cl.Program:
     """``source`` built for ``context``, quietly: a driver's build log on a
     successful build (Intel's CPU runtime reports each kernel's vectorization;
     pyopencl turns a non-empty log into a CompilerWarning) is shown only with
-    CLAYOUT_DEBUG=1 (on stderr); a failed build raises as always."""
-    with warnings.catch_warnings(record=True) as said:
+    CLAYOUT_DEBUG=1 (on stderr); a failed build raises as always. Builds run
+    one at a time (each program is built once; the cache serves the rest)."""
+    with _QUIET, warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always", cl.CompilerWarning)
         program = cl.Program(context, source).build(options=list(options))
     if os.environ.get("CLAYOUT_DEBUG"):

@@ -218,3 +218,24 @@ def test_pinned_arrays_convert_and_are_freed(cl_engine, in_place):
 def test_empty_pinned_without_a_device_engine_is_a_plain_array():
     a = runtime.empty_pinned((3, 4), np.int8, engine="cpu")
     assert isinstance(a, np.ndarray) and a.shape == (3, 4) and a.dtype == np.int8
+
+
+# a loop Intel's compiler cannot vectorize: its build log has remarks (pyopencl: a CompilerWarning)
+REMARKED = """__kernel void k(__global float *a, int n) {{   // thread {t}
+    float s = 0; int i;
+    for (i = 0; i < n; i++) {{ s += a[i]; if (s > 10) break; }}
+    a[0] = s + i;
+}}"""
+
+
+def test_builds_from_many_threads_stay_quiet(cl_engine):
+    """Programs built from many threads at once say nothing (a build log is
+    shown only with CLAYOUT_DEBUG=1): the quieting swaps the process's
+    warning filters, which two builds at once would restore out of order."""
+    import warnings
+    from runtime.opencl import programs
+    context = cl_engine.context
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        in_threads(lambda t: programs.build(context, REMARKED.format(t=f"{os.getpid()}-{t}")))
+    assert [str(w.message)[:80] for w in said] == []
