@@ -89,6 +89,11 @@ class FramePlan:
         return math.prod(self.shape)
 
     @property
+    def dtype(self) -> dtypes.DType:
+        """What the frame holds: bytes (u8), 8 bits a channel."""
+        return dtypes.dtype("u8")
+
+    @property
     def is_zero(self) -> bool:
         return math.prod(self.dims) == 0
 

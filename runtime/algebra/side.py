@@ -24,13 +24,18 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class Side(Protocol):
-    """The questions every side answers."""
+    """The questions every side answers (its memory is each kind's own: a
+    desc's strides, an image's storage, a frame's format)."""
     is_image: bool       # placed on an image storage (ImageDesc)
     is_frame: bool       # a frame to be sampled (FramePlan)
 
     @property
     def dims(self) -> tuple[int, ...]:
         """The logical dims, outer first."""
+
+    @property
+    def dtype(self):
+        """The element type it holds (runtime.algebra.dtypes.DType; a frame: u8)."""
 
     @property
     def is_zero(self) -> bool:

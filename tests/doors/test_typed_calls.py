@@ -20,6 +20,7 @@ import runtime
 from runtime import calls
 from runtime.algebra import tiles
 from runtime.algebra.layout import ImageDesc
+from runtime.algebra.side import Side
 from runtime.call import parse_from_frame, parse_from_image, parse_reorder, parse_to_image
 from runtime.door_checks import SIDES
 from conftest import run
@@ -48,6 +49,8 @@ def test_each_door_builds_a_call_of_its_kind():
     for call, kind in cases:
         assert type(call) is kind, (call, kind)
         assert not hasattr(call, "door")
+        assert isinstance(call.src, Side) and isinstance(call.dst, Side)   # buffer, image, frame
+        assert call.src.dtype is not None and call.src.is_frame == (kind is calls.FrameCall)
         with pytest.raises(AttributeError):   # frozen: what the door decided stays decided
             call.engine = None
     tiles_call = cases[2][0]
