@@ -12,8 +12,8 @@ Nothing here checks or re-derives: a call is what its door decided.
 * ``FromImageCall`` / ``FromTilesCall``: a host image, whole or as tiles,
   back into a buffer;
 * ``FrameCall``: a host frame sampled onto a buffer or an image;
-* ``MemoryCall``: any of these on a ``Memory`` (the engine's storage), its
-  result a Memory.
+* ``MemoryCall`` / ``MemoryFrameCall``: any of these on a ``Memory`` (the
+  engine's storage), its result a Memory; the frame's own apply.
 """
 from __future__ import annotations
 
@@ -53,16 +53,16 @@ class ReorderCall(HostCall):
 
 
 @dataclass(frozen=True)
-class ToImageCall(HostCall):
+class ToImageCall(ReorderCall):
     """``pitch``: the result's rows are this many pixels long (None: the
-    image's own width; runtime/hostside.py)."""
+    image's own width, converted as a reorder is; runtime/hostside.py)."""
     pitch: int | None = None
 
     def apply(self):
-        if self.pitch is not None:   # the image, then its rows widened
-            return pitched(self.engine.convert(self.src, self.dst, self.data), self.pitch,
-                           self.out)
-        return self._result(self.engine.convert(self.src, self.dst, self.data, self.out))
+        if self.pitch is None:
+            return super().apply()
+        # the image, then its rows widened
+        return pitched(self.engine.convert(self.src, self.dst, self.data), self.pitch, self.out)
 
 
 class FromImageCall(HostCall):
@@ -100,9 +100,9 @@ class FrameCall(HostCall):
 
 @dataclass(frozen=True)
 class MemoryCall:
-    """A call on a Memory: ``data`` the source Memory, ``src`` its side (a
-    FramePlan for a frame), ``dst`` the destination's side and ``out`` the
-    Memory to write into (None: a new one on the source's engine)."""
+    """A call on a Memory: ``data`` the source Memory, ``src`` its side,
+    ``dst`` the destination's side and ``out`` the Memory to write into
+    (None: a new one on the source's engine)."""
     src: Side
     dst: Side
     data: Memory
@@ -112,14 +112,22 @@ class MemoryCall:
     def engine(self) -> Engine:
         return self.data.engine
 
+    @property
+    def target(self):
+        """What the result is written into: ``out``, else a new Memory of ``dst``."""
+        return self.out if self.out is not None else self.dst
+
     def apply(self) -> Memory:
-        target = self.out if self.out is not None else self.dst
-        if self.src.is_frame:
-            return memory.from_frame(self.src, self.data, target)
-        return memory.convert(self.data, target)
+        return memory.convert(self.data, self.target)
+
+
+class MemoryFrameCall(MemoryCall):
+    """A frame held in a u8 buffer Memory: ``src`` its FramePlan."""
+    def apply(self) -> Memory:
+        return memory.from_frame(self.src, self.data, self.target)
 
 
 Call = HostCall | MemoryCall
 
 __all__ = ["Call", "HostCall", "ReorderCall", "ToImageCall", "FromImageCall", "ToTilesCall",
-           "FromTilesCall", "FrameCall", "MemoryCall"]
+           "FromTilesCall", "FrameCall", "MemoryCall", "MemoryFrameCall"]

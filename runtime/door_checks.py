@@ -14,7 +14,7 @@ from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
 from .algebra.layout import ImageDesc
 from .cache import LRU
-from .calls import MemoryCall
+from .calls import MemoryCall, MemoryFrameCall
 from .errors import ClayoutError
 from .memory import Memory
 
@@ -24,9 +24,10 @@ from .memory import Memory
 SIDES = LRU("host call sides", "CLAYOUT_SIDES_CACHE", 1024)
 
 
-def memory_call(mem: Memory, target, engine, src=None) -> MemoryCall:
+def memory_call(mem: Memory, target, engine, frame=None) -> MemoryCall:
     """A call on a Memory: ``target`` a side (a new Memory on mem's engine)
-    or a Memory to write into, on the same engine's storage."""
+    or a Memory to write into, on the same engine's storage; with ``frame``
+    (a FramePlan), ``mem`` holds that frame's bytes."""
     if engine is not None and engine != "auto" and engine is not mem.engine and \
             engines.get(engine).domain != mem.engine.domain:   # 'auto': the Memory's own
         raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
@@ -35,8 +36,10 @@ def memory_call(mem: Memory, target, engine, src=None) -> MemoryCall:
     out = target if isinstance(target, Memory) else None
     if out is not None and out.engine.domain != mem.engine.domain:
         raise ClayoutError(f"destination {out!r} and source {mem!r} are on different engines")
-    return MemoryCall(mem.side if src is None else src,
-                      out.side if out is not None else target, mem, out)
+    dst = out.side if out is not None else target
+    if frame is not None:
+        return MemoryFrameCall(frame, dst, mem, out)
+    return MemoryCall(mem.side, dst, mem, out)
 
 
 def tagged(dims, dtype, tag) -> MemoryDesc:

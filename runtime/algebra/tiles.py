@@ -11,7 +11,8 @@ column may be smaller; with only the height over, the tiles concatenate
 along y (axis 0), with only the width over along x (axis 1), and with both
 each band's tiles concatenate along x and the bands along y.
 
->>> plan = tile_plan(ImageDesc(image_layout("in_out_channel"), (1, 17, 5, 7)), (16, 4))  # image 35 x 5
+>>> image = ImageDesc(image_layout("in_out_channel"), (1, 17, 5, 7))   # 35 x 5 pixels
+>>> plan = tile_plan(image, (16, 4))
 >>> plan.rows, plan.cols, [t.region for t in plan.tiles][:2]
 (2, 3, ['x [0, 16) y [0, 4)', 'x [16, 32) y [0, 4)'])
 
@@ -194,7 +195,7 @@ def plan_of(layout, dims, tiles) -> TilePlan:
     if first.ndim != (2 if layout.lanes == 1 else 3):
         raise ClayoutError(f"tile 0 has shape {first.shape}; layout {layout.name!r} tiles are "
                            f"(height, width{_LANE_AXIS[layout.lanes]}) arrays")
-    image = ImageDesc(layout, layout.logical_dims(dims), dtypes.of_array(first))
+    image = ImageDesc(layout, layout.logical_dims(dims))   # the cut needs its extent only
     plan = tile_plan(image, (max(1, first.shape[1]), max(1, first.shape[0])))
     plan.check(tiles)
     return plan

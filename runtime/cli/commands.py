@@ -69,7 +69,7 @@ def cmd_to_image(args) -> int:
         if args.layout == "any" else None
     call = parse_to_image(numeric_input(args.input, args.dtype), layout_arg(args), src=args.src,
                           dtype=args.dtype, engine=args.engine, dims=args.dims,
-                          max_image=args.max_image, wording=CLI(args.input), choose=chosen)
+                          max_image=args.max_image, wording=cli_wording(args.input), choose=chosen)
     if isinstance(call, ToTilesCall):   # the tile files are outputs too: checked before the work
         for tile in call.tiles.tiles:
             check_output(tile_path(args.output, tile), [args.input])
@@ -91,7 +91,7 @@ def cmd_to_image(args) -> int:
     return 0
 
 
-def CLI(path: str) -> Wording:   # noqa: N802 (a record's name, as the API's is API)
+def cli_wording(path: str) -> Wording:
     """The command line's wording: its input file, --dims, no empty images."""
     return Wording(path, "--dims", empty_images=False)
 
@@ -100,14 +100,16 @@ def cmd_from_image(args) -> int:
     check_output(args.output, [args.input])
     check_output_kind(args)
     layout = image_layout(args.layout)
-    plan = None
-    if args.max_image is not None and layout.at(args.dims).storage.tiles:
-        plan = tiles.tile_plan(image_side(layout, args.dims), args.max_image)
-    image = load_tiles(args, plan) if plan is not None and plan.split else \
-        numeric_input(args.input, args.dtype)
+    plan = None   # how to-image --max-image cut the image (a 2-D one only)
+    if args.max_image is not None:
+        side = image_side(layout, args.dims)
+        if side.storage.tiles:
+            plan = tiles.tile_plan(side, args.max_image)
+    split = plan is not None and plan.split
+    image = load_tiles(args, plan) if split else numeric_input(args.input, args.dtype)
     call = parse_from_image(image, layout, args.dims, dst=args.dst, dtype=args.dtype,
                             engine=args.engine, check_padding=args.check_padding,
-                            wording=CLI(args.input), tiles=plan if plan and plan.split else None)
+                            wording=cli_wording(args.input), tiles=plan if split else None)
     if plan is None and args.max_image is not None:   # not cut: it must fit the limits
         catalog.check_fits(call.src, tiles.as_limits(args.max_image))
     out = call.apply()
@@ -138,7 +140,7 @@ def cmd_reorder(args) -> int:
         hostarray.dims_from_shape(arr.shape, args.src, hint="--dims")
     src = MemoryDesc(dims, dtypes.of_array(arr), tag=args.src)
     dst = MemoryDesc(src.dims, args.dtype or src.dtype, tag=args.dst)
-    out = parse_reorder(arr, src, dst, engine=args.engine, wording=CLI(args.input)).apply()
+    out = parse_reorder(arr, src, dst, engine=args.engine, wording=cli_wording(args.input)).apply()
     out = out.reshape(hostarray.physical_shape(dst))
     save_npy(args.output, out, [args.input])
     print(f"wrote {args.output}: {args.dst} {dst.dtype.name} of dims {_dims_text(dst.dims)} "

@@ -45,18 +45,25 @@ def test_each_door_builds_a_call_of_its_kind():
          calls.FrameCall),
         (parse_reorder(runtime.Memory.from_numpy(X, desc, engine="cpu"), None, blocked),
          calls.MemoryCall),
+        (parse_from_frame(runtime.Memory(runtime.MemoryDesc((6, 4, 3), "u8"),
+                                         engine=runtime.engine.get("cpu"),
+                                         data=np.zeros((6, 4, 3), np.uint8)),
+                          "nchw", format="rgb"), calls.MemoryFrameCall),
     ]
     for call, kind in cases:
         assert type(call) is kind, (call, kind)
         assert not hasattr(call, "door")
         assert isinstance(call.src, Side) and isinstance(call.dst, Side)   # buffer, image, frame
-        assert call.src.dtype is not None and call.src.is_frame == (kind is calls.FrameCall)
+        assert call.src.dtype is not None
+        assert call.src.is_frame == (kind in (calls.FrameCall, calls.MemoryFrameCall))
         with pytest.raises(AttributeError):   # frozen: what the door decided stays decided
             call.engine = None
     tiles_call = cases[2][0]
     assert tiles_call.tiles.split and len(tiles_call.apply()) == len(tiles_call.tiles.tiles)
     back = cases[5][0].apply()
     assert np.array_equal(back, X)
+    sampled = cases[-1][0].apply()   # the frame's Memory, sampled onto a new Memory
+    assert sampled.dims == (1, 3, 6, 4) and not sampled.to_numpy().any()
 
 
 def test_no_code_dispatches_on_a_door_name():
