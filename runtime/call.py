@@ -29,13 +29,13 @@ from .algebra.catalog import check_fits, image_layout
 from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
 from .algebra.frame import frame_side, frame_target
-from .algebra.hostarray import dims_from_shape, host_input, nonzero_padding, physical_shape
+from .algebra.hostarray import dims_from_shape, host_input, physical_shape
 from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tiles import as_limits, plan_of, tile_plan
 from .calls import Call, FrameCall, FromImageCall, FromTilesCall, ReorderCall, ToImageCall, \
     ToTilesCall
-from .door_checks import SIDES, check_out_side, held, image_side, memory_call, no_host_out, \
-    refuse_empty, tagged
+from .door_checks import SIDES, check_out_side, check_padding_lanes, checked_image, held, \
+    image_side, memory_call, no_host_out, refuse_empty, tagged
 from .errors import ClayoutError
 from .hostside import host_out, pitch_pixels, pitched_shape, unpitched
 from .limits import check_host_bytes
@@ -45,12 +45,14 @@ from .memory import Memory
 class Wording:
     """How a door names things in its messages, and the refusals only the
     command line makes: ``what`` the input (the CLI gives its file),
-    ``hint`` the option that gives dims, ``empty_images`` False to refuse a
+    ``hint`` the option that gives dims, ``no_padding_check`` the one that
+    reads an image with garbage in its padding lanes, ``empty_images`` False to refuse a
     tensor with no elements headed for an image (the CLI writes files an
     OpenCL engine reads back; OpenCL cannot create an empty image)."""
     what: str | None = None
     hint: str = "dims="
     empty_images: bool = True
+    no_padding_check: str = "check_padding=False"
 
 
 API = Wording()
@@ -193,7 +195,8 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
             dims = as_ints(dims, "dims")
             side = image_side(layout, dims, dtypes.of_array(image[0]))
             if check_padding:
-                _check_padding(plan.join(image), side)
+                check_padding_lanes(plan.join(image), side, "from_image",
+                                    wording.no_padding_check)
             desc = MemoryDesc(dims, dtype if dtype is not None else side.dtype,
                               tag=dst or layout.default_tag(len(dims)))
             return FromTilesCall(side, desc, eng, image, None, physical_shape(desc),
@@ -212,12 +215,7 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
         refuse_empty(side, what)
     if row_pitch is not None:   # the pitched host form: the first width columns of each row
         arr = unpitched(arr, side, pitch_pixels(side, row_pitch, "from_image"), "from_image")
-    if arr.shape != side.array_shape:
-        raise ClayoutError(f"image of shape {arr.shape} does not match layout {layout.name!r} "
-                           f"for dims {dims}: expected {side.array_shape} "
-                           f"({side.storage.host_form}[, lanes])")
-    if check_padding:
-        _check_padding(arr, side)
+    checked_image(arr, side, "from_image", check_padding, wording.no_padding_check)
     desc = tagged(dims, dtype if dtype is not None else side.dtype,
                   dst or layout.default_tag(len(dims)))
     shape = physical_shape(desc)
@@ -226,20 +224,6 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
     else:
         host_out(out, shape, desc.dtype, source, "from_image")
     return FromImageCall(side, desc, eng, arr, out, shape)
-
-
-def _check_padding(arr, side: ImageDesc) -> None:
-    """Refuse an image array whose padding lanes under ``side`` are not zero."""
-    off = nonzero_padding(arr, side.memory)
-    if off is None:
-        return
-    *coords, lane = side.at_offset(off)
-    at = ", ".join(f"{n}={c}" for n, c in zip(side.storage.coords, coords))
-    raise ClayoutError(
-        f"from_image: the image is not {side.layout.name} of dims {side.dims}: its padding "
-        f"lane at {at} lane {lane} holds a non-zero value (clayout writes 0 in every padding "
-        "lane); check dims (an image of other dims can have the same size), or pass "
-        "check_padding=False for an image another engine wrote with garbage in its tails")
 
 
 def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Call:

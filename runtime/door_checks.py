@@ -12,6 +12,7 @@ from . import engine as engines
 from .algebra import dtypes
 from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
+from .algebra.hostarray import nonzero_padding
 from .algebra.layout import ImageDesc
 from .cache import LRU
 from .calls import MemoryCall, MemoryFrameCall
@@ -104,3 +105,34 @@ def refuse_empty(image: ImageDesc, what: str) -> None:
     raise ClayoutError(f"{what}: dims {','.join(map(str, image.dims))} hold no elements, and "
                        f"the {image.layout.name} {store.noun} would be {size}: OpenCL cannot "
                        f"create {why}; nothing written")
+
+
+def checked_image(arr: np.ndarray, side: ImageDesc, door: str, check_padding: bool = True,
+                  escape: str = "check_padding=False") -> np.ndarray:
+    """The host image array ``arr`` as ``side``'s, checked as every door that
+    reads a host image checks it (from_image, read_output): exactly the
+    image's host shape, and, with ``check_padding``, every padding lane 0
+    (a non-zero one means the dims are not the ones the image was written for;
+    ``escape`` names the way out the message offers)."""
+    if arr.shape != side.array_shape:
+        raise ClayoutError(f"image of shape {arr.shape} does not match layout "
+                           f"{side.layout.name!r} for dims {side.dims}: expected "
+                           f"{side.array_shape} ({side.storage.host_form}[, lanes])")
+    if check_padding:
+        check_padding_lanes(arr, side, door, escape)
+    return arr
+
+
+def check_padding_lanes(arr: np.ndarray, side: ImageDesc, door: str,
+                        escape: str = "check_padding=False") -> None:
+    """Refuse an image array whose padding lanes under ``side`` are not zero."""
+    off = nonzero_padding(arr, side.memory)
+    if off is None:
+        return
+    *coords, lane = side.at_offset(off)
+    at = ", ".join(f"{n}={c}" for n, c in zip(side.storage.coords, coords))
+    raise ClayoutError(
+        f"{door}: the image is not {side.layout.name} of dims {side.dims}: its padding "
+        f"lane at {at} lane {lane} holds a non-zero value (clayout writes 0 in every padding "
+        f"lane); check dims (an image of other dims can have the same size), or pass "
+        f"{escape} for an image another engine wrote with garbage in its tails")

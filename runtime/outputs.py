@@ -16,9 +16,10 @@ from .algebra import dtypes
 from .algebra.catalog import buffer_tag, image_layout
 from .algebra.checks import as_ints
 from .algebra.desc import MemoryDesc
-from .algebra.hostarray import host_shape, physical_shape
+from .algebra.hostarray import host_input, physical_shape
 from .algebra.layout import ImageDesc
 from .algebra.output import OutputRule, Pending, output_rule
+from .door_checks import checked_image
 from .errors import ClayoutError
 from .hostside import host_out
 from .memory import Memory
@@ -26,7 +27,7 @@ from .memory import Memory
 
 def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None,
                 argmax=False, threshold=None, top_k=None, dst=None, dtype="f32",
-                engine=None, out=None, wait=True):
+                engine=None, out=None, wait=True, check_padding=True):
     """A network output ``src`` (of logical ``dims`` (N, C, ...) in
     ``layout``: an image layout or a buffer tag) read back as the result a
     user wants, in one pass: ``dequantize`` = (scale, zero_point) (each a
@@ -49,12 +50,16 @@ def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None
     result's shape and dtype (not for a threshold, whose length varies).
     ``wait=False`` returns a ``Pending`` (``.done()``, ``.result()``): the
     kernel and the read back are enqueued and the call returns.
+    A host array is checked as the other doors check theirs: a buffer 1-D
+    or exactly its physical shape (a shape that only matches in size is
+    refused), an image exactly its host shape with every padding lane 0
+    (``check_padding=False`` reads an image another engine left garbage in).
 
     >>> x = np.array([[0.5, 2.0, -1.0], [3.0, 3.0, 0.0]], np.float32)
     >>> read_output(x, "nc", (2, 3), argmax=True, engine="cpu")
     array([1, 0], dtype=int32)
     """
-    side, data, eng = _source(src, layout, dims, engine)
+    side, data, eng = _source(src, layout, dims, engine, check_padding)
     rule = output_rule(side.dims, side.dtype, dequantize, activation, argmax, threshold,
                        top_k, dst, dtype, shape=side.dims if dims is None else dims)
     _check_out(out, rule, data if isinstance(data, np.ndarray) else np.empty(0))
@@ -64,7 +69,7 @@ def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None
     return pending.result() if wait else pending
 
 
-def _source(src, layout, dims, engine):
+def _source(src, layout, dims, engine, check_padding):
     """(side, what the engine reads, engine) of the output."""
     if isinstance(src, Memory):
         side = src.side
@@ -80,21 +85,18 @@ def _source(src, layout, dims, engine):
     if layout is None or dims is None:
         raise ClayoutError("read_output of a host array needs layout= (an image layout or a "
                            "buffer tag) and dims= (its logical dims, (N, C, ...))")
-    arr = np.asarray(src)
-    if arr.dtype == object:
-        raise ClayoutError(f"read_output takes a numpy array or a runtime.Memory; got "
-                           f"{type(src).__name__}")
+    arr = dtypes.host_array(src, None, "read_output input")   # as every door: its dtype
     side = _side(layout, as_ints(dims, "dims"), dtypes.of_array(arr))
     _no_transform(side)
-    arr = np.require(dtypes.native(arr), requirements=("C", "A"))
-    want = host_shape(side) if side.is_image else physical_shape(side)
-    if arr.shape != tuple(want) and not (not side.is_image and arr.size == side.span):
-        raise ClayoutError(f"read_output: an array of shape {arr.shape} does not hold "
-                           f"{side.describe()}: expected {tuple(want)}")
     eng = engines.get(engine)
+    if side.is_image:   # as from_image reads a host image: its shape and its padding lanes
+        arr = checked_image(np.require(dtypes.native(arr), requirements=("C", "A")), side,
+                            "read_output", check_padding)
+    else:               # as reorder reads a host buffer: 1-D, or exactly its physical shape
+        arr, side = host_input(arr, side, "read_output input", eng.reads_views)
     if eng.domain == "host":
-        return side, arr.reshape(want), eng
-    return side, Memory(side, engine=eng, data=arr.reshape(want)), eng
+        return side, arr, eng
+    return side, Memory(side, engine=eng, data=arr), eng
 
 
 def _side(layout, dims, dt):

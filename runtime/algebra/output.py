@@ -145,10 +145,11 @@ def output_rule(dims, src_dtype, dequantize=None, activation=None, argmax=False,
             raise ClayoutError(f"read_output: top_k={top_k!r}; allowed: an integer 1..{CAP}")
         top_k = int(top_k)
     if threshold is not None:
-        try:
-            threshold = float(threshold)
-        except (TypeError, ValueError):
-            raise ClayoutError(f"read_output: threshold={threshold!r}; allowed: a number") from None
+        if isinstance(threshold, (str, bytes, bool, np.bool_)) or \
+                not isinstance(threshold, (int, float, np.integer, np.floating)):
+            raise ClayoutError(f"read_output: threshold={threshold!r}; allowed: a number "
+                               "(an int or a float)")
+        threshold = float(threshold)
         if math.isnan(threshold):
             raise ClayoutError("read_output: threshold is NaN; allowed: a number "
                                "(-inf selects every value but NaN)")

@@ -24,7 +24,9 @@ def evaluate(rule: OutputRule, q: np.ndarray, exact: bool = False):
     p = activated(rule, x, ft)
     if rule.result == "tensor":
         return p.reshape(rule.shape)
-    keys = p if exact or rule.keys_are_p else x
+    # one ranking on every engine: softmax's probabilities, else x as float32 (sigmoid
+    # keeps x's order and never saturates where float64's 1.0 would tie x = 37 and 50)
+    keys = p if rule.keys_are_p else x if not exact else inputs(rule, q, np.float32)
     with np.errstate(invalid="ignore"):
         mask = p > rule.threshold if exact else keys >= rule.bound
     flat = np.flatnonzero(mask)

@@ -43,6 +43,9 @@ def add_arguments(p, parse_dims, engines_names, engine_help) -> None:
     p.add_argument("--dst", metavar="TAG", help="the tensor's tag (default: plain, nchw at 4-D)")
     p.add_argument("--dtype", default="f32", metavar="T", help="the tensor's dtype: f32, f16")
     p.add_argument("--engine", choices=engines_names, help=engine_help)
+    p.add_argument("--no-check-padding", dest="check_padding", action="store_false",
+                   help="read an image whose padding lanes are not zero (another engine's "
+                   "garbage); by default a non-zero padding lane is refused as wrong --dims")
 
 
 def _dequantize(text):
@@ -77,9 +80,11 @@ def cmd_output(args) -> int:
         result = read_output(arr, args.layout, args.dims, dequantize=dq,
                              activation=args.activation, argmax=args.argmax,
                              threshold=args.threshold, top_k=args.top_k, dst=args.dst,
-                             dtype=args.dtype, engine=args.engine)
+                             dtype=args.dtype, engine=args.engine,
+                             check_padding=args.check_padding)
     except ClayoutError as exc:
         text = str(exc).replace("read_output: ", "").replace("top_k", "--top-k")
+        text = text.replace("check_padding=False", "--no-check-padding")
         for word in ("dequantize", "activation", "threshold", "dst", "dtype"):
             text = text.replace(f"{word}= ", f"--{word} ").replace(f"{word}=", f"--{word} ")
             text = text.replace(f" {word} '", f" --{word} '").replace(f"^{word} '", "")
@@ -100,8 +105,10 @@ def cmd_output(args) -> int:
     else:
         png = mask_png(result, args.dims[1])
         atomic_write(args.output, _bytes_writer(png), [args.input])
-        print(f"wrote {args.output}: a mask of {args.dims[1]} classes, "
-              f"{result.shape[-1]}x{result.shape[-2]}")
+        h, w = (result.shape[-2], result.shape[-1]) if result.ndim >= 3 else (1, result.size)
+        scale = enlargement(h, w)
+        print(f"wrote {args.output}: a mask of {args.dims[1]} classes, {w}x{h}"
+              + (f" (drawn {scale}x larger)" if scale > 1 else ""))
     return 0
 
 
@@ -118,30 +125,52 @@ def _pillow():
         raise ClayoutError("writing a .png mask needs Pillow: pip install 'clayout[image]'")
 
 
+LEVELS = np.array([0, 51, 102, 153, 204, 255])   # 6 levels a channel: 216 colours 51 apart
+LEGEND = 200   # pixels: the legend's width, and the width a small mask is enlarged to
+
+
 def palette(n: int) -> np.ndarray:
-    """n distinct colours (u8 RGB): class 0 black, then hues around the wheel."""
-    k = np.arange(n)
-    hue = (k * 0.618033988749895) % 1.0
-    rgb = np.stack([np.clip(np.abs((hue * 6 + s) % 6 - 3) - 1, 0, 1) for s in (0, 4, 2)], 1)
-    out = (rgb * 200 + 40).astype(np.uint8)
-    out[0] = 0
-    return out
+    """n colours (u8 RGB), class 0 black: each next colour the one of the
+    6x6x6 grid farthest from every colour before it and from white (the
+    legend's background), so the first 215 are pairwise at least 51 units
+    apart in RGB (39 classes: at least 72); past 215 they repeat."""
+    grid = np.stack(np.meshgrid(LEVELS, LEVELS, LEVELS, indexing="ij"), -1).reshape(-1, 3)
+    order = [0]                                  # black: the background class
+    # white is the legend's background: never a class, kept away from like one
+    nearest = np.minimum(np.linalg.norm(grid - grid[0], axis=1),
+                         np.linalg.norm(grid - grid[-1], axis=1))
+    for _ in range(min(n, len(grid) - 1) - 1):
+        k = int(np.argmax(nearest))               # ties: the first in grid order
+        order.append(k)
+        nearest = np.minimum(nearest, np.linalg.norm(grid - grid[k], axis=1))
+    colours = grid[order].astype(np.uint8)
+    return np.resize(colours, (n, 3)) if n > len(colours) else colours
+
+
+def enlargement(h: int, w: int) -> int:
+    """The whole factor a mask of h x w pixels is drawn at: the largest that
+    keeps it within the legend's width (a 7x5 output: 28x) and under 1024
+    pixels along either axis; 1 for a mask over half the legend's width."""
+    return max(1, min(LEGEND // max(w, 1), 1024 // max(h, w, 1)))
 
 
 def mask_png(indices: np.ndarray, classes: int) -> bytes:
     """The first batch item's argmax as a coloured PNG with a legend strip
-    below it (each class's colour and number)."""
+    below it (each class's colour and number); a mask narrower than the
+    legend is enlarged by a whole factor (each class pixel a square)."""
     from PIL import Image, ImageDraw
     arg = indices.reshape((indices.shape[0], -1) + indices.shape[-1:])[0] \
         if indices.ndim >= 2 else indices.reshape(1, -1)
     if arg.ndim == 1:
         arg = arg[None]
     colours = palette(max(1, classes))
+    scale = enlargement(*arg.shape)
+    arg = arg.repeat(scale, 0).repeat(scale, 1)
     h, w = arg.shape
     cell = 14
-    per_row = max(1, max(w, 200) // 40)
+    per_row = max(1, max(w, LEGEND) // 40)
     strip = cell * (-(-classes // per_row)) + 4
-    canvas = Image.new("RGB", (max(w, 200), h + strip), (255, 255, 255))
+    canvas = Image.new("RGB", (max(w, LEGEND), h + strip), (255, 255, 255))
     canvas.paste(Image.fromarray(colours[arg]), (0, 0))
     draw = ImageDraw.Draw(canvas)
     for c in range(classes):
