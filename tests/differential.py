@@ -2,8 +2,8 @@
 engine this machine has, each result bit for bit the reference engine's.
 
 A case is plain data (``Case``): a door (``reorder``, ``to_image``,
-``from_image``), logical dims, the two sides (a buffer tag, user strides with
-offset0, or a halo; a named or custom image layout on any storage), their
+``from_image``; ``read_output``'s cases are tests/differential_outputs.py's),
+logical dims, the two sides (a buffer tag, user strides with offset0, or a halo; a named or custom image layout on any storage), their
 dtypes, how the input array is held (contiguous, a 1-D step, a crop, a
 reversed or transposed view, misaligned, big-endian), and whether ``out=`` is
 given (filled with junk first: every element of the result must be written).
@@ -48,6 +48,7 @@ from runtime.algebra.tags import LETTERS  # noqa: E402
 from runtime.cpu.engine import CpuEngine  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
+import differential_outputs  # noqa: E402
 from implementations import implementations  # noqa: E402
 
 DTYPES = ("f32", "f16", "bf16", "s32", "s8", "u8")
@@ -57,7 +58,7 @@ MAX_ELEMS = 3000
 FORMS = ("contiguous", "contiguous", "step", "crop", "reversed", "transposed", "unaligned",
          "bigendian")
 FAMILIES = ("plain", "blocked", "strided", "halo", "named image", "custom image",
-            "from named image", "from custom image", "winograd")
+            "from named image", "from custom image", "winograd", "output")
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,10 @@ def draw(seed: int, index: int) -> Case:
         if rng.random() < 0.5:
             src, dst = dst, src
         return Case(index, family, "reorder", dims, src, dst, form, out, values)
+    if family == "output":   # read_output: its own draw (tests/differential_outputs.py)
+        spec = differential_outputs.draw(rng)
+        return Case(index, family, "read_output", tuple(spec["dims"]), spec, {}, "contiguous",
+                    out, values)
     if family == "winograd":
         name = rng.choice([n for n, lay in NAMED.items() if lay.transform is not None])
         taps = NAMED[name].transform.taps
@@ -335,6 +340,8 @@ def answer(case: Case, engine) -> str:
     """What ``engine`` gives for ``case``: 'bits <hex digest>' of the result,
     'refused' for a ClayoutError, or 'crash <type>: <message>' for anything else."""
     import hashlib
+    if case.door == "read_output":
+        return differential_outputs.answer(case.src, case.seed, engine, case.out)
     try:
         base, what = _source(case)
     except ClayoutError:
@@ -377,7 +384,14 @@ def disagreements(answers: dict) -> list[str]:
     want = answers["reference"]
     bad = [f"reference {want}"] if want.startswith("crash") else []
     return bad + [f"{name}: {got} (reference: {want})" for name, got in answers.items()
-                  if name != "reference" and got != want]
+                  if name != "reference" and not same(got, want)]
+
+
+def same(got, want) -> bool:
+    """One answer: the same bits or refusal; an output's values within their bound."""
+    if isinstance(want, differential_outputs.Answer):
+        return differential_outputs.agrees(got, want)
+    return got == want
 
 
 def main(argv=None) -> int:
