@@ -225,6 +225,12 @@ def image_layout(name) -> ImageLayout:
         if rows_i is not None:
             return ImageLayout(name, tag, rows_i, lanes_i, "custom", parse_tag(tag).ndims,
                                storage=store or "image2d", layers=layers_i)
+    if buffer_tag(name) is not None:   # a tensor's tag where the image's layout goes
+        raise ClayoutError(f"unknown image layout {name!r}: {name!r} is a buffer tag (a "
+                           "tensor's tag goes in src= / dst=, --src / --dst); an image layout "
+                           "is a name such as 'in_out_channel' (activations) or "
+                           "'conv2d_filter' (filters), `clayout info` lists them, or a custom "
+                           f"'TAG:ROWS[:LANES]' such as '{name}:2'")
     raise ClayoutError(f"unknown image layout {name!r}{_layout_hint(name)}; named layouts: "
                        f"{', '.join(NAMED)}; "
                        "or a custom 'TAG:ROWS[:LANES][@STORAGE[:LAYERS]]' such as 'acBd4b:2' "

@@ -12,6 +12,8 @@ runtime.errors.ClayoutError: dims must be a sequence of integers, got '1322'
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import ClayoutError
 
 
@@ -26,8 +28,10 @@ def as_ints(values, what: str) -> tuple[int, ...]:
         out = tuple(int(v) for v in values)
     except (TypeError, ValueError):
         raise ClayoutError(f"{what} must be a sequence of integers, got {values!r}") from None
-    if any(int(v) != v for v in values):
-        raise ClayoutError(f"{what} must be integers, got {values!r}")
+    if any(int(v) != v or isinstance(v, (bool, np.bool_)) for v in values):
+        raise ClayoutError(f"{what} must be integers, got {values!r}"
+                           + (" (True and False are not numbers here)"
+                              if any(isinstance(v, (bool, np.bool_)) for v in values) else ""))
     return out
 
 

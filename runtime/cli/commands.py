@@ -93,7 +93,7 @@ def cmd_to_image(args) -> int:
 
 def cli_wording(path: str) -> Wording:
     """The command line's wording: its input file, --dims, no empty images."""
-    return Wording(path, "--dims", empty_images=False)
+    return Wording(path, "--dims", empty_images=False, no_padding_check="--no-check-padding")
 
 
 def cmd_from_image(args) -> int:
@@ -270,7 +270,7 @@ def cmd_devices(args) -> int:
 def bench_script() -> Path | None:
     """tools/bench.py of the source checkout this package runs from, or None
     (an installed wheel carries no tools/)."""
-    script = Path(__file__).resolve().parents[1] / "tools" / "bench.py"
+    script = Path(__file__).resolve().parents[2] / "tools" / "bench.py"
     return script if script.is_file() else None
 
 

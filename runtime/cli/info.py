@@ -62,6 +62,9 @@ def cmd_info(args) -> int:
             raise ClayoutError("--engine alone lists an engine's layouts; to choose among "
                                "them give: any --role R --dims D --engine NAME")
         return peer_listing(args.peer)
+    if args.layout is None and args.dims is None and args.role is None and \
+            args.max_image is None:
+        return layout_listing()
     if args.layout is None or args.dims is None:
         raise ClayoutError("give a layout and --dims D (clayout info conv2d_filter --dims "
                            "64,3,3,3), or --engine NAME to list an engine's layouts")
@@ -129,6 +132,18 @@ def cmd_info(args) -> int:
     if choice is not None:
         for line in candidate_lines(choice):
             print(line)
+    return 0
+
+
+def layout_listing() -> int:
+    """`clayout info` alone: every named layout, its kind, image size and source."""
+    rows = [(r.name, r.layout.kind, r.size, r.source) for r in catalog.LAYOUTS]
+    head = ("layout", "kind", "image (width x height)", "from")
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(head[:3])]
+    for r in [head] + rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
+    print("custom    'TAG:ROWS[:LANES][@STORAGE[:LAYERS]]', e.g. 'acBd4b:2' (in_out_channel); "
+          f"`{PROG} info NAME --dims D` describes one")
     return 0
 
 

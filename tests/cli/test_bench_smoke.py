@@ -122,3 +122,13 @@ def test_output_rows_tiny(cl_engine):
     assert set(ratios) == {("tiny", "cpu"), ("tiny", "opencl")}
     assert all(r > 0 for r in ratios.values())
     assert any("read back: 256 bytes of the result" in line for line in lines), lines
+
+
+def test_clayout_bench_finds_the_checkouts_tools(capsys):
+    """`clayout bench` runs tools/bench.py of the checkout it runs from (it
+    looked in runtime/ and always said the build had none)."""
+    from runtime.cli.commands import bench_script
+    from conftest import run
+    assert bench_script() == ROOT / "tools" / "bench.py"
+    code, out, err = run(capsys, "bench", "--help")
+    assert code == 0 and "ratios against the copy limit" in out, err

@@ -445,6 +445,16 @@ def test_info(capsys):
     assert code == 0 and "custom layout" in out and "image     4 x 2 pixels" in out
 
 
+def test_info_alone_lists_every_named_layout(capsys):
+    """What the refusal of a buffer tag as a layout points to."""
+    from runtime.algebra.catalog import NAMED
+    code, out, _ = run(capsys, "info")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines()[1:-1]]
+    assert names == list(NAMED)
+    assert "in_out_channel" in out and "MACE" in out and "'TAG:ROWS[:LANES]" in out
+
+
 def test_devices(capsys):
     code, out, _ = run(capsys, "devices")
     assert code == 0 and ("images up to" in out or "no OpenCL device" in out

@@ -52,8 +52,23 @@ def test_a_class_mask_png(seg, tmp_path, capsys):
                          "in_out_channel", "--dims", "1,6,5,7", "--argmax")
     assert code == 0, err
     pic = np.asarray(Image.open(tmp_path / "m.png").convert("RGB"))
-    assert (pic[:5, :7] == palette(6)[np.argmax(x, axis=1)[0]]).all()
-    assert pic.shape[0] > 5   # the legend below
+    # a 7x5 mask is drawn 28x larger (within the legend's 200 pixels), each class a square
+    want = palette(6)[np.argmax(x, axis=1)[0]].repeat(28, 0).repeat(28, 1)
+    assert (pic[:5 * 28, :7 * 28] == want).all()
+    assert pic.shape[0] > 5 * 28   # the legend below
+    assert "7x5 (drawn 28x larger)" in out
+
+
+def test_the_palette_keeps_classes_apart():
+    """39 classes (a segmentation model's), pairwise >= 40 RGB units apart,
+    none white (the legend's background); class 0 black."""
+    from runtime.cli.output import palette
+    for n in (2, 21, 39, 150):
+        p = palette(n).astype(float)
+        d = np.linalg.norm(p[:, None] - p[None], axis=2)
+        np.fill_diagonal(d, np.inf)
+        assert p.shape == (n, 3) and d.min() >= 40, (n, d.min())
+        assert p[0].tolist() == [0, 0, 0] and not (p == 255).all(axis=1).any()
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -80,7 +95,7 @@ def test_dims_that_do_not_fit(seg, tmp_path, capsys):
     _, path = seg
     code, out, err = run(capsys, "output", path, "-o", tmp_path / "a.npy", "--layout",
                          "in_out_channel", "--dims", "1,6,5,8", "--argmax")
-    assert code == 1 and "does not hold" in err, err
+    assert code == 1 and "does not match" in err, err
 
 
 def test_the_docs_mask_picture_is_what_the_command_draws(tmp_path, capsys):
