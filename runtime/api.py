@@ -19,7 +19,8 @@ from .call import parse_from_frame, parse_from_image, parse_reorder, parse_to_im
 from .hostside import host_out, image_pitch
 
 
-def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None):
+def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None,
+            wait_for=None):
     """Reorder ``data`` (physical, in ``src_desc``) into ``dst_desc``; returns
     dst's 1-D physical array (dtype from ``dst_desc``). ``data`` is 1-D (the
     physical elements in order) or, for a dense plain desc, its physical
@@ -28,10 +29,20 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     contents do not matter: padding and gaps come out zero as in a new array);
     it is returned.
 
-    With a ``runtime.Memory`` as ``data`` the conversion stays on its engine
+    With a ``runtime.Memory`` as ``data`` the conversion stays on its device
     and returns a Memory: ``dst_desc`` is a MemoryDesc (a new Memory) or a
     Memory to write into, and ``src_desc`` may be None (the Memory's own desc
-    is used; a different one is refused).
+    is used; a different one is refused). It is enqueued, not waited for:
+    the returned Memory's ``event`` is its last command's (None on a host
+    engine). ``engine`` names another OpenCL engine on the Memory's context
+    to run it on that engine's queue.
+
+    ``wait_for``: device events (pyopencl Events: your kernels', a Memory's
+    ``event``) the call waits for before it touches its inputs and outputs;
+    on an out-of-order queue they, and the events clayout records on the
+    memory it touches, are the whole order (docs/engines.md, "Inside an
+    engine"). Every door takes it. A call on host arrays has consumed them
+    when it returns: the caller may overwrite or free its input at once.
 
     >>> src = MemoryDesc((1, 3, 2, 2), tag="nchw")
     >>> reorder(np.arange(12, dtype=np.float32), src, MemoryDesc((1, 3, 2, 2), tag="nhwc"))[:6]
@@ -41,11 +52,11 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     ...         out=frame) is frame
     True
     """
-    return parse_reorder(data, src_desc, dst_desc, engine, out).apply()
+    return parse_reorder(data, src_desc, dst_desc, engine, out, wait_for).apply()
 
 
 def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
-             max_image=None, row_pitch=None):
+             max_image=None, row_pitch=None, wait_for=None):
     """Place a tensor onto an image; returns (height, width, 4), or
     (height, width) for one-channel layouts, of the image dtype.
     With ``max_image=(W, H)`` (or a runtime.Limits) an image over that limit comes as a tuple of
@@ -65,11 +76,11 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     and, where ``dtype`` is given, that dtype, to write into).
     """
     return parse_to_image(array, layout, src, dtype, engine, dims, out, max_image,
-                          row_pitch).apply()
+                          row_pitch, wait_for).apply()
 
 
 def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
-               check_padding=True, row_pitch=None):
+               check_padding=True, row_pitch=None, wait_for=None):
     """Read a tensor back from an image array (height, width, 4) (or
     (height, width)); returns the buffer in tag ``dst`` (default nchw /
     oihw / ...), in its physical shape when plain, else 1-D; ``dtype`` is the
@@ -91,12 +102,12 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
     the columns past the width are not read.
     """
     return parse_from_image(image, layout, dims, dst, dtype, engine, out, check_padding,
-                            row_pitch).apply()
+                            row_pitch, wait_for).apply()
 
 
 def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
                resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv=None, dtype="f32",
-               engine=None, out=None, antialias=False, scale=1.0):
+               engine=None, out=None, antialias=False, scale=1.0, wait_for=None):
     """A camera frame as a model input of dims (1, C, H, W) in ``layout``,
     in one conversion (docs/frames.md): colour (YUV to RGB by ``yuv``,
     BT.601 limited range by default, or the packed channels), ``crop`` =
@@ -125,7 +136,7 @@ def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fi
     return parse_from_frame(frame, layout, format=format, size=size, crop=crop, fit=fit,
                             fill=fill, resize=resize, mean=mean, std=std, order=order,
                             yuv=yuv, dtype=dtype, engine=engine, out=out,
-                            antialias=antialias, scale=scale).apply()
+                            antialias=antialias, scale=scale, wait_for=wait_for).apply()
 
 
 __all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out", "image_pitch"]

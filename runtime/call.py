@@ -32,10 +32,10 @@ from .algebra.frame import frame_side, frame_target
 from .algebra.hostarray import dims_from_shape, host_input, physical_shape
 from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.tiles import as_limits, plan_of, tile_plan
-from .calls import Call, FrameCall, FromImageCall, FromTilesCall, ReorderCall, ToImageCall, \
-    ToTilesCall
+from .calls import Call, FrameCall, FromImageCall, FromTilesCall, HostFrameIntoMemoryCall, \
+    ReorderCall, ToImageCall, ToTilesCall
 from .door_checks import SIDES, check_out_side, check_padding_lanes, checked_image, held, \
-    image_side, memory_call, no_host_out, refuse_empty, tagged
+    image_side, memory_call, memory_out, refuse_empty, runner_of, tagged, wait_list
 from .errors import ClayoutError
 from .hostside import host_out, pitch_pixels, pitched_shape, unpitched
 from .limits import check_host_bytes
@@ -59,22 +59,28 @@ API = Wording()
 
 
 # -- reorder --------------------------------------------------------------------------------
-def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
+def parse_reorder(data, src_desc, dst_desc, engine=None, out=None, wait_for=None,
                   wording: Wording = API) -> Call:
     """``wording``: how messages name things (the CLI's file)."""
     what = wording.what or "reorder input"
     if isinstance(data, Memory):
-        no_host_out(out, "reorder", "dst_desc")
+        into = memory_out(out, dst_desc, "reorder", "dst_desc")
         if data.is_image:
             raise ClayoutError(f"reorder takes a buffer Memory; {data!r} is an image: use "
                                "from_image")
         if src_desc is not None and src_desc != data.desc:
             raise ClayoutError(f"reorder of a Memory in {data.desc.describe()}: src_desc "
                                f"{src_desc.describe()} does not describe it; pass None or its desc")
-        if not isinstance(dst_desc, (Memory, MemoryDesc)):
-            raise ClayoutError("reorder of a Memory takes a MemoryDesc or a buffer Memory as "
-                               f"dst_desc, got {type(dst_desc).__name__}")
-        return memory_call(data, dst_desc, engine)
+        if into is not None:
+            if isinstance(dst_desc, MemoryDesc) and dst_desc != into.desc:
+                raise ClayoutError(f"reorder: dst_desc {dst_desc.describe()} is not out='s "
+                                   f"{into.desc.describe()}; pass None or out's desc")
+            return memory_call(data, into, engine, wait_for=wait_for, what="reorder")
+        if not isinstance(dst_desc, MemoryDesc):
+            raise ClayoutError("reorder of a Memory takes a MemoryDesc as dst_desc (a new "
+                               "Memory) or a buffer Memory as out=, got "
+                               f"{type(dst_desc).__name__}")
+        return memory_call(data, dst_desc, engine, wait_for=wait_for, what="reorder")
     if not isinstance(src_desc, MemoryDesc) or not isinstance(dst_desc, MemoryDesc):
         raise ClayoutError("reorder takes MemoryDesc objects for src_desc and dst_desc")
     if src_desc.dims != dst_desc.dims:
@@ -90,12 +96,13 @@ def parse_reorder(data, src_desc, dst_desc, engine=None, out=None,
     else:
         check_host_bytes(dst_desc.span_bytes,
                          f"reorder output {dst_desc.describe()}")
-    return ReorderCall(src_desc, dst_desc, eng, flat, out)
+    return ReorderCall(src_desc, dst_desc, eng, flat, out, wait_for=wait_list(wait_for, "reorder"))
 
 
 # -- to_image -------------------------------------------------------------------------------
 def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
-                   max_image=None, row_pitch=None, wording: Wording = API, choose=None):
+                   max_image=None, row_pitch=None, wait_for=None, wording: Wording = API,
+                   choose=None):
     """``wording``: how messages name things (the CLI's file and options);
     ``choose``: with it, the layout is chosen from the input's dims and
     dtype, ``choose(dims, dtype) -> (layout, max_image)`` (the CLI's 'any')."""
@@ -116,7 +123,8 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
         image = ImageDesc(layout, array.dims, dtype or array.dtype)
         if out is not None:
             check_out_side(out, image, dtype, "to_image")
-        return memory_call(array, out if out is not None else image, engine)
+        return memory_call(array, out if out is not None else image, engine,
+                           wait_for=wait_for, what="to_image")
     if isinstance(out, Memory):
         raise ClayoutError("to_image: an image Memory as out= goes with a Memory input; "
                            "a host array input takes a numpy array as out=")
@@ -151,12 +159,14 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
         plan = tile_plan(image, limits)
         _check_device_limit(eng, plan.max_image)
         if plan.split:
-            return ToTilesCall(desc, image, eng, flat, tiles=plan)
+            return ToTilesCall(desc, image, eng, flat, wait_for=wait_list(wait_for, "to_image"),
+                               tiles=plan)
     else:
         check_fits(image, eng.limits)
     if out is not None:
         host_out(out, shape, image.dtype, arr, "to_image")
-    return ToImageCall(desc, image, eng, flat, out, pitch=pitch)
+    return ToImageCall(desc, image, eng, flat, out, wait_for=wait_list(wait_for, "to_image"),
+                       pitch=pitch)
 
 
 def _check_device_limit(engine, max_image) -> None:
@@ -170,19 +180,22 @@ def _check_device_limit(engine, max_image) -> None:
 
 # -- from_image -----------------------------------------------------------------------------
 def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
-                     check_padding=True, row_pitch=None, wording: Wording = API, tiles=None):
+                     check_padding=True, row_pitch=None, wait_for=None,
+                     wording: Wording = API, tiles=None):
     """``tiles``: the TilePlan the tuple ``image`` was cut by, where the
     caller planned it (the CLI, to find the files); else read from the
     tiles' shapes."""
     what = wording.what or "from_image input"
     layout = image_layout(layout)
     if isinstance(image, Memory):
-        no_host_out(out, "from_image", "dst")
+        into = memory_out(out, dst, "from_image", "dst")
+        if into is not None:
+            dst = into
         if row_pitch is not None:
             raise ClayoutError("from_image of a Memory: row_pitch= goes with a pitched host "
                                "array; a Memory is read as the image it holds (a pitched "
                                "cl.Buffer: Memory.from_buffer(..., row_pitch=))")
-        return _from_image_memory(image, layout, dims, dst, dtype, engine)
+        return _from_image_memory(image, layout, dims, dst, dtype, engine, wait_for)
     eng = engines.get(engine)
     if isinstance(image, tuple):
         if out is not None or row_pitch is not None:
@@ -200,7 +213,7 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
             desc = MemoryDesc(dims, dtype if dtype is not None else side.dtype,
                               tag=dst or layout.default_tag(len(dims)))
             return FromTilesCall(side, desc, eng, image, None, physical_shape(desc),
-                                 tiles=plan)
+                                 wait_list(wait_for, "from_image"), tiles=plan)
         image = image[0]   # within the limit: the one tile is the image
     arr = np.asarray(image)
     if not held(arr) and dtype is not None:  # a float64 image: rounded once to the output's
@@ -223,10 +236,10 @@ def parse_from_image(image, layout, dims, dst=None, dtype=None, engine=None, out
         check_host_bytes(desc.span_bytes, f"from_image output {desc.describe()}")
     else:
         host_out(out, shape, desc.dtype, source, "from_image")
-    return FromImageCall(side, desc, eng, arr, out, shape)
+    return FromImageCall(side, desc, eng, arr, out, shape, wait_list(wait_for, "from_image"))
 
 
-def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Call:
+def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine, wait_for) -> Call:
     """An image Memory read back into a buffer: ``dst`` is a tag (default by
     the layout's kind), a MemoryDesc, or a Memory to write into."""
     dims = as_ints(dims, "dims")
@@ -240,23 +253,21 @@ def _from_image_memory(mem: Memory, layout, dims, dst, dtype, engine) -> Call:
             raise ClayoutError(f"from_image of a Memory: dtype={dtypes.dtype(dtype).name} but "
                                f"dst holds {held.dtype.name}; leave dtype out or pass a dst of "
                                "that dtype")
-        return memory_call(mem, dst, engine)
+        return memory_call(mem, dst, engine, wait_for=wait_for, what="from_image")
     tag = dst or layout.default_tag(len(dims))
-    return memory_call(mem, MemoryDesc(dims, dtype or mem.dtype.name, tag=tag), engine)
+    return memory_call(mem, MemoryDesc(dims, dtype or mem.dtype.name, tag=tag), engine,
+                       wait_for=wait_for, what="from_image")
 
 
 # -- from_frame -----------------------------------------------------------------------------
 def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
                      resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv=None,
                      dtype="f32", engine=None, out=None, antialias=False, scale=1.0,
-                     wording: Wording = API) -> Call:
+                     wait_for=None, wording: Wording = API) -> Call:
     """``wording``: how messages name things (the CLI's file). A host
-    frame with a Memory as ``out`` is uploaded to out's engine first."""
+    frame with a Memory as ``out`` is uploaded to out's engine when the
+    call runs (consumed when it returns)."""
     what = wording.what or "from_frame"
-    if isinstance(out, Memory) and not isinstance(frame, Memory) and \
-            np.asarray(frame).dtype == np.uint8:
-        arr = np.ascontiguousarray(frame)
-        frame = Memory(MemoryDesc(arr.shape, "u8"), engine=out.engine, data=arr)
     on_memory = isinstance(frame, Memory)
     if on_memory:
         if frame.is_image or frame.dtype.name != "u8":
@@ -275,8 +286,8 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
     target = frame_target(layout, dtype)
     dst = image_side(target, plan.dims, dtype) if isinstance(target, ImageLayout) else \
         tagged(plan.dims, dtype, target)
-    if on_memory:
-        if frame.desc != MemoryDesc(shape, "u8"):
+    if on_memory or isinstance(out, Memory):
+        if on_memory and frame.desc != MemoryDesc(shape, "u8"):
             raise ClayoutError(f"from_frame: {frame!r} is not a dense row-major u8 buffer of the "
                                f"frame's shape {shape}; make it Memory(MemoryDesc({shape}, 'u8'))")
         if out is not None and not isinstance(out, Memory):
@@ -284,7 +295,12 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
                                f"got {type(out).__name__}")
         if out is not None:
             check_out_side(out, dst, dtype, "from_frame")
-        return memory_call(frame, out if out is not None else dst, engine, plan)
+        if on_memory:
+            return memory_call(frame, out if out is not None else dst, engine, plan, wait_for,
+                               "from_frame")
+        return HostFrameIntoMemoryCall(plan, dst, arr, out, runner_of(out, engine),
+                                       wait_list(wait_for, "from_frame"),
+                                       frame=tagged(shape, "u8", None))
     eng = engines.get(engine)
     shape = dst.array_shape if dst.is_image else physical_shape(dst)
     if dst.is_image:
@@ -293,7 +309,7 @@ def parse_from_frame(frame, layout, *, format, size=None, crop=None, fit="stretc
         check_host_bytes(dst.memory.span_bytes, f"from_frame output {dst.describe()}")
     else:
         host_out(out, shape, dst.dtype, arr, "from_frame")
-    return FrameCall(plan, dst, eng, arr, out, shape)
+    return FrameCall(plan, dst, eng, arr, out, shape, wait_list(wait_for, "from_frame"))
 
 
 __all__ = ["Wording", "parse_reorder", "parse_to_image", "parse_from_image",

@@ -13,7 +13,8 @@ Nothing here checks or re-derives: a call is what its door decided.
   back into a buffer;
 * ``FrameCall``: a host frame sampled onto a buffer or an image;
 * ``MemoryCall`` / ``MemoryFrameCall``: any of these on a ``Memory`` (the
-  engine's storage), its result a Memory; the frame's own apply.
+  engine's storage), its result a Memory; the frame's own apply;
+  ``HostFrameIntoMemoryCall``: a host frame into a Memory, uploaded first.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from . import memory
 from .algebra.side import Side
 from .algebra.tiles import TilePlan
-from .contract import Engine
+from .contract import Engine, wait_events
 from .hostside import pitched
 from .memory import Memory
 
@@ -32,14 +33,23 @@ class HostCall:
     """A call on host arrays: ``src`` and ``dst`` (the sides), the
     ``engine``, ``data`` (the input as the engine takes it: a buffer's 1-D
     physical array, an image array, a frame), ``out`` (a checked host
-    array or None) and ``shape`` (the result's host shape, or None for the
-    engine's own)."""
+    array or None), ``shape`` (the result's host shape, or None for the
+    engine's own) and ``wait_for`` (device events the call waits for, on
+    the host, before it touches its arrays). ``apply()`` waits, then runs."""
     src: Side
     dst: Side
     engine: Engine
     data: object
     out: object = None
     shape: tuple[int, ...] | None = None
+    wait_for: tuple = ()
+
+    def apply(self):
+        wait_events(self.wait_for)
+        return self.run()
+
+    def run(self):
+        raise NotImplementedError
 
     def _result(self, result):
         if self.out is not None:
@@ -48,7 +58,7 @@ class HostCall:
 
 
 class ReorderCall(HostCall):
-    def apply(self):
+    def run(self):
         return self._result(self.engine.convert(self.src, self.dst, self.data, self.out))
 
 
@@ -58,15 +68,15 @@ class ToImageCall(ReorderCall):
     image's own width, converted as a reorder is; runtime/hostside.py)."""
     pitch: int | None = None
 
-    def apply(self):
+    def run(self):
         if self.pitch is None:
-            return super().apply()
+            return super().run()
         # the image, then its rows widened
         return pitched(self.engine.convert(self.src, self.dst, self.data), self.pitch, self.out)
 
 
 class FromImageCall(HostCall):
-    def apply(self):
+    def run(self):
         out = None if self.out is None else self.out.reshape(-1)
         return self._result(self.engine.convert(self.src, self.dst, self.data, out))
 
@@ -77,7 +87,7 @@ class ToTilesCall(HostCall):
     tuple of tiles, row-major."""
     tiles: TilePlan | None = None
 
-    def apply(self):
+    def run(self):
         return self.engine.to_tiles(self.src, self.dst, self.data, self.tiles)
 
 
@@ -86,13 +96,13 @@ class FromTilesCall(HostCall):
     """``data``: the tuple of tiles ``tiles`` plans."""
     tiles: TilePlan | None = None
 
-    def apply(self):
+    def run(self):
         return self._result(self.engine.from_tiles(self.src, self.data, self.tiles, self.dst))
 
 
 class FrameCall(HostCall):
     """``src``: the FramePlan; ``data``: the frame's u8 array."""
-    def apply(self):
+    def run(self):
         out = self.out.reshape(-1) if self.out is not None and not self.dst.is_image \
             else self.out
         return self._result(self.engine.from_frame(self.src, self.dst, self.data, out))
@@ -101,16 +111,17 @@ class FrameCall(HostCall):
 @dataclass(frozen=True)
 class MemoryCall:
     """A call on a Memory: ``data`` the source Memory, ``src`` its side,
-    ``dst`` the destination's side and ``out`` the Memory to write into
-    (None: a new one on the source's engine)."""
+    ``dst`` the destination's side, ``out`` the Memory to write into (None:
+    a new one on ``engine``), ``engine`` the engine it runs on (the
+    source's, or another on its device context: its queue), ``wait_for``
+    device events its first commands wait for. ``apply()`` enqueues it and
+    returns the destination, whose ``event`` is its last command's."""
     src: Side
     dst: Side
     data: Memory
-    out: Memory | None = None
-
-    @property
-    def engine(self) -> Engine:
-        return self.data.engine
+    out: Memory | None
+    engine: Engine
+    wait_for: tuple = ()
 
     @property
     def target(self):
@@ -118,16 +129,31 @@ class MemoryCall:
         return self.out if self.out is not None else self.dst
 
     def apply(self) -> Memory:
-        return memory.convert(self.data, self.target)
+        return memory.convert(self.data, self.target, self.engine, self.wait_for)
 
 
 class MemoryFrameCall(MemoryCall):
     """A frame held in a u8 buffer Memory: ``src`` its FramePlan."""
     def apply(self) -> Memory:
-        return memory.from_frame(self.src, self.data, self.target)
+        return memory.from_frame(self.src, self.data, self.target, self.engine, self.wait_for)
+
+
+@dataclass(frozen=True)
+class HostFrameIntoMemoryCall(MemoryCall):
+    """A host frame into a Memory (``out``, or a new one on ``engine``):
+    ``data`` the frame's u8 array, ``frame`` its u8 buffer side. The array
+    is uploaded into pooled device memory (or read in place by a host
+    engine) and consumed when ``apply()`` returns."""
+    frame: Side | None = None
+
+    def apply(self) -> Memory:
+        with self.engine.host_input(self.frame, self.data) as storage:
+            held = Memory(self.frame, self.engine, data=storage)
+            return memory.from_frame(self.src, held, self.target, self.engine, self.wait_for)
 
 
 Call = HostCall | MemoryCall
 
 __all__ = ["Call", "HostCall", "ReorderCall", "ToImageCall", "FromImageCall", "ToTilesCall",
-           "FromTilesCall", "FrameCall", "MemoryCall", "MemoryFrameCall"]
+           "FromTilesCall", "FrameCall", "MemoryCall", "MemoryFrameCall",
+           "HostFrameIntoMemoryCall"]

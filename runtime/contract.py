@@ -90,19 +90,31 @@ class Engine:
         (runtime.algebra.frame.sample, the one host evaluation)."""
         return frame_stages.sample(frame, np.asarray(data).reshape(frame.shape))
 
-    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool,
+                      wait_for=()):
         """``from_frame`` between two storages of the engine: ``src`` (a u8
-        buffer side) holding the frame's bytes, into dst's."""
+        buffer side) holding the frame's bytes, into dst's, after the events
+        ``wait_for``; the event of its last command (None on the host)."""
         raise NotImplementedError
+
+    @contextlib.contextmanager
+    def host_input(self, side, array: np.ndarray):
+        """Storage of the buffer ``side`` holding the host ``array``'s values
+        for a ``with`` block, the array consumed when it is entered: the
+        caller may overwrite or free it at once (a host engine reads it in
+        place, within the call)."""
+        yield array.reshape(-1)
 
     # -- outputs -----------------------------------------------------------------------------
     exact_outputs = False   # the reference: float64 from the formulas
 
-    def read_output(self, side, data, rule, out=None) -> Pending:
+    def read_output(self, side, data, rule, out=None, wait_for=()) -> Pending:
         """``read_output`` (runtime/algebra/output.py) of ``side`` whose memory
         ``data`` holds (a host array, a device engine's Memory): its logical
         values by one conversion, then the rule's stages on the host
-        (runtime/algebra/output_math.py). A Pending, finished here."""
+        (runtime/algebra/output_math.py), after ``wait_for``. A Pending,
+        finished here."""
+        wait_events(wait_for)
         plain = MemoryDesc(side.dims, side.dtype)
         values = np.asarray(self.convert(side, plain, data)).reshape(side.dims)
         result = output_math.evaluate(rule, values, exact=self.exact_outputs)
@@ -126,8 +138,9 @@ class Engine:
         return self.convert(src, dst, plan.join(tiles))
 
     # -- storage of Memory objects ---------------------------------------------------------
-    def allocate(self, side):
-        """New, zeroed storage for ``side`` (None for a side with no elements)."""
+    def allocate(self, side, zeroed: bool = True):
+        """New storage for ``side`` (None for a side with no elements),
+        zeroed unless ``zeroed`` is False (the caller writes every byte)."""
         raise NotImplementedError
 
     def attach(self, side, data):
@@ -138,7 +151,9 @@ class Engine:
         """A host copy of the storage: 1-D for a buffer, the image array for an image."""
         raise NotImplementedError
 
-    def write(self, storage, side, array: np.ndarray) -> None:
+    def write(self, storage, side, array: np.ndarray, wait: bool = True) -> None:
+        """``array`` into the storage; ``wait=False`` may leave a device's
+        copy running (the array must then stay as it is until it is done)."""
         raise NotImplementedError
 
     def map(self, storage, side, write: bool = True):
@@ -149,9 +164,10 @@ class Engine:
         """True when two storages are the same memory."""
         raise NotImplementedError
 
-    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool, wait_for=()):
         """Write dst's footprint in ``dst_storage`` from ``src_storage``
-        (``fresh``: dst_storage is known to be zero)."""
+        (``fresh``: dst_storage is known to be zero) after the events
+        ``wait_for``; the event of its last command (None on the host)."""
         raise NotImplementedError
 
     def pitch_alignment(self) -> int:
@@ -174,6 +190,11 @@ class Engine:
 
     def close(self) -> None:
         """Release what the engine keeps for reuse (a host engine: nothing)."""
+
+    def last_write(self, storage):
+        """The device event of the last command that wrote ``storage``
+        (Memory.event); a host engine's work is done when its call returns: None."""
+        return None
 
     def __repr__(self) -> str:
         return f"<clayout engine {self.name}>"
@@ -213,7 +234,7 @@ class HostEngine(Engine):
             return self.reorder(data, s, plain), MemoryDesc(d.dims, d.dtype)
 
     # -- storage: numpy arrays --------------------------------------------------------------
-    def allocate(self, side):
+    def allocate(self, side, zeroed: bool = True):
         if side.is_zero:
             return None
         nbytes = side.memory.span_bytes
@@ -234,7 +255,7 @@ class HostEngine(Engine):
     def read(self, storage, side) -> np.ndarray:
         return np.array(storage, copy=True)
 
-    def write(self, storage, side, array) -> None:
+    def write(self, storage, side, array, wait: bool = True) -> None:
         storage[...] = np.asarray(array).reshape(storage.shape)
 
     @contextlib.contextmanager
@@ -244,12 +265,24 @@ class HostEngine(Engine):
     def same(self, a, b) -> bool:
         return np.shares_memory(a, b)
 
-    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool,
+                      wait_for=()) -> None:
+        wait_events(wait_for)
         values = self.sample(frame, self.read(src_storage, src))
         self.convert_storage(frame.plain, values.reshape(-1), dst, dst_storage, fresh)
 
-    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool,
+                        wait_for=()) -> None:
+        wait_events(wait_for)
+
         def last(s, d, value):
             data, sm = self._regroup(np.asarray(value).reshape(-1), s.memory, d.memory)
             self.reorder_into(data, sm, dst_storage.reshape(-1), d.memory, fresh)
         self.run_stages(src, dst, src_storage, last)
+
+
+def wait_events(events) -> None:
+    """Wait on the host for the device events ``events`` (a host engine's
+    ``wait_for``: what the caller's device commands must finish first)."""
+    for event in events or ():
+        event.wait()

@@ -16,7 +16,7 @@ from .algebra.hostarray import nonzero_padding
 from .algebra.layout import ImageDesc
 from .cache import LRU
 from .calls import MemoryCall, MemoryFrameCall
-from .errors import ClayoutError
+from .errors import ClayoutError, warn
 from .memory import Memory
 
 # The two sides of a call on host arrays, one object per (dims, dtype, tag) or
@@ -25,22 +25,55 @@ from .memory import Memory
 SIDES = LRU("host call sides", "CLAYOUT_SIDES_CACHE", 1024)
 
 
-def memory_call(mem: Memory, target, engine, frame=None) -> MemoryCall:
-    """A call on a Memory: ``target`` a side (a new Memory on mem's engine)
-    or a Memory to write into, on the same engine's storage; with ``frame``
-    (a FramePlan), ``mem`` holds that frame's bytes."""
-    if engine is not None and engine != "auto" and engine is not mem.engine and \
-            engines.get(engine).domain != mem.engine.domain:   # 'auto': the Memory's own
-        raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
-                           f"on engine {engines.get(engine).name} (use to_numpy() or a Memory "
-                           "on that engine)")
+def memory_call(mem: Memory, target, engine, frame=None, wait_for=None,
+                what: str = "conversion") -> MemoryCall:
+    """A call on a Memory: ``target`` a side (a new Memory) or a Memory to
+    write into, on the same device (context) as ``mem``; it runs on
+    ``engine`` where one is named (another queue on mem's context: ordered
+    after mem's commands by their events), else on mem's own. With
+    ``frame`` (a FramePlan), ``mem`` holds that frame's bytes."""
+    runner = runner_of(mem, engine)
     out = target if isinstance(target, Memory) else None
     if out is not None and out.engine.domain != mem.engine.domain:
         raise ClayoutError(f"destination {out!r} and source {mem!r} are on different engines")
     dst = out.side if out is not None else target
+    wait = wait_list(wait_for, what)
     if frame is not None:
-        return MemoryFrameCall(frame, dst, mem, out)
-    return MemoryCall(mem.side, dst, mem, out)
+        return MemoryFrameCall(frame, dst, mem, out, runner, wait)
+    return MemoryCall(mem.side, dst, mem, out, runner, wait)
+
+
+def runner_of(mem: Memory, engine):
+    """The engine a call on ``mem`` runs on: ``engine`` where named (None
+    and 'auto': mem's own), which must reach mem's storage (the same
+    device context), or one ClayoutError."""
+    if engine is None or engine == "auto" or engine is mem.engine:
+        return mem.engine
+    runner = engines.get(engine)
+    if runner.domain != mem.engine.domain:
+        raise ClayoutError(f"{mem!r} lives on engine {mem.engine.name}; it cannot be converted "
+                           f"on engine {runner.name} (use to_numpy() or a Memory on that "
+                           "engine; an OpenCL engine on the same context runs it on its queue)")
+    return runner
+
+
+def wait_list(wait_for, what: str) -> tuple:
+    """``wait_for`` as a tuple of device events (pyopencl Events: a
+    command's, ``Memory.event``, ``Pending.event``), or one ClayoutError;
+    None: nothing to wait for."""
+    if wait_for is None:
+        return ()
+    found = (wait_for,) if engines.is_device_object(wait_for) else wait_for
+    try:
+        found = tuple(found)
+    except TypeError:
+        raise ClayoutError(f"{what}: wait_for={wait_for!r}; allowed: a list of pyopencl "
+                           "Events (or one), or None") from None
+    for event in found:
+        if not (engines.is_device_object(event) and hasattr(event, "wait")):
+            raise ClayoutError(f"{what}: wait_for holds {event!r}; allowed: pyopencl Events "
+                               "(a command's, Memory.event, Pending.event)")
+    return found
 
 
 def tagged(dims, dtype, tag) -> MemoryDesc:
@@ -82,10 +115,22 @@ def check_out_side(out: Memory, want, dtype, what: str) -> None:
                            f"{asked}; pass a Memory of that side, or leave out= to get a new one")
 
 
-def no_host_out(out, what: str, where: str) -> None:
-    if out is not None:
-        raise ClayoutError(f"{what} of a Memory: out= takes a numpy array and goes with a host "
-                           f"array input; to write into a Memory pass it as {where}")
+def memory_out(out, legacy, door: str, legacy_name: str):
+    """The Memory a call on a Memory writes into, or None (a new one):
+    ``out`` as every door names it, or the older keyword ``legacy_name``
+    (reorder's dst_desc, from_image's dst) holding a Memory, accepted with a
+    DeprecationWarning that names out=."""
+    if out is not None and not isinstance(out, Memory):
+        raise ClayoutError(f"{door} of a Memory: out= takes a Memory to write into (a numpy "
+                           f"out= goes with a host array input); got {type(out).__name__}")
+    if isinstance(legacy, Memory):
+        if out is not None:
+            raise ClayoutError(f"{door}: out= and {legacy_name}= both hold a Memory to write "
+                               "into; pass it once, as out=")
+        warn(f"{door}: a destination Memory goes in out= ({legacy_name}= a Memory is still "
+             "taken, and will not be in a later release)", DeprecationWarning)
+        return legacy
+    return out
 
 
 def refuse_empty(image: ImageDesc, what: str) -> None:

@@ -34,26 +34,31 @@ def load_images(path, engine=None) -> dict[str, Memory]:
     eng = engines.get(engine)
     tensors, manifest = read_manifest(path)
     loaded: dict[str, Memory] = {}
-    for entry in manifest.get("tensors", []):
-        name = entry["name"]
-        try:
-            loaded[name] = _memory(entry, tensors, eng)
-        except ClayoutError as exc:
-            raise ClayoutError(f"{path}: tensor {printable(name)!r}: {exc}") from None
+    try:
+        for entry in manifest.get("tensors", []):
+            name = entry["name"]
+            try:
+                loaded[name] = _memory(entry, tensors, eng)
+            except ClayoutError as exc:
+                raise ClayoutError(f"{path}: tensor {printable(name)!r}: {exc}") from None
+    finally:   # every upload enqueued without a wait; one wait here, while tensors hold them
+        for mem in loaded.values():
+            if mem.event is not None:
+                mem.event.wait()
     return loaded
 
 
 def _memory(entry: dict, tensors: dict, eng) -> Memory:
     if entry["layout"] == "buffer":
         desc = MemoryDesc(entry["dims"], entry["dtype"], tag=entry["tag"])
-        return Memory.from_numpy(tensors[entry["name"]].reshape(-1), desc, eng)
+        return Memory.from_numpy(tensors[entry["name"]].reshape(-1), desc, eng, wait=False)
     image = stored_image(tensors, entry)
     if isinstance(image, tuple):   # tiles: the whole image, if the engine holds it
         image = plan_of(entry["layout"], entry["dims"], image).join(image)
     layout = image_layout(entry["layout"])
     side = ImageDesc(layout, entry["dims"], entry["dtype"])
     check_fits(side, eng.limits)
-    return Memory.from_numpy(image, layout, eng, dims=entry["dims"])
+    return Memory.from_numpy(image, layout, eng, dims=entry["dims"], wait=False)
 
 
 __all__ = ["load_images"]

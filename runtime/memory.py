@@ -52,7 +52,7 @@ class Memory:
     copied, and why) is the engine's to decide."""
 
     def __init__(self, desc, engine=None, data=None, queue=None, *, row_pitch=None,
-                 view: bool = False):
+                 view: bool = False, zeroed: bool = True):
         if not isinstance(desc, (MemoryDesc, ImageDesc)):
             raise ClayoutError(f"Memory takes a MemoryDesc, got {type(desc).__name__}; "
                                "for an image use Memory.image(layout, dims, dtype)")
@@ -69,8 +69,8 @@ class Memory:
             if taken.first:
                 warnings.warn(f"clayout: Memory.from_buffer: {taken.reason}", BufferCopyWarning,
                               stacklevel=3)
-        elif data is None:
-            self.storage = self.engine.allocate(desc)
+        elif data is None:   # zeroed=False: from_numpy writes every byte
+            self.storage = self.engine.allocate(desc, zeroed)
         else:
             self.storage = self.engine.attach(desc, self._checked(data))
 
@@ -79,19 +79,24 @@ class Memory:
         return cls(ImageDesc(image_layout(layout), dims, dtype), engine, data, queue)
 
     @classmethod
-    def from_numpy(cls, array, desc, engine=None, dims=None, queue=None) -> "Memory":
+    def from_numpy(cls, array, desc, engine=None, dims=None, queue=None,
+                   wait: bool = True) -> "Memory":
         """New storage holding a copy of ``array``: ``desc`` is a MemoryDesc
         (array: its physical elements) or an image layout (array: (height,
-        width[, 4]), with ``dims``)."""
+        width[, 4]), with ``dims``). ``wait=False`` enqueues the copy on a
+        device and returns at once: ``array`` must then stay as it is until
+        the Memory's ``event`` is complete (a loader's many uploads, one
+        wait at the end)."""
         arr = np.asarray(array)
         if isinstance(desc, MemoryDesc):
-            mem = cls(desc, engine, queue=queue)
-            mem._write(physical_input(arr, desc, "Memory.from_numpy array"))
+            mem = cls(desc, engine, queue=queue, zeroed=False)
+            mem._write(physical_input(arr, desc, "Memory.from_numpy array"), wait)
             return mem
         if dims is None:
             raise ClayoutError("Memory.from_numpy of an image needs dims= (the logical dims)")
-        mem = cls.image(desc, dims, dtypes.of_array(arr), engine, queue=queue)
-        mem._write(mem._checked(arr))
+        side = ImageDesc(image_layout(desc), dims, dtypes.of_array(arr))
+        mem = cls(side, engine, queue=queue, zeroed=False)
+        mem._write(mem._checked(arr), wait)
         return mem
 
     @classmethod
@@ -171,9 +176,9 @@ class Memory:
             return np.zeros(host_shape(self.side), dtype=self.dtype.np)
         return self.engine.read(self.storage, self.side)
 
-    def _write(self, arr: np.ndarray) -> None:
+    def _write(self, arr: np.ndarray, wait: bool = True) -> None:
         if self.storage is not None:
-            self.engine.write(self.storage, self.side, arr)
+            self.engine.write(self.storage, self.side, arr, wait)
 
     @contextlib.contextmanager
     def map(self, write: bool = True):
@@ -187,6 +192,16 @@ class Memory:
         with self.engine.map(self.storage, self.side, write) as arr:
             yield arr
 
+    @property
+    def event(self):
+        """The device event of the last command clayout enqueued that writes
+        this Memory (a pyopencl Event: put it in your kernel's wait list
+        before reading the Memory on an out-of-order queue); None on a host
+        engine, or when nothing is pending from clayout. Your own commands
+        writing it are yours to pass to the next door as ``wait_for=``
+        (docs/engines.md, "Inside an engine")."""
+        return self.engine.last_write(self.storage)
+
     def same_buffer(self, other: "Memory") -> bool:
         """True when both Memory objects use the same storage."""
         if self.storage is None or other.storage is None or \
@@ -199,32 +214,38 @@ class Memory:
         return f"<clayout Memory {what} on {self.engine.name}>"
 
 
-def convert(mem: Memory, target) -> Memory:
+def convert(mem: Memory, target, engine=None, wait_for=()) -> Memory:
     """``mem`` converted into ``target``: a side (MemoryDesc or ImageDesc:
-    a new Memory on mem's engine) or a Memory to write into, on the same
-    engine's storage (runtime.call checked the engines). Returns the
-    destination Memory."""
-    out, fresh = _destination(mem, target)
+    a new Memory on the engine) or a Memory to write into, on ``engine``
+    (default: mem's; another on the same device context runs it on its own
+    queue, ordered after mem's commands by their events), after the events
+    ``wait_for``. runtime.call checked the engines. Returns the destination
+    Memory (its ``event``: the conversion's last command)."""
+    engine = mem.engine if engine is None else engine
+    out, fresh = _destination(target, engine)
     conversion.check(mem.side, out.side)
     if mem.storage is not None and out.storage is not None:
-        mem.engine.convert_storage(mem.side, mem.storage, out.side, out.storage, fresh)
+        engine.convert_storage(mem.side, mem.storage, out.side, out.storage, fresh,
+                               wait_for=wait_for)
     return out
 
 
-def from_frame(frame, mem: Memory, target) -> Memory:
+def from_frame(frame, mem: Memory, target, engine=None, wait_for=()) -> Memory:
     """The frame ``frame`` (a runtime.algebra.frame.FramePlan) held in the
     u8 buffer Memory ``mem``, converted into ``target``: a side (a new Memory
-    on mem's engine) or a Memory to write into (runtime.call checked it)."""
-    out, fresh = _destination(mem, target)
+    on the engine) or a Memory to write into (runtime.call checked it), on
+    ``engine`` (default: mem's), after the events ``wait_for``."""
+    engine = mem.engine if engine is None else engine
+    out, fresh = _destination(target, engine)
     if mem.storage is not None and out.storage is not None:
-        mem.engine.frame_storage(frame, mem.side, mem.storage, out.side, out.storage, fresh)
+        engine.frame_storage(frame, mem.side, mem.storage, out.side, out.storage, fresh,
+                             wait_for=wait_for)
     return out
 
 
-def _destination(mem: Memory, target) -> tuple[Memory, bool]:
-    """(the Memory a conversion of ``mem`` writes, whether it is fresh):
-    ``target`` itself, or a new zeroed Memory of the side ``target`` on
-    mem's engine."""
+def _destination(target, engine) -> tuple[Memory, bool]:
+    """(the Memory a conversion writes, whether it is fresh): ``target``
+    itself, or a new zeroed Memory of the side ``target`` on ``engine``."""
     if isinstance(target, Memory):
         return target, False
-    return Memory(target, mem.engine), True
+    return Memory(target, engine), True

@@ -19,7 +19,7 @@ from .algebra.desc import MemoryDesc
 from .algebra.hostarray import host_input, physical_shape
 from .algebra.layout import ImageDesc
 from .algebra.output import OutputRule, Pending, output_rule
-from .door_checks import checked_image
+from .door_checks import checked_image, runner_of, wait_list
 from .errors import ClayoutError
 from .hostside import host_out
 from .memory import Memory
@@ -27,7 +27,7 @@ from .memory import Memory
 
 def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None,
                 argmax=False, threshold=None, top_k=None, dst=None, dtype="f32",
-                engine=None, out=None, wait=True, check_padding=True):
+                engine=None, out=None, wait=True, check_padding=True, wait_for=None):
     """A network output ``src`` (of logical ``dims`` (N, C, ...) in
     ``layout``: an image layout or a buffer tag) read back as the result a
     user wants, in one pass: ``dequantize`` = (scale, zero_point) (each a
@@ -48,8 +48,11 @@ def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None
     or a host array in the layout's host form (an image array (height,
     width[, 4]), a buffer's physical array). ``out``: a host array of the
     result's shape and dtype (not for a threshold, whose length varies).
-    ``wait=False`` returns a ``Pending`` (``.done()``, ``.result()``): the
-    kernel and the read back are enqueued and the call returns.
+    ``wait=False`` returns a ``Pending`` (``.done()``, ``.result()``,
+    ``.event``): the kernel and the read back are enqueued and the call
+    returns; a host array ``src`` has been uploaded (or read) by then, so
+    the caller may overwrite it at once. ``wait_for``: device events the
+    kernel waits for (the command that wrote ``src``).
     A host array is checked as the other doors check theirs: a buffer 1-D
     or exactly its physical shape (a shape that only matches in size is
     refused), an image exactly its host shape with every padding lane 0
@@ -65,23 +68,27 @@ def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None
     _check_out(out, rule, data if isinstance(data, np.ndarray) else np.empty(0))
     if not isinstance(wait, bool):
         raise ClayoutError(f"read_output: wait={wait!r}; allowed: True or False")
-    pending = eng.read_output(side, data, rule, out)
+    wait_for = wait_list(wait_for, "read_output")
+    if isinstance(data, np.ndarray) and eng.domain != "host" and not side.is_zero:
+        # a host array on a device: uploaded into pooled device memory, consumed here
+        with eng.host_input(side, data) as storage:
+            pending = eng.read_output(side, storage, rule, out, wait_for)
+    else:
+        pending = eng.read_output(side, data, rule, out, wait_for)
     return pending.result() if wait else pending
 
 
 def _source(src, layout, dims, engine, check_padding):
-    """(side, what the engine reads, engine) of the output."""
+    """(side, what the engine reads: a host array or a device storage, engine)."""
     if isinstance(src, Memory):
         side = src.side
-        if engine is not None and engines.get(engine) is not src.engine:
-            raise ClayoutError(f"read_output: the output {src!r} lives on its own engine; "
-                               "leave engine= out (or pass that engine)")
+        runner = runner_of(src, engine)
         if layout is not None and _side(layout, side.dims, side.dtype) != side:
             raise ClayoutError(f"read_output: layout {layout!r} is not the Memory's "
                                f"({side.describe()}); leave layout out")
         _no_transform(side)
-        data = src if src.engine.domain != "host" else src.to_numpy()
-        return side, data, src.engine
+        data = src.storage if runner.domain != "host" else src.to_numpy()
+        return side, data, runner
     if layout is None or dims is None:
         raise ClayoutError("read_output of a host array needs layout= (an image layout or a "
                            "buffer tag) and dims= (its logical dims, (N, C, ...))")
@@ -94,9 +101,7 @@ def _source(src, layout, dims, engine, check_padding):
                             "read_output", check_padding)
     else:               # as reorder reads a host buffer: 1-D, or exactly its physical shape
         arr, side = host_input(arr, side, "read_output input", eng.reads_views)
-    if eng.domain == "host":
-        return side, arr, eng
-    return side, Memory(side, engine=eng, data=arr), eng
+    return side, arr, eng
 
 
 def _side(layout, dims, dt):

@@ -242,10 +242,13 @@ class Pending:
     """A result on its way (``read_output(..., wait=False)``): ``done()``
     says whether the device has finished (without waiting), ``result()``
     waits for it and gives the result (computed once; safe from many
-    threads)."""
+    threads). ``event``: the device event of the call's last command (a
+    pyopencl Event to put in another command's wait list), None where the
+    work was done on the host."""
 
-    def __init__(self, finish, ready=lambda: True):
+    def __init__(self, finish, ready=lambda: True, event=None):
         self._finish, self._ready = finish, ready
+        self.event = event
         self._lock = threading.Lock()
         self._value = self._error = None
         self._finished = False

@@ -333,8 +333,7 @@ def _family(chosen: str) -> tuple[bool, str]:
     without a device."""
     if chosen != "auto":
         return chosen == "tiled", f"--family {chosen}"
-    from ..engine import opencl_available
-    if not opencl_available():
+    if not engines.opencl_available():
         return False, "no OpenCL device here: direct"
     from ..opencl.engine import default
     from ..opencl.moves import family_of

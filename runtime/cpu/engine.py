@@ -28,7 +28,7 @@ import numpy as np
 
 from ..algebra import dtypes
 from ..algebra.desc import MemoryDesc
-from ..contract import HostEngine
+from ..contract import HostEngine, wait_events
 from ..errors import ClayoutError
 from . import copy, frames, native, outputs
 from .plan import Plan, plan
@@ -143,7 +143,8 @@ class CpuEngine(HostEngine):
         return placed if placed is not None else super().from_frame(frame, dst, data, out)
 
     # -- outputs: compiled rows where the library is loaded (runtime/cpu/outputs.py), else numpy
-    def read_output(self, side, data, rule, out=None):
+    def read_output(self, side, data, rule, out=None, wait_for=()):
+        wait_events(wait_for)
         done = outputs.read(self, side, data, rule, out)
         return done if done is not None else super().read_output(side, data, rule, out)
 

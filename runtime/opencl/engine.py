@@ -29,26 +29,24 @@ array([0., 2., 1., 3.], dtype=float32)
 
 Threads: one engine may serve any number of threads at once, each getting
 the bits a single-threaded run gives. Leased memory is one call's alone
-until it is given back. Two things are serialized, each only while
-commands are enqueued, never while they run: a cached kernel's
-``set_args`` with its enqueue (a ``cl.Kernel`` holds its arguments, and the
-program cache shares it between engines on one context), and the two
-commands of a staged image access (kernel + buffer<->image copy) on an
-in-order queue, so that no other conversion's commands fall between them in
-the one staging buffer. A host-array call waits for its own commands only.
+until it is given back. One thing is serialized, only while commands are
+enqueued, never while they run: a cached kernel's ``set_args`` with its
+enqueue (a ``cl.Kernel`` holds its arguments, and the program cache shares
+it between engines on one context). A host-array call waits for its own
+commands only.
 
-A user's out-of-order queue: each conversion leases its own staging buffer
-and chains its own commands by events, a new Memory is zeroed before it is
-returned, and a host-array call waits for its own commands before it
-returns. Conversions of Memory objects are enqueued without waiting, and on
-such a queue nothing orders them with one another, with ``Memory.to_numpy``
-/ ``map`` or with the user's own commands: put ``cl.enqueue_barrier(queue)``
-(or ``queue.finish()``) between dependent steps, as for any command on an
-out-of-order queue.
+Order: every command the engine enqueues names what it reads and writes
+and waits for the commands clayout enqueued before on those memory objects
+(runtime/opencl/events.py), so a user's out-of-order queue, a pooled
+buffer's next lease and another engine's queue on the same context all see
+the in-order bits; a caller's own commands are ordered by the ``wait_for``
+each door takes and the event it gives back (``Memory.event``,
+``Pending.event``). A new Memory is zeroed by a fill its first user waits
+for; a hot shape's baked program is built off the calling thread
+(runtime/opencl/baking.py).
 """
 from __future__ import annotations
 
-import math
 import threading
 
 import numpy as np
@@ -58,7 +56,7 @@ from ..algebra import conversion, dtypes
 from ..contract import Engine
 from ..errors import ClayoutError
 from . import frame as frame_c
-from . import host, images, programs, tiles
+from . import events, host, images, programs, tiles
 from . import output as output_kernel
 from . import transform as transform_kernel
 from .contexts import engine_of, live, register, track  # noqa: F401  (live: re-exported)
@@ -148,6 +146,9 @@ class OpenCLEngine(Engine):
         """Release the pooled device memory (the engine stays usable)."""
         self.memory.close()
 
+    def last_write(self, storage):
+        return events.last_write(storage)
+
     def staged(self, image) -> bool:
         """True when kernels reach the ImageDesc ``image`` through its dense
         buffer (staged or dense access: runtime/opencl/moves.py)."""
@@ -156,21 +157,24 @@ class OpenCLEngine(Engine):
     # -- the device conversion ---------------------------------------------------------------
     def launch(self, kernel, src, dst, wait_for=None, extra=()) -> cl.Event:
         """Enqueue a planned kernel (or byte copy) from ``src`` into ``dst``;
-        ``extra``: the buffers a kernel takes after dst (a frame's taps)."""
+        ``extra``: the buffers a kernel takes after dst (a frame's taps).
+        It waits for what it must follow on ``src`` and ``dst`` and for
+        ``wait_for`` (runtime/opencl/events.py), and is recorded on them."""
         queue = self.device.queue
+        wait = events.after((src, *extra), (dst,), wait_for) or None
         if isinstance(kernel, ByteCopy):   # a byte copy and a zero tail: no program
             count, total = kernel.count, kernel.total
-            events = [cl.enqueue_copy(queue, dst, src, byte_count=count,
-                                      wait_for=wait_for or None)]
+            parts = [cl.enqueue_copy(queue, dst, src, byte_count=count, wait_for=wait)]
             if total > count:
-                events.append(cl.enqueue_fill_buffer(queue, dst, np.uint8(0), count,
-                                                     total - count, wait_for=wait_for or None))
-            return cl.enqueue_marker(queue, wait_for=events)
+                parts.append(cl.enqueue_fill_buffer(queue, dst, np.uint8(0), count,
+                                                    total - count, wait_for=wait))
+            return events.done(cl.enqueue_marker(queue, wait_for=parts), (src,), (dst,))
         knl = programs.kernel(self.device.context, kernel.source)
         with _LAUNCH_LOCK:  # the kernel object is shared: its args are set per launch
             programs.set_args(knl, (src, dst, *extra, *kernel.args))
-            return cl.enqueue_nd_range_kernel(queue, knl, kernel.launch, kernel.local,
-                                              wait_for=wait_for or None)
+            event = cl.enqueue_nd_range_kernel(queue, knl, kernel.launch, kernel.local,
+                                               wait_for=wait)
+        return events.done(event, (src, *extra), (dst,))
 
     def run_plan(self, p, src, dst, wait_for=None) -> cl.Event:
         """Enqueue a move plan's kernel from ``src`` into ``dst`` (a frame's
@@ -179,16 +183,20 @@ class OpenCLEngine(Engine):
         return self.launch(p.kernel, src, dst, wait_for, extra)
 
     def run_kernel(self, source: str, name: str, global_size, args, wait_for=None,
-                   local_size=None) -> cl.Event:
+                   local_size=None, reads=(), writes=()) -> cl.Event:
         """Launch kernel ``name`` of ``source`` (built once per context and
         cached) over ``global_size`` work items (in groups of ``local_size``,
         None: the device's choice) with ``args``: how the compute kernels of
-        runtime/compute and the transform stage run, under the same launch lock."""
+        runtime/compute and the transform stage run, under the same launch
+        lock. ``reads`` / ``writes``: the memory objects it reads and writes
+        (ordered and recorded as every command is: runtime/opencl/events.py)."""
         knl = programs.kernel(self.device.context, source, name)
+        wait = events.after(reads, writes, wait_for) or None
         with _LAUNCH_LOCK:
             programs.set_args(knl, args)
-            return cl.enqueue_nd_range_kernel(self.device.queue, knl, tuple(global_size),
-                                              local_size, wait_for=wait_for or None)
+            event = cl.enqueue_nd_range_kernel(self.device.queue, knl, tuple(global_size),
+                                               local_size, wait_for=wait)
+        return events.done(event, reads, writes)
 
     def enqueue(self, src, src_mem, dst, dst_mem, zero_first: bool = False,
                 aliased: bool = False, dense: bool = False, wait_for=()) -> cl.Event | None:
@@ -199,25 +207,29 @@ class OpenCLEngine(Engine):
         desc on both sides (rewrites the padding, keeps the data);
         ``dense``: an image side is a cl.Buffer holding the image's dense
         desc, not an image object (always so for the buffer storages).
-        ``wait_for``: events its commands wait for."""
+        ``wait_for``: events its first commands wait for; the staging
+        buffer of a staged image goes back to the pool at once, its next
+        lease ordered after these commands by their events."""
         if src.is_zero or dst.is_zero:
             return None
         p = move_plan(src, dst, self.device, aliased, dense)
         wait = self.zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
-        wait += list(wait_for)
+        wait += list(wait_for or ())
         image = p.image
         if dense or p.access in ("direct", "dense", "buffers"):
             return self.run_plan(p, src_mem, dst_mem, wait)
         queue = self.device.queue
-        with self.memory.staging(image.memory.size) as stage:
+        region = dict(origin=images.origin(image), region=images.region(image))
+        with self.memory.lease_buffer(image.memory.size) as stage:
             if dst.is_image:
-                event = self.run_plan(p, src_mem, stage, wait)
-                return cl.enqueue_copy(queue, dst_mem, stage, offset=0,
-                                       origin=images.origin(dst), region=images.region(dst),
-                                       wait_for=[event])
-            wait.append(cl.enqueue_copy(queue, stage, src_mem, offset=0,
-                                        origin=images.origin(src), region=images.region(src),
-                                        wait_for=wait or None))
+                self.run_plan(p, src_mem, stage, wait)
+                copy = cl.enqueue_copy(queue, dst_mem, stage, offset=0,
+                                       wait_for=events.after((stage,), (dst_mem,)), **region)
+                return events.done(copy, (stage,), (dst_mem,))
+            copy = cl.enqueue_copy(queue, stage, src_mem, offset=0,
+                                   wait_for=events.after((src_mem,), (stage,), wait) or None,
+                                   **region)
+            events.done(copy, (src_mem,), (stage,))
             return self.run_plan(p, stage, dst_mem, wait)
 
     def zero_rest(self, dst_buf, dst) -> list:
@@ -226,28 +238,27 @@ class OpenCLEngine(Engine):
         to wait for."""
         if dst.is_dense and dst.offset0 == 0:
             return []
-        return [cl.enqueue_fill_buffer(self.device.queue, dst_buf, np.uint8(0), 0,
-                                       dst.span_bytes)]
+        fill = cl.enqueue_fill_buffer(self.device.queue, dst_buf, np.uint8(0), 0,
+                                      dst.span_bytes,
+                                      wait_for=events.after((), (dst_buf,)) or None)
+        return [events.done(fill, (), (dst_buf,))]
 
-    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool) -> None:
+    def convert_storage(self, src, src_storage, dst, dst_storage, fresh: bool,
+                        wait_for=()) -> cl.Event | None:
+        """The conversion between two storages of this engine, enqueued (its
+        commands ordered by events: runtime/opencl/events.py, after
+        ``wait_for``); the event of its last command."""
         steps = conversion.stages(src, dst)
         if len(steps) == 1:
-            self.enqueue(src, src_storage, dst, dst_storage)
-        elif steps[1].inverse:   # the inverse transform runs on the host
+            return self.enqueue(src, src_storage, dst, dst_storage, wait_for=wait_for)
+        if steps[1].inverse:   # the inverse transform runs on the host
+            if wait_for:   # the read and the write wait for clayout's own commands
+                cl.wait_for_events(list(wait_for))
             self.write(dst_storage, dst, self.convert(src, dst, self.read(src_storage, src)))
-        elif not (src.is_zero or dst.is_zero):   # move, forward transform, move: on the device
-            first, step, last = steps
-            kernel = transform_kernel.render(step.transform, step.src.dims)
-            placed = self.memory.buffer(kernel.total * 4)
-            if first.src == first.dst:   # already the plain f32 tensor: read in place
-                logical, event = src_storage, None
-            else:
-                logical = self.memory.buffer(math.prod(step.src.dims) * 4)
-                event = self.enqueue(first.src, src_storage, first.dst, logical)
-            event = transform_kernel.launch(self, kernel, logical, placed,
-                                            [event] if event is not None else None)
-            self.enqueue(last.src, placed, last.dst, dst_storage,
-                         wait_for=[event] if event is not None else ())
+            return events.last_write(dst_storage)
+        if src.is_zero or dst.is_zero:
+            return None
+        return transform_kernel.on_device(self, steps, src_storage, dst_storage, wait_for)
 
     def apply(self, step, data) -> np.ndarray:
         """A forward transform stage as one kernel (runtime/opencl/transform.py)
@@ -268,16 +279,21 @@ class OpenCLEngine(Engine):
         return out
 
     # -- outputs: one kernel reads the output's layout, only the result comes back ----------
-    def read_output(self, side, data, rule, out=None):
-        """``data``: the output's Memory on this engine (runtime/opencl/output.py)."""
-        return output_kernel.read(self, side, data, rule, out)
+    def read_output(self, side, data, rule, out=None, wait_for=()):
+        """``data``: the output's device storage on this engine's context
+        (runtime/opencl/output.py)."""
+        return output_kernel.read(self, side, data, rule, out, wait_for)
+
+    def host_input(self, side, array: np.ndarray):
+        return host.held(self, side, array)
 
     # -- frames: the frame kernel (runtime/opencl/frame.py) is a move from the frame's bytes --
     def from_frame(self, frame, dst, data, out=None) -> np.ndarray:
         return self.move(frame, dst, data, out)
 
-    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool) -> None:
-        self.enqueue(frame, src_storage, dst, dst_storage)
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh: bool,
+                      wait_for=()) -> cl.Event | None:
+        return self.enqueue(frame, src_storage, dst, dst_storage, wait_for=wait_for)
 
     # -- host arrays: runtime/opencl/host.py ------------------------------------------------
     def move(self, src, dst, data, out=None) -> np.ndarray:
@@ -295,8 +311,8 @@ class OpenCLEngine(Engine):
         return tiles.from_tiles(self, src, parts, tile_plan, dst)
 
     # -- the storage of Memory objects: the device memory's ----------------------------------
-    def allocate(self, side):
-        return self.memory.allocate(side)
+    def allocate(self, side, zeroed: bool = True):
+        return self.memory.allocate(side, zeroed)
 
     def attach(self, side, data):
         storage = self.memory.attach(side, data)
@@ -307,8 +323,8 @@ class OpenCLEngine(Engine):
     def read(self, storage, side) -> np.ndarray:
         return self.memory.read(storage, side)
 
-    def write(self, storage, side, array) -> None:
-        self.memory.write(storage, side, array)
+    def write(self, storage, side, array, wait: bool = True) -> None:
+        self.memory.write(storage, side, array, wait)
 
     def map(self, storage, side, write: bool = True):
         return self.memory.map(storage, side, write)

@@ -22,8 +22,8 @@ import numpy as np
 import pyopencl as cl
 
 from ..algebra.hostarray import host_shape
-from . import images
-from .moves import move_plan
+from . import events, images
+from .moves import host_path, move_plan
 
 mf = cl.mem_flags
 
@@ -63,16 +63,22 @@ def array_in(engine, arr: np.ndarray, host):
         yield buf, [upload(engine, buf, flat, host)]
 
 
-def upload(engine, buf, flat: np.ndarray, host) -> cl.Event:
+def upload(engine, buf, flat: np.ndarray, host, wait: bool = False) -> cl.Event:
     """Write ``flat`` into the device buffer ``buf``: a pinned array (or
-    the driver's own copy of a pageable one) directly, not waiting; else
-    through a leased pinned array (waiting: the array goes back to the pool)."""
+    the driver's own copy of a pageable one) directly, waiting where
+    ``wait`` says (the caller's array consumed on return); else through a
+    leased pinned array (waiting: the array goes back to the pool). The
+    write follows the commands still pending on ``buf`` (a pooled buffer's
+    last lease)."""
     queue = engine.queue
+    after = events.after((), (buf,)) or None
     if host.pageable == "staging" and not engine.memory.is_pinned(flat):
         with engine.memory.lease_pinned(flat.nbytes) as stage:
             stage[...] = flat.view(np.uint8)
-            return cl.enqueue_copy(queue, buf, stage, is_blocking=True)
-    return cl.enqueue_copy(queue, buf, flat, is_blocking=False)
+            return events.done(cl.enqueue_copy(queue, buf, stage, wait_for=after,
+                                               is_blocking=True), (), (buf,))
+    return events.done(cl.enqueue_copy(queue, buf, flat, wait_for=after, is_blocking=wait),
+                       (), (buf,))
 
 
 @contextlib.contextmanager
@@ -115,8 +121,8 @@ def image_in(engine, side, arr: np.ndarray):
     with engine.memory.lease_image(side, mf.READ_ONLY) as image:
         event = cl.enqueue_copy(engine.queue, image, arr.reshape(side.array_shape),
                                 origin=images.origin(side), region=images.region(side),
-                                is_blocking=False)
-        yield image, [event]
+                                wait_for=events.after((), (image,)) or None, is_blocking=False)
+        yield image, [events.done(event, (), (image,))]
 
 
 @contextlib.contextmanager
@@ -137,3 +143,22 @@ def zeros(out, shape, dtype) -> np.ndarray:
         return np.zeros(shape, dtype=dtype)
     out[...] = 0
     return out
+
+
+@contextlib.contextmanager
+def held(engine, side, array: np.ndarray):
+    """Pooled device memory of ``side`` (an image object for an image that
+    lives in one, else a buffer) holding the host ``array``, written and
+    waited for when the block is entered: the caller may reuse the array at
+    once (the engine contract's ``host_input``). Back to the pool at the
+    end, its next lease ordered after the commands that use it here
+    (runtime/opencl/events.py)."""
+    if side.is_image and not side.storage.on_buffer:
+        with engine.memory.lease_image(side, mf.READ_ONLY) as image:
+            engine.memory.write(image, side, array)
+            yield image
+        return
+    flat = np.ascontiguousarray(array).reshape(-1)
+    with engine.memory.lease_buffer(max(1, flat.nbytes)) as buf:
+        upload(engine, buf, flat, host_path(engine.device), wait=True)
+        yield buf

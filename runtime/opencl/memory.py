@@ -34,7 +34,7 @@ import pyopencl as cl
 from ..algebra.catalog import check_fits
 from ..algebra.hostarray import host_shape
 from ..errors import ClayoutError
-from . import images, pinned, shared
+from . import events, images, pinned, shared
 from .pool import Pool, size_class
 
 mf = cl.mem_flags
@@ -48,8 +48,6 @@ class DeviceMemory:
         self.pool = Pool(device.pool_bytes)
         self.made: Counter = Counter()   # buffers, images, host buffers, pinned: made so far
         self._lock = threading.Lock()
-        self._stage: cl.Buffer | None = None
-        self._stage_lock = threading.Lock()
         self._told: set = set()
 
     @property
@@ -127,27 +125,9 @@ class DeviceMemory:
                              lambda: self.pinned_array((size,), np.uint8)) as arr:
             yield arr[:nbytes]
 
-    @contextlib.contextmanager
-    def staging(self, nbytes: int):
-        """A dense buffer for one staged image access (a kernel and a
-        buffer<->image copy), held while the two commands are enqueued. On
-        an in-order queue one buffer is kept (under a lock: the next
-        conversion's commands queue after both of this one's); an
-        out-of-order queue leases one per call."""
-        if not self.device.in_order:
-            with self.lease_buffer(nbytes) as buf:
-                yield buf
-            return
-        with self._stage_lock:
-            if self._stage is None or self._stage.size < nbytes:
-                self._stage = self.buffer(size_class(nbytes))
-            yield self._stage
-
     def close(self) -> None:
         """Release every pooled object (a later call makes new ones)."""
         self.pool.clear()
-        with self._stage_lock:
-            self._stage = None
 
     def stats(self) -> dict:
         """The pool's numbers and the objects made, by kind."""
@@ -156,22 +136,31 @@ class DeviceMemory:
         return {**self.pool.stats(), "made_by_kind": made}
 
     # -- the storage of Memory objects --------------------------------------------------------
-    def allocate(self, side):
+    def allocate(self, side, zeroed: bool = True):
+        """New storage of ``side``, zeroed on the device without a wait: a
+        fill the storage's first user waits for by its event
+        (runtime/opencl/events.py), on any queue; not zeroed where the
+        caller writes it whole (``zeroed=False``)."""
         if side.is_zero:
             return None
         if _image_object(side):   # images.create checks the limits, once
             storage = self.image(side)
-            self.write(storage, side, np.zeros(side.array_shape, side.dtype.np))
+            if not zeroed:
+                return storage
+            zero = np.zeros(4, np.float32 if side.dtype.is_float else
+                            np.int32 if side.dtype.np.kind == "i" else np.uint32)
+            events.done(cl.enqueue_fill_image(self.queue, storage, zero,
+                                              images.origin(side), images.region(side)),
+                        (), (storage,))
             return storage
         if side.is_image:   # a buffer storage: its pixel bound before the allocation
             check_fits(side, self.device.limits)
         nbytes = side.nbytes if side.is_image else side.span_bytes
         storage = self.buffer(nbytes)
-        fill = cl.enqueue_fill_buffer(self.queue, storage, np.uint8(0), 0, nbytes)
-        # the zeroing is part of making this Memory: on an out-of-order queue
-        # nothing else would order it before the first write or kernel
-        if not self.device.in_order:
-            fill.wait()
+        if not zeroed:
+            return storage
+        events.done(cl.enqueue_fill_buffer(self.queue, storage, np.uint8(0), 0, nbytes),
+                    (), (storage,))
         return storage
 
     def attach(self, side, data):
@@ -204,27 +193,36 @@ class DeviceMemory:
         return self.host_buffer(np.asarray(data), mf.READ_WRITE)
 
     def read(self, storage, side) -> np.ndarray:
+        """A host copy of ``storage``, once clayout's writes of it are done."""
         out = np.zeros(host_shape(side), dtype=side.dtype.np)
+        wait = events.after((storage,)) or None
         if _image_object(side):
-            cl.enqueue_copy(self.queue, out, storage, origin=images.origin(side),
-                            region=images.region(side))
+            event = cl.enqueue_copy(self.queue, out, storage, origin=images.origin(side),
+                                    region=images.region(side), wait_for=wait)
         else:
-            cl.enqueue_copy(self.queue, out, storage)
+            event = cl.enqueue_copy(self.queue, out, storage, wait_for=wait)
+        events.done(event, (storage,))
         return out
 
-    def write(self, storage, side, array) -> None:
+    def write(self, storage, side, array, wait: bool = True) -> None:
+        """``array`` into ``storage``, after clayout's commands on it: waiting
+        (the caller may reuse the array at once), or with ``wait=False``
+        enqueued (the array must stay as it is until the event is done)."""
         arr = np.ascontiguousarray(array).reshape(host_shape(side))
+        after = events.after((), (storage,)) or None
         if _image_object(side):
-            cl.enqueue_copy(self.queue, storage, arr, origin=images.origin(side),
-                            region=images.region(side))
+            event = cl.enqueue_copy(self.queue, storage, arr, origin=images.origin(side),
+                                    region=images.region(side), wait_for=after,
+                                    is_blocking=wait)
         else:
-            cl.enqueue_copy(self.queue, storage, arr)
+            event = cl.enqueue_copy(self.queue, storage, arr, wait_for=after, is_blocking=wait)
+        events.done(event, (), (storage,))
 
     @contextlib.contextmanager
     def map(self, storage, side, write: bool = True):
         """A buffer (a buffer storage too) is mapped in place (no copy on a
         CPU device); an image is read out and, with ``write``, written back
-        on exit."""
+        on exit. Either waits for clayout's commands on it first."""
         if _image_object(side):
             arr = self.read(storage, side)
             yield arr
@@ -232,12 +230,14 @@ class DeviceMemory:
                 self.write(storage, side, arr)
             return
         flags = cl.map_flags.READ | (cl.map_flags.WRITE if write else 0)
+        wait = (events.after((), (storage,)) if write else events.after((storage,))) or None
         arr, _ = cl.enqueue_map_buffer(self.queue, storage, flags, 0, host_shape(side),
-                                       side.dtype.np)
+                                       side.dtype.np, wait_for=wait, is_blocking=True)
         try:
             yield arr
         finally:
-            arr.base.release(self.queue)
+            unmapped = arr.base.release(self.queue)
+            events.done(unmapped, () if write else (storage,), (storage,) if write else ())
 
     def same(self, a, b) -> bool:
         return a.int_ptr == b.int_ptr

@@ -25,6 +25,7 @@ from ..algebra.output import CAP, OutputRule, Pending, check_count, finish_selec
 from ..algebra.output_math import evaluate
 from ..cache import memoized
 from ..algebra.c_index import Numbers
+from . import events
 from .accessor import accessor
 from .launch import decode
 
@@ -49,43 +50,54 @@ def source(side, rule: OutputRule) -> str:
         keys_are_p=rule.keys_are_p)
 
 
-def read(engine, side, mem, rule: OutputRule, out=None) -> Pending:
-    """Enqueue the kernel on ``mem`` (a runtime.Memory of ``side`` on
-    ``engine``) and the read back of its result (into ``out`` where given);
-    the Pending waits for them and finishes on the host. The result's device
-    buffers are leased from the engine's pool until then."""
+def read(engine, side, storage, rule: OutputRule, out=None, wait_for=()) -> Pending:
+    """Enqueue the kernel on ``storage`` (the device memory of ``side``,
+    after ``wait_for`` and clayout's own writes of it) and the
+    read back of its result (into ``out`` where given); the Pending waits
+    for them and finishes on the host, its ``event`` the read back's. The
+    result's device buffers are leased from the engine's pool until then."""
     if rule.batch == 0 or rule.spatial == 0 or rule.channels == 0:
         return Pending.of(evaluate(rule, np.zeros(rule.dims, rule.src.np)) if out is None
                           else out)
     text = source(side, rule)
     memory, queue = engine.memory, engine.device.queue
-    args = accessor(side, name="src").args(mem)
+    args = accessor(side, name="src").args(storage)
     numbers = _numbers(engine, rule)
     size = (_round_up(rule.spatial, 64), rule.batch)
     stack = contextlib.ExitStack()
+    source_mem = (storage,)
     if rule.result == "threshold":
-        return _threshold(engine, stack, text, args, rule, numbers, size)
+        return _threshold(engine, stack, text, args, rule, numbers, size, source_mem, wait_for)
     if rule.result == "argmax":
         host = out if out is not None else np.empty(rule.argmax_dims, np.int32)
         res = stack.enter_context(memory.lease_buffer(host.nbytes))
-        done = engine.run_kernel(text, NAME, size, args + (res,) + numbers)
+        done = engine.run_kernel(text, NAME, size, args + (res,) + numbers, wait_for,
+                                 reads=source_mem, writes=(res,))
     else:
         host = out if out is not None else np.empty(physical_shape(rule.dst), rule.dst.dtype.np)
         res = stack.enter_context(memory.lease_buffer(rule.dst.span_bytes))
-        fill = cl.enqueue_fill_buffer(queue, res, np.uint8(0), 0, rule.dst.span_bytes)
+        _fill(queue, res, rule.dst.span_bytes)
         dst = accessor(rule.dst, name="dst", access="write").args(res)
-        done = engine.run_kernel(text, NAME, size, args + dst + numbers, wait_for=[fill])
-    back = cl.enqueue_copy(queue, host.reshape(-1).view(np.uint8), res, wait_for=[done],
-                           is_blocking=False)
+        done = engine.run_kernel(text, NAME, size, args + dst + numbers, wait_for,
+                                 reads=source_mem, writes=(res,))
+    back = events.done(cl.enqueue_copy(queue, host.reshape(-1).view(np.uint8), res,
+                                       wait_for=[done], is_blocking=False), (res,))
 
     def finish():
         with stack:
             back.wait()
         return host
-    return Pending(finish, lambda: _complete(back))
+    return Pending(finish, lambda: _complete(back), event=back)
 
 
-def _threshold(engine, stack, text, args, rule, numbers, size) -> Pending:
+def _fill(queue, buf, nbytes: int, pattern=np.uint8(0)) -> cl.Event:
+    """Zero a leased buffer, after its last lease's commands."""
+    return events.done(cl.enqueue_fill_buffer(queue, buf, pattern, 0, nbytes,
+                                              wait_for=events.after((), (buf,)) or None),
+                       (), (buf,))
+
+
+def _threshold(engine, stack, text, args, rule, numbers, size, source_mem, wait_for) -> Pending:
     """The selected elements: a counter and three buffers of ``cap`` entries
     (flat index, value, order key); with top_k and more selected than that,
     run again with room for all of them."""
@@ -94,12 +106,13 @@ def _threshold(engine, stack, text, args, rule, numbers, size) -> Pending:
     def run(cap: int, inner: contextlib.ExitStack):
         count = inner.enter_context(memory.lease_buffer(4))
         bufs = [inner.enter_context(memory.lease_buffer(4 * cap)) for _ in range(3)]
-        zeroed = cl.enqueue_fill_buffer(queue, count, np.int32(0), 0, 4)
+        _fill(queue, count, 4, np.int32(0))
         done = engine.run_kernel(text, NAME, size, args + (count, *bufs, rule.bound,
-                                                           np.int32(cap)) + numbers,
-                                 wait_for=[zeroed])
+                                                           np.int32(cap)) + numbers, wait_for,
+                                 reads=source_mem, writes=(count, *bufs))
         n = np.zeros(1, np.int32)
-        return n, cl.enqueue_copy(queue, n, count, wait_for=[done], is_blocking=False), bufs
+        return n, events.done(cl.enqueue_copy(queue, n, count, wait_for=[done],
+                                              is_blocking=False), (count,)), bufs
 
     cap = min(CAP, math.prod(rule.dims))
     n, got, bufs = run(cap, stack)
@@ -118,7 +131,7 @@ def _threshold(engine, stack, text, args, rule, numbers, size) -> Pending:
                 cl.wait_for_events([cl.enqueue_copy(queue, arr, buf, is_blocking=False)
                                     for arr, buf in zip(host, bufs)])
         return finish_selected(rule, *host)
-    return Pending(finish, lambda: _complete(got))
+    return Pending(finish, lambda: _complete(got), event=got)
 
 
 _NUMBERS: dict = {}

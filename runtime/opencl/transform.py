@@ -71,7 +71,8 @@ def launch(engine, kernel: TransformKernel, src, dst, wait_for=None):
     if kernel.total == 0:
         return None
     return engine.run_kernel(kernel.source, KERNEL_NAME, kernel.global_size,
-                             (src, dst) + kernel.args, wait_for, local_size=(GENERIC_LOCAL,))
+                             (src, dst) + kernel.args, wait_for, local_size=(GENERIC_LOCAL,),
+                             reads=(src,), writes=(dst,))
 
 
 def literal(value: np.float32) -> str:
@@ -132,3 +133,20 @@ def _name(stage: int, digits) -> str:
 def _times(p: int, stride: str) -> str:
     return stride if p == 1 else f"{p} * {stride}"
 
+
+def on_device(engine, steps, src_storage, dst_storage, wait_for=()):
+    """Move, forward transform, move (the three ``steps`` of a conversion
+    onto a transform layout) on ``engine``'s device, between two storages,
+    after ``wait_for``; the event of the last command."""
+    first, step, last = steps
+    kernel = render(step.transform, step.src.dims)
+    placed = engine.memory.buffer(kernel.total * 4)
+    if first.src == first.dst:   # already the plain f32 tensor: read in place
+        logical, event = src_storage, None
+    else:
+        logical = engine.memory.buffer(math.prod(step.src.dims) * 4)
+        event = engine.enqueue(first.src, src_storage, first.dst, logical, wait_for=wait_for)
+    event = launch(engine, kernel, logical, placed,
+                   [event] if event is not None else list(wait_for or ()))
+    return engine.enqueue(last.src, placed, last.dst, dst_storage,
+                          wait_for=[event] if event is not None else ())

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..algebra import dtypes
 from ..algebra.desc import MemoryDesc
-from ..contract import HostEngine
+from ..contract import HostEngine, wait_events
 from .formulas import FORMULAS, VOLUME
 from .frame import frame_values
 
@@ -186,11 +186,14 @@ class ReferenceEngine(HostEngine):
         values, plain = self._frame(frame, dst, data)
         return self.convert(plain, dst, values, out)
 
-    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh):
+    def frame_storage(self, frame, src, src_storage, dst, dst_storage, fresh, wait_for=()):
+        wait_events(wait_for)
         values, plain = self._frame(frame, dst, self.read(src_storage, src))
         self.convert_storage(plain, values, dst, dst_storage, fresh)
 
-    def convert_storage(self, src, src_storage, dst, dst_storage, fresh):
+    def convert_storage(self, src, src_storage, dst, dst_storage, fresh, wait_for=()):
+        wait_events(wait_for)
+
         def last(s, d, value):   # dst's footprint only
             write(dtypes.convert(read(value, s), d.dtype), d, dst_storage)
         self.run_stages(src, dst, src_storage, last)

@@ -96,7 +96,7 @@ def _memory_call(engine, shared, t, k):
         img = Memory.from_numpy(_values(shape, img_dt, (t, k)), layout, engine=engine,
                                 dims=dims)
         into = Memory(dst, engine)
-        from_image(img, layout, dims, dst=into)
+        from_image(img, layout, dims, out=into)
         return [into.to_numpy()]
     if kind == 3:   # Memory objects every thread reads at once
         buf, img = shared
@@ -228,7 +228,7 @@ def test_a_shape_turning_hot_under_threads(request, monkeypatch):
     """Eight threads convert one shape of 275 KiB on one engine while it
     switches from its family's generic program to its baked one (after 2
     calls here): every result has the single-threaded bits."""
-    from runtime.opencl import moves
+    from runtime.opencl import baking, moves
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "2")     # read by the engines made next
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
     dims = (1, 61, 33, 35)
@@ -241,4 +241,5 @@ def test_a_shape_turning_hot_under_threads(request, monkeypatch):
     got = _run_threads(lambda t, k: [to_image(x, "in_out_height", dtype="f16", engine=eng)]
                        if k < 12 else [])
     assert all(np.array_equal(bits(r[0]), bits(want)) for r in got.values() if r)
+    baking.settle()   # built off the calling threads, swapped in when ready
     assert not moves.move_plan(src, image, eng.device).generic

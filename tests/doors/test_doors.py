@@ -57,7 +57,7 @@ def test_from_image_memory_dtype_against_dst_memory(engine):
                             dims=X.shape)
     dst = Memory(MemoryDesc(X.shape, "f32"), engine)
     with pytest.raises(ClayoutError) as exc:
-        runtime.from_image(img, "in_out_channel", X.shape, dst=dst, dtype="f16")
+        runtime.from_image(img, "in_out_channel", X.shape, out=dst, dtype="f16")
     assert "dtype=f16" in one_line(exc)
 
 

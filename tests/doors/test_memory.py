@@ -51,8 +51,10 @@ def test_conversions_on_every_engine(engine):
     want = to_img(REF, _x(), runtime.image_layout("conv2d_filter"), MemoryDesc(DIMS), "s8")
     assert np.array_equal(img.to_numpy(), want)
     into = Memory(MemoryDesc(DIMS, "f32", tag="acdb"), engine)
-    out = runtime.from_image(img, "conv2d_filter", DIMS, dst=into)
+    out = runtime.from_image(img, "conv2d_filter", DIMS, out=into)
     assert out is into
+    with pytest.warns(DeprecationWarning, match="a destination Memory goes in out="):
+        assert runtime.from_image(img, "conv2d_filter", DIMS, dst=into) is into
     assert np.array_equal(into.to_numpy(), from_img(REF, want, img.layout, into.desc))
 
 

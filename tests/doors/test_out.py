@@ -139,10 +139,11 @@ def test_out_overlapping_the_input_is_refused():
 def test_out_with_memory_arguments_points_to_the_memory_way():
     src = Memory.from_numpy(np.zeros(2 * 17 * 3 * 4, np.float32), MemoryDesc(DIMS))
     out = np.zeros(MemoryDesc(DIMS, tag="nhwc").span, np.float32)
-    assert "pass it as dst_desc" in _error(reorder, src, None, MemoryDesc(DIMS, tag="nhwc"),
-                                           out=out)
+    assert "out= takes a Memory to write into (a numpy out= goes with a host array input)" \
+        in _error(reorder, src, None, MemoryDesc(DIMS, tag="nhwc"), out=out)
     img = runtime.to_image(src, "in_out_channel")
-    assert "pass it as dst" in _error(from_image, img, "in_out_channel", DIMS, out=out)
+    assert "out= takes a Memory to write into" in _error(from_image, img, "in_out_channel",
+                                                         DIMS, out=out)
     assert "numpy array as out=" in _error(to_image, np.zeros(DIMS, np.float32),
                                            "in_out_channel", out=img)
     assert "takes an image Memory, got ndarray" in _error(

@@ -57,7 +57,9 @@ def test_memory_objects_on_one_context_share_one_engine(ctx):
     assert src.engine is dst.engine is image.engine
     assert isinstance(src.engine, OpenCLEngine) and src.engine.context == ctx
     assert runtime.reorder(src, None, dst_desc).engine is src.engine   # new Memory: same engine
-    runtime.reorder(src, None, dst)
+    runtime.reorder(src, None, None, out=dst)
+    with pytest.warns(DeprecationWarning, match="a destination Memory goes in out="):
+        runtime.reorder(src, None, dst)   # the older way: dst_desc a Memory
     want = _values(0).reshape(DIMS).transpose(0, 2, 3, 1).reshape(-1)
     assert np.array_equal(bits(dst.to_numpy()), bits(want))
 
@@ -68,7 +70,7 @@ def test_another_context_gets_another_engine(ctx, cl_engine):
     far = Memory(MemoryDesc(DIMS), data=_buffer(other, nbytes=4096))
     assert far.engine is not mem.engine and far.engine.context == other
     with pytest.raises(ClayoutError, match="different engines"):
-        runtime.reorder(mem, None, far)
+        runtime.reorder(mem, None, None, out=far)
     # a buffer on the process-wide engine's context: that engine
     assert Memory(MemoryDesc(DIMS), data=_buffer(cl_engine.context, nbytes=4096)).engine \
         is cl_engine
