@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from importlib import resources
 
-from mako.template import Template
-
 from .cache import memoized
 
 
 @memoized("kernel templates", "CLAYOUT_TEMPLATE_CACHE", 64)
-def template(name: str) -> Template:
+def template(name: str):
     """The Mako template ``name`` (e.g. "convert.cl.mako"); an undefined name
-    in a render is an error, not an empty string."""
+    in a render is an error, not an empty string. Mako (and the pygments it
+    loads for its tracebacks, where installed) is imported on the first
+    render, not with the package: most commands render nothing."""
+    from mako.template import Template
     return Template(text(name), strict_undefined=True)
 
 

@@ -61,6 +61,8 @@ device object and refuses anything else (runtime/opencl/accessor_args.py).
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 from ..algebra.c_index import Numbers, arg_value, offset_expr, paren, unchanged_dims
@@ -118,7 +120,31 @@ def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "
         side = side.placement()   # the values stored: indexed by the transform's output dims
     if side.is_image and side.storage.image_object and side.lanes not in images.ORDERS:
         raise ClayoutError(f"no accessor of {side.describe()}: {images.NO_RGB}")
+    taken = _own_names(side, access, bool(generic))
+    if name in taken:
+        short = sorted(n for n in taken if re.fullmatch(r"[a-z]\d*", n))
+        raise ClayoutError(f"accessor name {name!r} is a name its functions use inside "
+                           f"(their variables {', '.join(short)}; OpenCL's types and "
+                           f"built-ins): choose another, such as '{name}_t' or 'src'")
     return _build(side, name, access, bool(generic))
+
+
+PROBE = "clayout_probe"
+
+
+@memoized("accessor names", "CLAYOUT_ACCESSOR_CACHE", 256)
+def _own_names(side, access: str, generic: bool) -> frozenset:
+    """Every identifier the accessor's text uses besides the symbols its
+    name prefixes (its locals and parameters: i0, d, p, k, v, ...; the
+    helpers; OpenCL's types and built-ins): a name among them would be
+    declared twice or hide one of them, and the program would not build."""
+    text = _build(side, PROBE, access, generic).source
+    own = text[text.index(f"#define {PROBE}_PARAMS"):]   # after the helpers (theirs are clayout_*)
+    # comments, strings and directives say nothing; a vector's lanes (v.x) and the
+    # numbers' suffixes (1.0f) are no names
+    code = re.sub(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|#\s*\w+', " ", own, flags=re.S)
+    return frozenset(w for w in re.findall(r"(?<![.\w])[A-Za-z_]\w*", code)
+                     if not w.startswith(PROBE))
 
 
 def _side(layout, dims, dtype):

@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..cache import LRU
-from . import images
+from . import baking, images, programs
 from .launch import TILE_BYTES, TILE_ITEMS
 from .plan import ByteCopy, Kernel, bake_after, plan, side_key
 
@@ -70,7 +70,8 @@ class MovePlan:
     """One move on one device, decided: see the module docstring. ``kernel``
     is the generic kernel until the shape is hot, then the baked one
     (runtime/opencl/plan.py's rule, ``bake_after``: counted here, once per
-    plan, not per call site)."""
+    plan, not per call site), built on a worker thread and swapped in when
+    it is ready (runtime/opencl/baking.py): no call of a steady loop builds."""
     src: object
     dst: object
     image: object | None
@@ -82,6 +83,7 @@ class MovePlan:
     tiled: bool
     family_why: str
     _kernel: list = field(repr=False)   # [the kernel now, uses left before baking or None]
+    context: object = field(repr=False, default=None)   # where the baked program is built
 
     @property
     def kernel(self) -> Kernel | ByteCopy:
@@ -90,11 +92,18 @@ class MovePlan:
         if left is not None:      # generic until hot (a race bakes a call early or late: same bits)
             left -= 1
             state[1] = left
-            if left <= 0:
-                state[0] = plan(self.src, self.dst, staged=self.through_buffers,
-                                aliased=self.aliased, bake=True, tiled=self.tiled)
+            if left <= 0:         # hot: the baked program built off this thread, swapped in
                 state[1] = None
+                baking.later(self._baked, self._build, lambda k: state.__setitem__(0, k))
         return state[0]
+
+    def _baked(self) -> Kernel | ByteCopy:
+        return plan(self.src, self.dst, staged=self.through_buffers, aliased=self.aliased,
+                    bake=True, tiled=self.tiled)
+
+    def _build(self, kernel) -> None:
+        if isinstance(kernel, Kernel):
+            programs.kernel(self.context, kernel.source)
 
     @property
     def generic(self) -> bool:
@@ -170,6 +179,6 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
         tiled, family_why = family_of(device)
         kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0, tiled=tiled)
         return MovePlan(src, dst, image, access, why, host_path(device), aliased, through,
-                        tiled, family_why, [kernel, after if after else None])
+                        tiled, family_why, [kernel, after if after else None], device.context)
     source = ("frame", src) if src.is_frame else side_key(src)
     return PLANS.get((device.key, source, side_key(dst), aliased, dense), make)

@@ -25,7 +25,9 @@ from . import plan
 from .render import KERNEL_NAME
 
 PROGRAMS = LRU("OpenCL programs", "CLAYOUT_PROGRAM_CACHE", 256)
-STATS = {"builds": 0, "hits": 0, "seconds": 0.0}   # programs built, cache hits, build time
+# programs built (by the calling threads, by the bake worker: runtime/opencl/baking.py),
+# cache hits, build time
+STATS = {"builds": 0, "builds_in_background": 0, "hits": 0, "seconds": 0.0}
 _STATS_LOCK = threading.Lock()
 
 
@@ -35,6 +37,8 @@ def _build(context: cl.Context, source: str, name: str):
     with _STATS_LOCK:
         STATS["builds"] += 1
         STATS["seconds"] += time.perf_counter() - start
+        if threading.current_thread().name.startswith("clayout-bake"):
+            STATS["builds_in_background"] += 1
     # keep the context alive with its kernel: int_ptr must not be reused
     return context, getattr(program, name)
 

@@ -99,7 +99,7 @@ def test_a_moving_crop_builds_no_program(cl_engine):
 
 
 def test_a_hot_frame_gets_its_baked_program_with_the_same_bits(cl_engine):
-    from runtime.opencl import programs
+    from runtime.opencl import baking, programs
     from runtime.opencl.moves import move_plan
     from runtime.algebra.frame import frame_side
     f = frame("nv21", 320, 180)
@@ -112,7 +112,11 @@ def test_a_hot_frame_gets_its_baked_program_with_the_same_bits(cl_engine):
     for _ in range(cl_engine.device.options.specialize_after + 1):
         again = runtime.from_frame(f, "nchw", format="nv21", engine=cl_engine, **kw)
         assert np.array_equal(bits(again), bits(first))
+    baking.settle()   # built off the calling thread, swapped in when ready
     assert not plan.generic and programs.STATS["builds"] == before + 1
+    assert programs.STATS["builds_in_background"] >= 1
+    assert np.array_equal(bits(runtime.from_frame(f, "nchw", format="nv21", engine=cl_engine,
+                                                  **kw)), bits(first))
     assert "320x180 -> 256x256" in plan.kernel.source   # the baked program names its frame
 
 

@@ -275,3 +275,24 @@ def test_a_winograd_image_is_read_by_its_placed_index(name, cl_engine):
         got = gather(cl_engine, program(cl_engine, acc), acc, image)
         want = runtime.convert(layout.transform.apply(g).reshape(-1), dtype).astype(np.float32)
         assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (name, dtype)
+
+
+@pytest.mark.parametrize("layout, dims", [("in_out_channel", (1, 6, 2, 3)),
+                                          ("tflite_image_buffer", (1, 6, 2, 3)),
+                                          (MemoryDesc((2, 5, 3), tag="aCb4c"), None)])
+def test_a_name_its_functions_use_inside_is_refused_and_every_other_builds(cl_engine, layout,
+                                                                           dims):
+    """'d', 'p', 'n', 'k', 'q0', 'i0' (and 'v' for a writer) were accepted,
+    then failed to compile: the accessor's own variables. Now they are
+    refused in one line; every name accepted builds."""
+    for access in ("read", "write"):
+        for name in ("d", "k", "i0", "q0", "v", "t", "x", "src", "dst", "img", "w", "min"):
+            try:
+                acc = accessor(layout, dims, name=name, access=access)
+            except ClayoutError as exc:
+                assert "is a name its functions use inside" in str(exc)
+                assert name in ("d", "k", "i0", "q0", "v", "p", "n") or access == "write", name
+                continue
+            programs.build(cl_engine.context, acc.source)   # raises where it does not build
+    with pytest.raises(ClayoutError, match="'i0' is a name its functions use inside"):
+        accessor("in_out_channel", (1, 6, 2, 3), name="i0")
