@@ -22,6 +22,8 @@ The public API (docs/ has every detail; the command line is ``clayout``):
   ``Transform`` (Winograd);
 * ``accessor`` / ``Accessor``: OpenCL C that reads and writes a layout by
   logical index (loaded on first use: it needs pyopencl and mako);
+* ``prepare``: a conversion planned once and called with the data
+  (``prepare.to_image(shape, dtype, layout, ...)`` and the other doors);
 * errors: ``ClayoutError`` (a ValueError, one line), ``BufferCopyWarning``,
   ``FrameArgumentWarning``;
   ``__version__``.
@@ -49,7 +51,8 @@ from .api import empty_pinned, from_frame, from_image, image_pitch, reorder, to_
 from .errors import BufferCopyWarning, ClayoutError, FrameArgumentWarning
 from .loader import load_images
 from .memory import Memory
-from .outputs import Pending, read_output
+from .doors import prepare
+from .doors.read_output import Pending, read_output
 from .placement import LayoutChoice, choose_layout, layout_choice
 from .version import __version__
 
@@ -79,6 +82,6 @@ def __dir__() -> list[str]:
 
 __all__ = ["accessor", "Accessor", "MemoryDesc", "Axis", "ImageLayout", "ImageDesc",
            "image_layout", "IMAGE_LAYOUTS", "Transform", "reorder", "to_image", "from_image",
-           "from_frame", "read_output", "Pending", "image_pitch", "empty_pinned",
+           "from_frame", "read_output", "Pending", "prepare", "image_pitch", "empty_pinned",
            "physical_shape", "convert", "parse_tag", "ClayoutError", "BufferCopyWarning", "FrameArgumentWarning",
            "Memory", "load_images", "choose_layout", "layout_choice", "LayoutChoice", "tile_plan", "TilePlan", "Limits", "__version__"]

@@ -1,12 +1,15 @@
 """The public conversions: reorder, to_image, from_image, from_frame (docs/engines.md).
 
-These are the doors. Each parses its arguments once (runtime/call.py) into
-a frozen call of its kind (runtime/calls.py: the two sides, the engine, the
+These are the doors. Each parses its arguments once (runtime/doors/parse.py) into
+a frozen call of its kind (runtime/doors/calls.py: the two sides, the engine, the
 input as the engine takes it, ``out`` checked, the tiles planned), which
 checks the input fully (dtype, shape, size, dims, layout, image limits,
 ``out``) before any work; the call's ``apply()`` runs it on one engine
 (host arrays) or on runtime.memory (Memory objects, which stay on their
-engine).
+engine). A call on a contiguous host array keeps its parse as a prepared
+call under the signature of its arguments (runtime/doors/prepared_call.py): the
+next call with the same kinds of arguments skips the parse. Every door
+takes ``wait=False`` (a ``Pending``) and ``wait_for=`` (device events).
 """
 from __future__ import annotations
 
@@ -15,12 +18,31 @@ import numpy as np  # noqa: F401  (the doctests use np)
 from . import engine as engines
 from .algebra import dtypes
 from .algebra.desc import MemoryDesc
-from .call import parse_from_frame, parse_from_image, parse_reorder, parse_to_image
-from .hostside import host_out, image_pitch
+from .errors import ClayoutError
+from .algebra.output import Pending
+from .doors.checks import host_out
+from .doors.parse import parse_from_frame, parse_from_image, parse_reorder, parse_to_image
+from .doors.prepared_call import SIGNATURES, keep, signature
+from .engine import image_pitch
+
+
+def _run(key, what: str, data, out, wait, wait_for, parse, padding=None):
+    """A door's call: its kept Prepared where ``key`` has one, else
+    ``parse()`` (the full checks), kept for the next call; the result, or
+    with ``wait=False`` a Pending of it."""
+    prep = SIGNATURES.peek(key) if key is not None else None
+    if prep is not None:
+        return prep(data, out, wait, wait_for)
+    if wait is not True and wait is not False:
+        raise ClayoutError(f"{what}: wait={wait!r}; allowed: True or False")
+    call = parse()
+    keep(key, what, call, data, padding(call) if padding is not None else None)
+    result = call.apply()
+    return result if wait else Pending.of(result, getattr(result, "event", None))
 
 
 def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None,
-            wait_for=None):
+            wait_for=None, wait=True):
     """Reorder ``data`` (physical, in ``src_desc``) into ``dst_desc``; returns
     dst's 1-D physical array (dtype from ``dst_desc``). ``data`` is 1-D (the
     physical elements in order) or, for a dense plain desc, its physical
@@ -52,11 +74,13 @@ def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=N
     ...         out=frame) is frame
     True
     """
-    return parse_reorder(data, src_desc, dst_desc, engine, out, wait_for).apply()
+    key = signature("reorder", data, (src_desc, dst_desc, engine, type(out)))
+    return _run(key, "reorder", data, out, wait, wait_for,
+                lambda: parse_reorder(data, src_desc, dst_desc, engine, out, wait_for))
 
 
 def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=None,
-             max_image=None, row_pitch=None, wait_for=None):
+             max_image=None, row_pitch=None, wait_for=None, wait=True):
     """Place a tensor onto an image; returns (height, width, 4), or
     (height, width) for one-channel layouts, of the image dtype.
     With ``max_image=(W, H)`` (or a runtime.Limits) an image over that limit comes as a tuple of
@@ -75,12 +99,15 @@ def to_image(array, layout, src=None, dtype=None, engine=None, dims=None, out=No
     Memory on the same engine (``out``: an image Memory of that layout, dims
     and, where ``dtype`` is given, that dtype, to write into).
     """
-    return parse_to_image(array, layout, src, dtype, engine, dims, out, max_image,
-                          row_pitch, wait_for).apply()
+    key = signature("to_image", array, (layout, src, dtype, engine, dims, type(out), max_image,
+                                        row_pitch))
+    return _run(key, "to_image", array, out, wait, wait_for,
+                lambda: parse_to_image(array, layout, src, dtype, engine, dims, out, max_image,
+                                       row_pitch, wait_for))
 
 
 def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
-               check_padding=True, row_pitch=None, wait_for=None):
+               check_padding=True, row_pitch=None, wait_for=None, wait=True):
     """Read a tensor back from an image array (height, width, 4) (or
     (height, width)); returns the buffer in tag ``dst`` (default nchw /
     oihw / ...), in its physical shape when plain, else 1-D; ``dtype`` is the
@@ -101,13 +128,18 @@ def from_image(image, layout, dims, dst=None, dtype=None, engine=None, out=None,
     as many elements (the device buffer's contents in the image's dtype);
     the columns past the width are not read.
     """
-    return parse_from_image(image, layout, dims, dst, dtype, engine, out, check_padding,
-                            row_pitch, wait_for).apply()
+    key = signature("from_image", image, (layout, dims, dst, dtype, engine, type(out),
+                                          check_padding, row_pitch))
+    return _run(key, "from_image", image, out, wait, wait_for,
+                lambda: parse_from_image(image, layout, dims, dst, dtype, engine, out,
+                                         check_padding, row_pitch, wait_for),
+                padding=(lambda call: call.src if check_padding and
+                         call.src.memory.has_padding else None))
 
 
 def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fill=0,
                resize="bilinear", mean=0.0, std=1.0, order="rgb", yuv=None, dtype="f32",
-               engine=None, out=None, antialias=False, scale=1.0, wait_for=None):
+               engine=None, out=None, antialias=False, scale=1.0, wait_for=None, wait=True):
     """A camera frame as a model input of dims (1, C, H, W) in ``layout``,
     in one conversion (docs/frames.md): colour (YUV to RGB by ``yuv``,
     BT.601 limited range by default, or the packed channels), ``crop`` =
@@ -133,10 +165,20 @@ def from_frame(frame, layout, *, format, size=None, crop=None, fit="stretch", fi
     >>> img.shape, round(float(img[0, 0, 0]), 3)       # 1220542/2**20 * (128 - 16)
     ((4, 4, 4), 130.366)
     """
-    return parse_from_frame(frame, layout, format=format, size=size, crop=crop, fit=fit,
-                            fill=fill, resize=resize, mean=mean, std=std, order=order,
-                            yuv=yuv, dtype=dtype, engine=engine, out=out,
-                            antialias=antialias, scale=scale, wait_for=wait_for).apply()
+    key = signature("from_frame", frame, (layout, format, size, crop, fit, fill, resize,
+                                          _frozen(mean), _frozen(std), order, yuv, dtype,
+                                          engine, type(out), antialias, scale))
+    return _run(key, "from_frame", frame, out, wait, wait_for,
+                lambda: parse_from_frame(frame, layout, format=format, size=size, crop=crop,
+                                         fit=fit, fill=fill, resize=resize, mean=mean,
+                                         std=std, order=order, yuv=yuv, dtype=dtype,
+                                         engine=engine, out=out, antialias=antialias,
+                                         scale=scale, wait_for=wait_for))
+
+
+def _frozen(value):
+    """A mean or std as a signature part: a list as a tuple (its values)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 __all__ = ["reorder", "to_image", "from_image", "from_frame", "host_out", "image_pitch"]

@@ -58,10 +58,10 @@ class LRU:
     def peek(self, key):
         """The value of ``key`` (now most recently used), or None."""
         with self._lock:
-            if key in self._data:
+            value = self._data.get(key)
+            if value is not None:
                 self._data.move_to_end(key)
-                return self._data[key]
-        return None
+            return value
 
     def get(self, key, make):
         """The value of ``key``, made by ``make()`` and kept when missing.

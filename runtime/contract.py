@@ -55,6 +55,30 @@ class Engine:
         return self.run_stages(src, dst, data,
                                lambda s, d, value: self.move(s, d, value, out))
 
+    def executor(self, src, dst):
+        """``run(data, out=None)``: this conversion of host arrays planned once,
+        what a prepared call runs (runtime/doors/prepare.py); the sides are
+        checked already. By default the conversion as ``convert`` makes it."""
+        def run(data, out=None):
+            return self.convert(src, dst, data, out)
+        return run
+
+    def output_executor(self, side, rule):
+        """``read(data, out=None, wait_for=()) -> Pending``: read_output of
+        ``side`` by ``rule`` planned once (a prepared call's); by default
+        the engine's read_output."""
+        def read(data, out=None, wait_for=()):
+            return self.read_output(side, data, rule, out, wait_for)
+        return read
+
+    def storage_executor(self, src, dst):
+        """``run(src_storage, dst_storage, wait_for=())``: the conversion
+        between two storages of the engine planned once (a prepared call on
+        Memory objects); by default as ``convert_storage`` makes it."""
+        def run(src_storage, dst_storage, wait_for=()):
+            return self.convert_storage(src, src_storage, dst, dst_storage, False, wait_for)
+        return run
+
     def run_stages(self, src, dst, data, last):
         """Run the stages of src -> dst (runtime.algebra.conversion) on host
         arrays; the final move is ``last(src side, dst side, value)``."""

@@ -24,12 +24,18 @@ opencl engine serializes, and what a user's out-of-order queue means).
 from __future__ import annotations
 
 import logging
-import os
 
+import numpy as np
+
+from .algebra.catalog import image_layout
+from .algebra.checks import as_ints, round_up
+from .algebra.layout import ImageDesc
+from .algebra.pitch import pixel_bytes
 from .contract import Engine
 from .cpu import engine as cpu_engine
 from .errors import ClayoutError
 from .reference.engine import ENGINE as REFERENCE
+from .settings import setting
 
 log = logging.getLogger("clayout")
 NAMES = ("auto", "cpu", "opencl", "reference")
@@ -92,7 +98,7 @@ def get(name=None) -> Engine:
     """The engine named ``name`` (None: $CLAYOUT_ENGINE or 'cpu'), or
     ``name`` itself when it is an engine object."""
     if name is None:
-        name = os.environ.get("CLAYOUT_ENGINE", "cpu")
+        name = setting("CLAYOUT_ENGINE") or "cpu"
     if isinstance(name, Engine):   # e.g. an OpenCL engine on the user's context
         return name
     if not isinstance(name, str):
@@ -116,8 +122,8 @@ def get(name=None) -> Engine:
 def choose_engine(name) -> tuple[Engine, str]:
     """(engine, sentence): the engine ``name`` gives and why ('auto' says what it chose)."""
     if name is None:
-        name = os.environ.get("CLAYOUT_ENGINE", "cpu")
-        why = "CLAYOUT_ENGINE" if "CLAYOUT_ENGINE" in os.environ else "the default"
+        name = setting("CLAYOUT_ENGINE") or "cpu"
+        why = "CLAYOUT_ENGINE" if setting("CLAYOUT_ENGINE") is not None else "the default"
         eng = get(name)
         return eng, f"{eng.name} ({why})"
     if name != "auto":
@@ -159,5 +165,41 @@ def auto_fallback() -> str | None:
     return cl_engine.default().auto_refusal()
 
 
+# -- the row pitch a device needs (docs/engines.md, "Row pitch") -------------------------
+def image_pitch(layout, dims, dtype="f32", device=None) -> int:
+    """The row pitch in bytes a device needs for the 2-D image of ``layout``
+    at ``dims`` over a buffer: the row's bytes rounded up to the device's
+    CL_DEVICE_IMAGE_PITCH_ALIGNMENT, which OpenCL gives in pixels (so
+    ``align * pixel_bytes`` bytes). ``device``: None (the default opencl
+    engine's device where there is one, else no alignment), an engine, a
+    pyopencl Device, or the alignment in pixels as an int (0: none)."""
+    side = ImageDesc(image_layout(layout), as_ints(dims, "dims"), dtype)
+    if not side.storage.views_buffer:
+        raise ClayoutError(f"image_pitch: layout {side.layout.name!r} is on "
+                           f"{side.storage.name} storage; a row pitch applies to layouts on "
+                           "image2d storage (a 2-D image over a buffer)")
+    return round_up(side.width, max(1, pitch_alignment(device))) * pixel_bytes(side)
+
+
+def pitch_alignment(device) -> int:
+    """CL_DEVICE_IMAGE_PITCH_ALIGNMENT in pixels of ``device`` (see
+    image_pitch); 0 where there is none."""
+    if isinstance(device, (int, np.integer)) and not isinstance(device, (bool, np.bool_)):
+        if device < 0:
+            raise ClayoutError(f"image_pitch: device={device}: an alignment in pixels is >= 0 "
+                               "(0: none)")
+        return int(device)
+    if device is None:
+        return get("opencl").pitch_alignment() if opencl_available() else 0
+    if isinstance(device, Engine) or (isinstance(device, str) and device in NAMES):
+        return get(device).pitch_alignment()
+    if is_device_object(device):
+        return device_pitch_alignment(device)
+    raise ClayoutError(f"image_pitch: device={device!r}; allowed: None (the default opencl "
+                       "engine's device, if any), an engine or its name, a pyopencl Device, "
+                       "or an int alignment in pixels")
+
+
 __all__ = ["NAMES", "get", "choose_engine", "auto_fallback", "engine_for", "is_device_object",
-           "opencl_available", "opencl_missing", "device_pitch_alignment"]
+           "opencl_available", "opencl_missing", "device_pitch_alignment",
+           "image_pitch", "pitch_alignment"]

@@ -15,17 +15,29 @@ from __future__ import annotations
 import os
 
 from .errors import ClayoutError
-from .settings import env_int
+from .settings import env_int, on_refresh, setting
+
+
+_LIMIT: list = []   # the limit, once read (runtime.settings.refresh forgets it)
 
 
 def host_limit() -> int:
-    """Bytes one host result may take: $CLAYOUT_MAX_BYTES, else physical memory."""
-    if os.environ.get("CLAYOUT_MAX_BYTES"):   # set and not empty
-        return env_int("CLAYOUT_MAX_BYTES", None, "a byte count")
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 40
+    """Bytes one host result may take: $CLAYOUT_MAX_BYTES, else physical
+    memory; read once (runtime/settings.py), not per call."""
+    if _LIMIT:
+        return _LIMIT[0]
+    if setting("CLAYOUT_MAX_BYTES"):   # set and not empty
+        limit = env_int("CLAYOUT_MAX_BYTES", None, "a byte count")
+    else:
+        try:
+            limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            limit = 1 << 40
+    _LIMIT[:] = [limit]
+    return limit
+
+
+on_refresh(_LIMIT.clear)
 
 
 def human(nbytes: int) -> str:

@@ -29,7 +29,7 @@ from .algebra.desc import MemoryDesc
 from .algebra.hostarray import check_shape, host_shape, physical_input
 from .algebra.layout import ImageDesc
 from .errors import BufferCopyWarning, ClayoutError
-from .hostside import pitch_pixels
+from .algebra.pitch import pitch_pixels
 
 
 class Memory:
@@ -219,7 +219,7 @@ def convert(mem: Memory, target, engine=None, wait_for=()) -> Memory:
     a new Memory on the engine) or a Memory to write into, on ``engine``
     (default: mem's; another on the same device context runs it on its own
     queue, ordered after mem's commands by their events), after the events
-    ``wait_for``. runtime.call checked the engines. Returns the destination
+    ``wait_for``. runtime.doors.parse checked the engines. Returns the destination
     Memory (its ``event``: the conversion's last command)."""
     engine = mem.engine if engine is None else engine
     out, fresh = _destination(target, engine)
@@ -233,7 +233,7 @@ def convert(mem: Memory, target, engine=None, wait_for=()) -> Memory:
 def from_frame(frame, mem: Memory, target, engine=None, wait_for=()) -> Memory:
     """The frame ``frame`` (a runtime.algebra.frame.FramePlan) held in the
     u8 buffer Memory ``mem``, converted into ``target``: a side (a new Memory
-    on the engine) or a Memory to write into (runtime.call checked it), on
+    on the engine) or a Memory to write into (runtime.doors.parse checked it), on
     ``engine`` (default: mem's), after the events ``wait_for``."""
     engine = mem.engine if engine is None else engine
     out, fresh = _destination(target, engine)

@@ -266,6 +266,35 @@ def child_result(key) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_settings():
+    """clayout reads the settings a call needs once per process
+    (runtime/settings.py): each test starts from the environment as it is."""
+    from runtime import settings
+    settings.refresh()
+    yield
+
+
+@pytest.fixture
+def monkeypatch(monkeypatch):
+    """pytest's monkeypatch, whose environment changes clayout sees at once
+    (its settings refreshed after each setenv / delenv, and after the undo)."""
+    from runtime import settings
+    setenv, delenv = monkeypatch.setenv, monkeypatch.delenv
+
+    def set_and_refresh(*args, **kwargs):
+        setenv(*args, **kwargs)
+        settings.refresh()
+
+    def del_and_refresh(*args, **kwargs):
+        delenv(*args, **kwargs)
+        settings.refresh()
+    monkeypatch.setenv, monkeypatch.delenv = set_and_refresh, del_and_refresh
+    yield monkeypatch
+    monkeypatch.undo()
+    settings.refresh()
+
+
+@pytest.fixture(autouse=True)
 def _alone(request):
     """A test marked ``alone`` runs while no background child does: the one
     running is stopped (SIGSTOP) until the test is done, and none starts

@@ -8,7 +8,7 @@ dtypes, how the input array is held (contiguous, a 1-D step, a crop, a
 reversed or transposed view, misaligned, big-endian), and whether ``out=`` is
 given (filled with junk first: every element of the result must be written).
 The engines (``engines()``): reference, cpu on its compiled and its numpy
-path, and per OpenCL implementation present its default engine, direct image
+path and through runtime.prepare, and per OpenCL implementation present its default engine, direct image
 access, the discrete-memory path (``host_in_place=False``) and the tiled
 kernel family with direct image access (``tiled=True``: what a GPU runs). An engine's
 answer is its result's bits or a refusal (a ClayoutError); any other
@@ -299,8 +299,17 @@ def _source(case: Case) -> tuple[np.ndarray, object]:
     return data.reshape(shape), desc
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """An engine whose conversions go through runtime.prepare: each case's
+    call planned from the input's shape and dtype, then called with it."""
+    engine: object
+
+
 def convert(case: Case, engine, arr: np.ndarray, what) -> np.ndarray:
     """The case's conversion of ``arr`` on ``engine``."""
+    if isinstance(engine, Prepared):
+        return _prepared(case, engine.engine, arr, what)
     if case.door == "reorder":
         dst = _desc(case.dims, case.dst)
         out = _junk((dst.span,), dst.dtype.np) if case.out else None
@@ -327,6 +336,39 @@ def convert(case: Case, engine, arr: np.ndarray, what) -> np.ndarray:
     out = _junk(shape, dst.dtype.np) if case.out and shape is not None else None
     return runtime.from_image(arr, what, case.dims, dst=tag, dtype=case.dst["dtype"],
                               engine=engine, out=out)
+
+
+def _prepared(case: Case, engine, arr: np.ndarray, what) -> np.ndarray:
+    """``convert`` through runtime.prepare (the same arguments, planned first)."""
+    native = arr.dtype.newbyteorder("=") if arr.dtype.kind in "fiu" else arr.dtype
+    if case.door == "reorder":
+        dst = _desc(case.dims, case.dst)
+        out = _junk((dst.span,), dst.dtype.np) if case.out else None
+        shape = arr.shape if arr.ndim == 1 or "tag" in case.src else (arr.size,)
+        conv = runtime.prepare.reorder(what, dst, engine=engine)
+        return conv(arr.reshape(shape) if shape != arr.shape else arr, out=out)
+    if case.door == "to_image":
+        src, tag, layout = what, case.src.get("tag"), case.dst["layout"]
+        if tag is None or src.inner_blks or src.has_halo or "strides" in case.src:
+            flat = np.ascontiguousarray(arr).reshape(-1)
+            arr = runtime.reorder(flat, src, MemoryDesc(case.dims, src.dtype), engine="reference")
+            tag, native = None, arr.dtype
+        out = None
+        if case.out:
+            from runtime.algebra.catalog import image_layout
+            side = ImageDesc(image_layout(layout), case.dims, case.dst["dtype"])
+            out = _junk(side.array_shape, side.dtype.np)
+        conv = runtime.prepare.to_image(arr.shape, native, layout, src=tag, dims=case.dims,
+                                        dtype=case.dst["dtype"], engine=engine)
+        return conv(arr, out=out)
+    dst = _desc(case.dims, case.dst)
+    tag = case.dst.get("tag") if not dst.has_halo and "strides" not in case.dst else None
+    shape = runtime.physical_shape(MemoryDesc(case.dims, dst.dtype, tag=tag or None)) \
+        if tag else None
+    out = _junk(shape, dst.dtype.np) if case.out and shape is not None else None
+    conv = runtime.prepare.from_image(arr.shape, native, what, case.dims, dst=tag,
+                                      dtype=case.dst["dtype"], engine=engine)
+    return conv(arr, out=out)
 
 
 def _junk(shape, dtype) -> np.ndarray:
@@ -361,8 +403,9 @@ def answer(case: Case, engine) -> str:
 # -- the engines --------------------------------------------------------------------------
 def engines() -> list[tuple[str, object]]:
     """(name, engine) of every engine here."""
-    out = [("reference", "reference"), ("cpu-compiled", CpuEngine("compiled")),
-           ("cpu-numpy", CpuEngine("numpy"))]
+    compiled = CpuEngine("compiled")
+    out = [("reference", "reference"), ("cpu-compiled", compiled),
+           ("cpu-numpy", CpuEngine("numpy")), ("cpu-compiled-prepared", Prepared(compiled))]
     for short, device in implementations():
         from runtime.opencl.engine import OpenCLEngine
         base = OpenCLEngine(device=device)
@@ -370,7 +413,8 @@ def engines() -> list[tuple[str, object]]:
                 (f"opencl-{short}-direct", OpenCLEngine(queue=base.queue, image_access="direct")),
                 (f"opencl-{short}-discrete", OpenCLEngine(queue=base.queue, host_in_place=False)),
                 (f"opencl-{short}-tiled", OpenCLEngine(queue=base.queue, tiled=True,
-                                                       image_access="direct"))]
+                                                       image_access="direct")),
+                (f"opencl-{short}-prepared", Prepared(base))]
     return out
 
 

@@ -215,7 +215,15 @@ def main(argv=None) -> int:
     ap.add_argument("--host", action="store_true",
                     help="only the OpenCL host-array table: the public call on host arrays "
                     "(in place, pageable, pinned, staging) against the bus's floors")
+    ap.add_argument("--overhead", action="store_true",
+                    help="only the overhead of small calls: prepared and ordinary calls "
+                    "against np.copyto, pyopencl's own enqueue and from_image + numpy")
     args = ap.parse_args(argv)
+    if args.overhead:
+        import bench_overhead
+        bench_overhead.run(repeat=3 if args.quick else args.repeat,
+                           inner=100 if args.quick else 400, opencl=not args.no_opencl)
+        return 0
     if args.model:
         return bench_model.main(args.model, args.dtype, 3 if args.quick else args.repeat)
     sizes = ["224", "C17"] if args.quick else args.sizes.split(",")

@@ -302,8 +302,12 @@ class MemoryDesc:
                 and self._same_strides(other))
 
     def __hash__(self) -> int:
-        return hash((self.dims, self.dtype.name, self.padded_dims, self.offset0,
-                     self.inner_blks, self.inner_idxs, self.halo_lower, self.halo_upper))
+        found = self.__dict__.get("_hash")   # a desc is frozen: its hash is made once
+        if found is None:
+            found = hash((self.dims, self.dtype.name, self.padded_dims, self.offset0,
+                          self.inner_blks, self.inner_idxs, self.halo_lower, self.halo_upper))
+            object.__setattr__(self, "_hash", found)
+        return found
 
     # -- operations ---------------------------------------------------------------
     def replace(self, **fields) -> "MemoryDesc":

@@ -6,7 +6,7 @@ and the N-D physical shape a dense, unpadded plain layout is given in.
 >>> dims_from_shape((1, 2, 3, 6), "nhwc")
 (1, 6, 2, 3)
 
-It imports only desc, dtypes, tags and errors: the engines, runtime.api and
+It imports only desc, dtypes, tags, errors and the cache module: the engines, runtime.api and
 runtime.memory all use it.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
+from ..cache import memoized
 from .desc import MemoryDesc
 from ..errors import ClayoutError
 from .tags import parse_tag
@@ -165,9 +166,10 @@ def nonzero_padding(flat: np.ndarray, desc: MemoryDesc) -> int | None:
     """The offset (elements from the buffer start) of the first element of
     desc's block padding (the tail of a blocked dim: an image's padding lanes)
     in the 1-D array ``flat`` whose bits are not all zero; None when every
-    padding element is 0. Only the tails are read: one strided slice per
-    padded index of each padded dim, so an image whose C needs one lane of
-    padding in four reads a quarter of its elements.
+    padding element is 0. Only the tails are read: one strided view per
+    padded index of each padded dim (planned once per desc: ``padding_tails``), so
+    an image whose C needs one lane of padding in four reads a quarter of
+    its elements.
 
     >>> d = MemoryDesc((1, 3, 1, 1), tag="nChw4c")
     >>> nonzero_padding(np.array([1, 2, 3, 0], np.float32), d) is None
@@ -177,19 +179,32 @@ def nonzero_padding(flat: np.ndarray, desc: MemoryDesc) -> int | None:
     """
     if desc.is_zero or not desc.has_padding:
         return None
-    size = desc.dtype.itemsize
-    bits = np.ascontiguousarray(flat).reshape(-1).view(f"u{size}")
-    axes = desc.axes
-    # the desc's physical axes over the buffer (the ndarray constructor: a tenth of as_strided)
-    view = np.ndarray([a.size for a in axes], bits.dtype, bits, desc.offset0 * size,
-                      [a.stride * size for a in axes])
-    for d, (dim, padded) in enumerate(zip(desc.dims, desc.padded_dims)):
-        for p in range(dim, padded):   # each index of the dim's zero tail
-            where = tuple(p // a.div % a.size if a.dim == d else slice(None) for a in axes)
-            part = view[where]
-            if part.size and part.max():   # max: vectorized where any() is not
-                rest = [a for a in axes if a.dim != d]
-                first = np.unravel_index(int(np.flatnonzero(part)[0]), part.shape)
-                fixed = sum(p // a.div % a.size * a.stride for a in axes if a.dim == d)
-                return desc.offset0 + fixed + sum(int(i) * a.stride for i, a in zip(first, rest))
+    return first_nonzero(flat, padding_tails(desc))
+
+
+def first_nonzero(flat: np.ndarray, tails) -> int | None:
+    """nonzero_padding with the tails planned (``padding_tails(desc)``): a
+    prepared call plans them once."""
+    bits = np.ascontiguousarray(flat).reshape(-1).view(f"u{flat.itemsize}")
+    for offset, shape, strides, elements in tails:
+        part = np.ndarray(shape, bits.dtype, bits, offset, strides)
+        if part.size and part.max():   # max: vectorized where any() is not
+            first = np.unravel_index(int(np.flatnonzero(part)[0]), part.shape)
+            return offset // bits.itemsize + sum(int(i) * e for i, e in zip(first, elements))
     return None
+
+
+@memoized("padding tails", "CLAYOUT_TAILS_CACHE", 256)
+def padding_tails(desc: MemoryDesc) -> tuple:
+    """(byte offset, shape, byte strides, element strides) of each padded
+    index's view over desc's buffer: the tails nonzero_padding reads."""
+    size = desc.dtype.itemsize
+    axes = desc.axes
+    tails = []
+    for d, (dim, padded) in enumerate(zip(desc.dims, desc.padded_dims)):
+        rest = [a for a in axes if a.dim != d]
+        for p in range(dim, padded):   # each index of the dim's zero tail
+            fixed = desc.offset0 + sum(p // a.div % a.size * a.stride for a in axes if a.dim == d)
+            tails.append((fixed * size, tuple(a.size for a in rest),
+                          tuple(a.stride * size for a in rest), tuple(a.stride for a in rest)))
+    return tuple(tails)

@@ -231,11 +231,26 @@ def finish_selected(rule: OutputRule, flat: np.ndarray, values: np.ndarray,
     if rule.top_k is None:
         order = np.argsort(flat, kind="stable")
     else:
-        order = np.lexsort((flat, -keys.astype(np.float64)))[:rule.top_k]
+        order = _top(flat, keys, rule.top_k)
     flat = flat[order]
     idx = np.stack(np.unravel_index(flat.astype(np.int64), rule.shape), axis=1) if flat.size \
         else np.zeros((0, len(rule.shape)), np.int64)
     return idx.astype(np.int32), values[order].astype(np.float32)
+
+
+def _top(flat: np.ndarray, keys: np.ndarray, k: int) -> np.ndarray:
+    """The positions of the ``k`` largest ``keys``, by descending key, ties
+    to the lower ``flat`` index (no key is NaN: a threshold selects none).
+    Past a few times k, the candidates are the keys at or above the k-th
+    largest (every one equal to it kept, so a tie at the boundary still goes
+    to the lower index) and only they are sorted."""
+    n = keys.size
+    if n > 4 * k + 64:
+        kth = np.partition(keys, n - k)[n - k]          # the k-th largest key
+        chosen = np.flatnonzero(keys >= kth)
+        inner = np.lexsort((flat[chosen], -keys[chosen].astype(np.float64)))[:k]
+        return chosen[inner]
+    return np.lexsort((flat, -keys.astype(np.float64)))[:k]
 
 
 class Pending:
@@ -254,8 +269,10 @@ class Pending:
         self._finished = False
 
     @classmethod
-    def of(cls, value) -> "Pending":
-        return cls(lambda: value)
+    def of(cls, value, event=None) -> "Pending":
+        """A result already here (``event``: the device command that made
+        it, where one did)."""
+        return cls(lambda: value, event=event)
 
     def done(self) -> bool:
         return self._finished or bool(self._ready())

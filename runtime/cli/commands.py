@@ -19,8 +19,8 @@ from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from ..algebra.storage import image_text
-from ..call import Wording, image_side, parse_from_image, parse_reorder, parse_to_image
-from ..calls import ToTilesCall
+from ..doors.parse import Wording, image_side, parse_from_image, parse_reorder, parse_to_image
+from ..doors.calls import ToTilesCall
 from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy

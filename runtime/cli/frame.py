@@ -33,7 +33,7 @@ from ..algebra.frame import DTYPES, frame_target
 from ..algebra.frame_formats import FORMATS, frame_format
 from ..algebra.layout import ImageDesc
 from ..algebra.storage import image_text
-from ..call import Wording, parse_from_frame
+from ..doors.parse import Wording, parse_from_frame
 from ..errors import ClayoutError
 from ..fileio import check_output, load_npy, refuse_special, save_npy
 from ..limits import check_host_bytes

@@ -25,7 +25,7 @@ import signal
 import sys
 
 from .. import engine as engines
-from .. import fileio
+from .. import fileio, settings
 from ..errors import ClayoutError
 from .checks import PROG, check_dtype_options
 from .parser import build_parser
@@ -106,6 +106,7 @@ def one_line(exc: BaseException) -> str:
 def main(argv=None) -> int:
     """Run one clayout command; returns the exit status: 0, 1 (any failure),
     2 (usage), 130 (Ctrl-C), 128 + signal (SIGTERM 143, SIGHUP 129)."""
+    settings.refresh()   # each command reads the environment as it is now
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

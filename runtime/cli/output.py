@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ClayoutError
 from ..fileio import atomic_write, check_output, load_npy, save_npy
-from ..outputs import read_output
+from ..doors.read_output import read_output
 from .checks import PROG
 
 KINDS = {".npy": "a .npy array (the tensor, or the argmax indices)",

@@ -22,7 +22,7 @@ from ..algebra.desc import MemoryDesc
 from ..api import from_frame, from_image, to_image
 from ..errors import ClayoutError
 from ..memory import Memory
-from ..outputs import read_output
+from ..doors.read_output import read_output
 from ..model.onnx import reader as onnx_reader
 from ..model.manifest import read_manifest
 from . import ops

@@ -189,7 +189,34 @@ def _base(buf: np.ndarray, item: int, end: int, side: str) -> int:
     if buf.itemsize != item or not buf.flags.c_contiguous or buf.nbytes < end:
         raise ValueError(f"the {side} buffer ({buf.dtype}, {buf.nbytes} bytes) does not hold "
                          f"the compiled copy's {end} bytes of {item}-byte elements")
-    return buf.ctypes.data
+    return address(buf)
+
+
+def one_call(p):
+    """(function, source offset, destination offset, box) where the cpu
+    plan ``p`` is one compiled call that writes the destination whole (no
+    intermediate, no fill, one part); else None. The caller holds buffers
+    of the plan's sides (a prepared call checked them)."""
+    if p.via is not None or p.fills or p.padding != "none" or len(p.copies) != 1:
+        return None
+    n = p.copies[0].native
+    if n is None or len(n.parts) != 1:
+        return None
+    part = n.parts[0]
+    return n.call, part.src_offset, part.dst_offset, part.box
+
+
+_BYTE = ctypes.c_byte
+
+
+def address(buf: np.ndarray) -> int:
+    """The address of a contiguous array's first byte: through ctypes'
+    buffer protocol where the array is writable (a third of ``.ctypes.data``'s
+    cost, which a small conversion feels), else ``.ctypes.data``."""
+    try:
+        return ctypes.addressof(_BYTE.from_buffer(buf))
+    except (TypeError, ValueError):   # read-only, or no bytes
+        return buf.ctypes.data
 
 
 def run(c: Copy, src_buf: np.ndarray, dst_buf: np.ndarray) -> None:

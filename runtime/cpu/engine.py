@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..algebra import dtypes
+from ..algebra import conversion, dtypes
+from ..algebra.hostarray import host_shape
 from ..algebra.desc import MemoryDesc
 from ..contract import HostEngine, wait_events
 from ..errors import ClayoutError
-from . import copy, frames, native, outputs
+from . import compiled, copy, frames, native, outputs
 from .plan import Plan, plan
 
 
@@ -126,6 +127,46 @@ class CpuEngine(HostEngine):
             apply(p, np.asarray(data).reshape(-1), flat, dst, zero)
         return out
 
+    def executor(self, src, dst):
+        """A one-move conversion with its plan looked up once (no stages, no
+        regrouping, no plan lookup a call); anything else as ``convert``."""
+        steps = conversion.stages(src, dst)
+        if len(steps) != 1 or src.is_zero or dst.is_zero:
+            return super().executor(src, dst)
+        s, d = src.memory, dst.memory
+        if s.dims != d.dims:
+            try:
+                s = s.reshape(d.dims)
+            except ClayoutError:   # a regrouping through a copy: the general path
+                return super().executor(src, dst)
+        p = self.plan(s, d)
+        gaps = not d.is_dense or bool(d.offset0)      # outside the footprint a plan writes
+        fresh_zero = gaps or p.padding != "none"
+        shape, span, np_dtype = host_shape(dst), d.span, d.dtype.np
+        one = compiled.one_call(p) if not fresh_zero else None
+        if one is not None:   # one compiled call writes every byte: no Python around it
+            call, src_offset, dst_offset, box = one
+
+            def run(data, out=None):
+                if out is None:
+                    out = np.empty(shape, np_dtype)
+                call(compiled.address(data) + src_offset, compiled.address(out) + dst_offset,
+                     box)
+                return out
+            return run
+
+        def run(data, out=None):
+            if out is None:
+                flat = (np.zeros if fresh_zero else np.empty)(span, np_dtype)
+                apply(p, data.reshape(-1), flat, d, fresh_zero)
+                return flat.reshape(shape)
+            flat = out.reshape(-1)
+            if gaps:
+                copy.zero(flat)
+            apply(p, data.reshape(-1), flat, d, gaps)
+            return out
+        return run
+
     def reorder_into(self, data, src, target, dst, zeroed):
         """Write the reorder of ``data`` (src's physical elements) into
         ``target`` (dst's), touching only dst's footprint."""
@@ -144,9 +185,19 @@ class CpuEngine(HostEngine):
 
     # -- outputs: compiled rows where the library is loaded (runtime/cpu/outputs.py), else numpy
     def read_output(self, side, data, rule, out=None, wait_for=()):
-        wait_events(wait_for)
-        done = outputs.read(self, side, data, rule, out)
-        return done if done is not None else super().read_output(side, data, rule, out)
+        return self.output_executor(side, rule)(data, out, wait_for)
+
+    def output_executor(self, side, rule):
+        """read_output planned once on the engine's library
+        (runtime/cpu/outputs.py), else numpy."""
+        run = outputs.planned(self, side, rule)
+        numpy_path = super().read_output
+
+        def read(data, out=None, wait_for=()):
+            wait_events(wait_for)
+            done = run(data, out) if run is not None else None
+            return done if done is not None else numpy_path(side, data, rule, out)
+        return read
 
 
 ENGINE = CpuEngine()

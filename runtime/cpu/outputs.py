@@ -30,48 +30,64 @@ def channels_last(dims) -> str:
 
 def read(engine, side, data, rule: OutputRule, out=None) -> Pending | None:
     """The Pending result (finished), or None where the engine's library is not loaded."""
+    run = planned(engine, side, rule)
+    return None if run is None else run(data, out)
+
+
+def planned(engine, side, rule: OutputRule):
+    """``run(data, out=None) -> Pending``: read_output of ``side`` by
+    ``rule`` on the engine's library, planned once (the move into rows, the
+    C function and its numbers); None where the library is not loaded."""
     lib = engine.library
     if lib.dll is None or rule.channels == 0 or 0 in rule.dims:
         return None
     rows_desc = MemoryDesc(rule.dims, side.dtype, tag=channels_last(rule.dims))
-    rows = np.ascontiguousarray(engine.convert(side, rows_desc, data))
+    to_rows = engine.executor(side, rows_desc)
     n = rule.batch * rule.spatial
     C = rule.channels
+    parts = 1 if n * C <= SMALL else 2 * g.THREADS
+    scale = zero = None
+    if rule.scale is not None:
+        scale = np.asarray(rule.scale, np.float32)
+        zero = np.asarray(rule.zero, np.int32)
+    fn = lib.function("clayout_output")
+    code = native.OUTPUT_DTYPES[side.dtype.name]
+    numbers = (None if scale is None else scale.ctypes.data,
+               None if zero is None else zero.ctypes.data)
+    act = {None: 0, "sigmoid": 1, "softmax": 2}[rule.activation]
+    tensor_src = MemoryDesc(rule.shape, "f32", tag=channels_last(rule.shape)) \
+        if rule.result == "tensor" else None
+    to_dst = engine.executor(tensor_src, rule.dst) if tensor_src is not None else None
 
-    def run(act: int, arg=None, values=None):
-        scale = zero = None
-        if rule.scale is not None:
-            scale = np.asarray(rule.scale, np.float32)
-            zero = np.asarray(rule.zero, np.int32)
-        parts = 1 if n * C <= SMALL else 2 * g.THREADS
+    def call(rows, how: int, arg=None, values=None, _held=(scale, zero)):   # kept alive
         if parts > 1:
             serve(lib)
-        return lib.function("clayout_output")(
-            rows.ctypes.data, native.OUTPUT_DTYPES[side.dtype.name], act, n, C,
-            None if scale is None else scale.ctypes.data,
-            None if zero is None else zero.ctypes.data, None if arg is None else arg.ctypes.data,
-            None if values is None else values.ctypes.data, parts, g.THREADS)
+        return fn(rows.ctypes.data, code, how, n, C, *numbers,
+                  None if arg is None else arg.ctypes.data,
+                  None if values is None else values.ctypes.data, parts, g.THREADS)
 
-    if rule.result == "argmax":
-        arg = out if out is not None else np.empty(rule.argmax_dims, np.int32)
-        return Pending.of(arg) if run(0, arg=arg) == 0 else None
-    act = {None: 0, "sigmoid": 1, "softmax": 2}[rule.activation]
-    if rule.result == "tensor":
-        values = np.empty(n * C, np.float32)
-        run(act, values=values)
-        src = MemoryDesc(rule.shape, "f32", tag=channels_last(rule.shape))
-        result = engine.convert(src, rule.dst, values, out)
-        return Pending.of(out if out is not None else result.reshape(physical_shape(rule.dst)))
-    keys = np.empty(n * C, np.float32)
-    run(2 if rule.keys_are_p else 0, values=keys)          # x, or softmax's p
-    with np.errstate(invalid="ignore"):
-        at = np.flatnonzero(keys >= rule.bound)
-    key = keys[at]
-    value = key
-    if rule.activation == "sigmoid":
-        with np.errstate(over="ignore"):
-            value = np.float32(1) / (np.float32(1) + np.exp(-key))
-    r, c = np.divmod(at, C)
-    b, s = np.divmod(r, rule.spatial)
-    flat = (b * C + c) * rule.spatial + s          # the logical (row-major) index
-    return Pending.of(finish_selected(rule, flat, value, key))
+    def run(data, out=None) -> Pending | None:
+        rows = np.ascontiguousarray(to_rows(data))
+        if rule.result == "argmax":
+            arg = out if out is not None else np.empty(rule.argmax_dims, np.int32)
+            return Pending.of(arg) if call(rows, 0, arg=arg) == 0 else None
+        if rule.result == "tensor":
+            values = np.empty(n * C, np.float32)
+            call(rows, act, values=values)
+            result = to_dst(values, out)
+            return Pending.of(out if out is not None else
+                              result.reshape(physical_shape(rule.dst)))
+        keys = np.empty(n * C, np.float32)
+        call(rows, 2 if rule.keys_are_p else 0, values=keys)   # x, or softmax's p
+        with np.errstate(invalid="ignore"):
+            at = np.flatnonzero(keys >= rule.bound)
+        key = keys[at]
+        value = key
+        if rule.activation == "sigmoid":
+            with np.errstate(over="ignore"):
+                value = np.float32(1) / (np.float32(1) + np.exp(-key))
+        r, c = np.divmod(at, C)
+        b, s = np.divmod(r, rule.spatial)
+        flat = (b * C + c) * rule.spatial + s          # the logical (row-major) index
+        return Pending.of(finish_selected(rule, flat, value, key))
+    return run

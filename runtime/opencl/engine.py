@@ -1,48 +1,26 @@
 """The opencl engine: the engine contract (runtime/contract.py) kept on an
-OpenCL device through pyopencl, as a façade over three parts:
-
-* ``device``: a runtime.opencl.device.Device, the context, queue and facts
-  read once, and the engine's options read once (its arguments and the
-  environment);
-* ``memory``: a runtime.opencl.memory.DeviceMemory, every buffer and image
-  the engine makes, the pool it leases per-call memory from, Memory storage
-  and the import of a caller's buffer;
-* the move plans (runtime/opencl/moves.py), one per (sides, device),
-  cached: the access to an image, the kernel, the host path. An enqueue
-  applies a plan; it decides nothing.
+OpenCL device through pyopencl, as a façade over ``device`` (a Device: the
+context, queue and facts read once, with the engine's options), ``memory``
+(a DeviceMemory: every buffer and image the engine makes, its pool, Memory
+storage) and the move plans (runtime/opencl/moves.py: an enqueue applies a
+plan; it decides nothing).
 
 ``OpenCLEngine(context=None, queue=None, device=None, image_access="auto",
-host_in_place=None, tiled=None)`` binds one context and queue (the user's own, or one
-chosen by ``PYOPENCL_CTX`` / the first device with image support). Host
-arrays (``move``) are put on the device around the kernel: in place on a
-device that shares host memory, else copied into leased device memory
-(a pinned array at the device's full rate) and back, the write, the kernel
-and the read ordered by events with no host wait between them; Memory
-storage (``convert_storage``) never leaves the device. A layout's forward
-transform stage (a Winograd filter's U = G·g·Gᵀ) is one more kernel between
-two moves (runtime/opencl/transform.py); the inverse stage runs on the host.
+host_in_place=None, tiled=None)`` binds one context and queue (the user's
+own, or ``PYOPENCL_CTX``'s / the first device with images). Host arrays
+(``move``, runtime/opencl/host.py) reach the kernel in place on a device
+that shares host memory, else through pooled device memory, the write, the
+kernel and the read chained by events; Memory storage (``convert_storage``)
+never leaves the device. A forward transform stage (a Winograd filter's U)
+is one more kernel between two moves (runtime/opencl/transform.py).
 
->>> eng = default()                                             # doctest: +SKIP
->>> eng.convert(MemoryDesc((2, 2)), MemoryDesc((2, 2), tag="ba"),
-...             np.arange(4, dtype=np.float32))                 # doctest: +SKIP
-array([0., 2., 1., 3.], dtype=float32)
-
-Threads: one engine may serve any number of threads at once, each getting
-the bits a single-threaded run gives. Leased memory is one call's alone
-until it is given back. One thing is serialized, only while commands are
-enqueued, never while they run: a cached kernel's ``set_args`` with its
-enqueue (a ``cl.Kernel`` holds its arguments, and the program cache shares
-it between engines on one context). A host-array call waits for its own
-commands only.
-
-Order: every command the engine enqueues names what it reads and writes
-and waits for the commands clayout enqueued before on those memory objects
-(runtime/opencl/events.py), so a user's out-of-order queue, a pooled
-buffer's next lease and another engine's queue on the same context all see
-the in-order bits; a caller's own commands are ordered by the ``wait_for``
-each door takes and the event it gives back (``Memory.event``,
-``Pending.event``). A new Memory is zeroed by a fill its first user waits
-for; a hot shape's baked program is built off the calling thread
+Threads: one engine serves any number of threads, each getting the
+single-threaded bits; only a cached kernel's ``set_args`` with its enqueue
+is serialized (the program cache shares a ``cl.Kernel`` between engines).
+Order: every command names what it reads and writes and waits for clayout's
+earlier commands on those objects (runtime/opencl/events.py), on any queue;
+a caller's commands are ordered by ``wait_for`` and the events the doors
+give back. A hot shape's baked program is built off the calling thread
 (runtime/opencl/baking.py).
 """
 from __future__ import annotations
@@ -114,7 +92,7 @@ class OpenCLEngine(Engine):
     def __repr__(self) -> str:
         return f"<clayout engine opencl: {self.device.name} ({self.device.platform})>"
 
-    # -- what Memory and runtime.hostside ask of an engine (runtime/contract.py) -------------
+    # -- what Memory and runtime.engine ask of an engine (runtime/contract.py) -------------
     def view_buffer(self, side, buffer, row_pitch=None):
         return self.memory.view_buffer(side, buffer, row_pitch)
 
@@ -214,8 +192,14 @@ class OpenCLEngine(Engine):
             return None
         p = move_plan(src, dst, self.device, aliased, dense)
         wait = self.zero_rest(dst_mem, dst.memory) if zero_first and not dst.is_image else []
-        wait += list(wait_for or ())
-        image = p.image
+        return self.apply_plan(p, src_mem, dst_mem, wait + list(wait_for or ()), dense)
+
+    def apply_plan(self, p, src_mem, dst_mem, wait=(), dense: bool = False):
+        """Enqueue the move plan ``p`` (runtime/opencl/moves.py) from
+        ``src_mem`` into ``dst_mem`` after the events ``wait``: its kernel,
+        with a pooled staging buffer and a buffer<->image copy where it
+        stages; the event of the last command."""
+        image, dst = p.image, p.dst
         if dense or p.access in ("direct", "dense", "buffers"):
             return self.run_plan(p, src_mem, dst_mem, wait)
         queue = self.device.queue
@@ -231,6 +215,18 @@ class OpenCLEngine(Engine):
                                    **region)
             events.done(copy, (src_mem,), (stage,))
             return self.run_plan(p, stage, dst_mem, wait)
+
+    def storage_executor(self, src, dst):
+        """``run(src_storage, dst_storage, wait_for=())``: a conversion
+        between two storages of this device planned once (its move plan
+        looked up once; a transform's stages as ``convert_storage``)."""
+        if len(conversion.stages(src, dst)) != 1 or src.is_zero or dst.is_zero:
+            return super().storage_executor(src, dst)
+        p = move_plan(src, dst, self.device)
+
+        def run(src_storage, dst_storage, wait_for=()):
+            return self.apply_plan(p, src_storage, dst_storage, list(wait_for))
+        return run
 
     def zero_rest(self, dst_buf, dst) -> list:
         """For a fresh output: zero dst's whole span where the kernel will not

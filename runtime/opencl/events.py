@@ -39,16 +39,7 @@ class Access:
         self.reads: list[cl.Event] = []
 
 
-def _access(obj) -> Access:
-    found = getattr(obj, ATTR, None)
-    if found is None:
-        found = Access()
-        setattr(obj, ATTR, found)
-    return found
-
-
-def _objects(objs):
-    return [o for o in objs if isinstance(o, cl.MemoryObjectHolder)]
+HOLDER = cl.MemoryObjectHolder
 
 
 def after(reads=(), writes=(), wait_for=None) -> list:
@@ -57,12 +48,12 @@ def after(reads=(), writes=(), wait_for=None) -> list:
     caller's ``wait_for``."""
     wait = [e for e in wait_for if e is not None] if wait_for else []
     with _LOCK:
-        for obj in _objects(reads):
-            a = getattr(obj, ATTR, None)
+        for obj in reads:
+            a = getattr(obj, ATTR, None) if isinstance(obj, HOLDER) else None
             if a is not None and a.write is not None:
                 wait.append(a.write)
-        for obj in _objects(writes):
-            a = getattr(obj, ATTR, None)
+        for obj in writes:
+            a = getattr(obj, ATTR, None) if isinstance(obj, HOLDER) else None
             if a is not None:
                 if a.write is not None:
                     wait.append(a.write)
@@ -72,36 +63,39 @@ def after(reads=(), writes=(), wait_for=None) -> list:
 
 def done(event, reads=(), writes=()):
     """Record ``event`` (a command's, or None for no command) as the last
-    write of ``writes`` and a read of ``reads``; returns ``event``."""
+    write of ``writes`` and a read of ``reads``; returns ``event``. What is
+    recorded is a plain handle: a NannyEvent (a copy from a host array)
+    holds the array alive until waited for, and a record kept on a pooled
+    buffer must not hold a caller's array (a pinned one would never be
+    freed); the array outlives the copy by the call's own wait."""
     if event is None:
         return None
-    recorded = _plain(event)
+    recorded = cl.Event.from_int_ptr(event.int_ptr) if isinstance(event, cl.NannyEvent) \
+        else event
     with _LOCK:
-        for obj in _objects(writes):
-            a = _access(obj)
-            a.write, a.reads = recorded, []
-        for obj in _objects(reads):
-            a = _access(obj)
-            if len(a.reads) >= PRUNE_AT:   # finished reads order nothing any more
-                a.reads = [e for e in a.reads if e.command_execution_status != COMPLETE]
-            a.reads.append(recorded)
-    return event
-
-
-def _plain(event):
-    """The event as a plain handle: a NannyEvent (a copy from a host array)
-    holds the array alive until it is waited for, and a record kept on a
-    pooled buffer must not hold a caller's array (a pinned one would never
-    be freed). The array outlives the copy by the call's own wait."""
-    if isinstance(event, cl.NannyEvent):
-        return cl.Event.from_int_ptr(event.int_ptr)
+        for obj in writes:
+            if isinstance(obj, HOLDER):
+                a = getattr(obj, ATTR, None)
+                if a is None:
+                    a = Access()
+                    setattr(obj, ATTR, a)
+                a.write, a.reads = recorded, []
+        for obj in reads:
+            if isinstance(obj, HOLDER):
+                a = getattr(obj, ATTR, None)
+                if a is None:
+                    a = Access()
+                    setattr(obj, ATTR, a)
+                elif len(a.reads) >= PRUNE_AT:   # finished reads order nothing any more
+                    a.reads = [e for e in a.reads if e.command_execution_status != COMPLETE]
+                a.reads.append(recorded)
     return event
 
 
 def last_write(obj):
     """The event of the last command clayout enqueued that writes ``obj``
     (None: none, or not a memory object)."""
-    a = getattr(obj, ATTR, None) if isinstance(obj, cl.MemoryObjectHolder) else None
+    a = getattr(obj, ATTR, None) if isinstance(obj, HOLDER) else None
     return None if a is None else a.write
 
 

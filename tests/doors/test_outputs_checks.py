@@ -10,7 +10,7 @@ import pytest
 import runtime
 from runtime import ClayoutError, read_output
 
-MODULES = ("runtime/outputs.py", "runtime/door_checks.py", "runtime/algebra/output_math.py")
+MODULES = ("runtime/doors/read_output.py", "runtime/doors/checks.py", "runtime/algebra/output_math.py")
 
 
 def engines(cl_engine):

@@ -17,7 +17,7 @@ from runtime import ClayoutError, MemoryDesc
 
 from conftest import run
 
-MODULES = ("runtime/call.py", "runtime/door_checks.py", "runtime/outputs.py",
+MODULES = ("runtime/doors/parse.py", "runtime/doors/checks.py", "runtime/doors/read_output.py",
            "runtime/algebra/checks.py", "runtime/algebra/catalog.py")
 
 X = np.arange(210, dtype=np.float32).reshape(1, 6, 5, 7)          # nchw

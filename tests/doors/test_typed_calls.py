@@ -1,7 +1,7 @@
 """Typed calls and one kind of limit.
 
 Each door parses its arguments into one frozen call of its kind
-(runtime/calls.py) and converts it with ``apply()``; nothing dispatches on a
+(runtime/doors/calls.py) and converts it with ``apply()``; nothing dispatches on a
 door's name. The command line builds each call once: an image side and a
 tile plan are made once per command (counted here). Below the doors a
 device's limits are a ``Limits``: a (width, height) is converted where it is
@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime import calls
+from runtime.doors import calls
 from runtime.algebra import tiles
 from runtime.algebra.layout import ImageDesc
 from runtime.algebra.side import Side
-from runtime.call import parse_from_frame, parse_from_image, parse_reorder, parse_to_image
-from runtime.door_checks import SIDES
+from runtime.doors.parse import parse_from_frame, parse_from_image, parse_reorder, parse_to_image
+from runtime.doors.checks import SIDES
 from conftest import run
 
 RUNTIME = Path(runtime.__file__).resolve().parent
@@ -67,7 +67,7 @@ def test_each_door_builds_a_call_of_its_kind():
 
 
 def test_no_code_dispatches_on_a_door_name():
-    text = (RUNTIME / "call.py").read_text() + (RUNTIME / "calls.py").read_text()
+    text = "".join(p.read_text() for p in (RUNTIME / "doors").glob("*.py"))
     assert not re.search(r"\bdoor\s*==|\.door\b|door:\s*str", text)
 
 
@@ -142,7 +142,7 @@ def test_max_image_is_a_limits_or_a_pair_at_every_door():
 # the modules where a limit argument is taken as given, and converted once: the
 # doors (and the command line's), the public tile and placement functions, the
 # model's options, the peers' facts, and Limits and its converter themselves
-DOORS = {"call.py", "placement.py", "algebra/tiles.py", "algebra/storage.py",
+DOORS = {"doors/parse.py", "placement.py", "algebra/tiles.py", "algebra/storage.py",
          "algebra/peers.py", "model/plan.py"}
 
 

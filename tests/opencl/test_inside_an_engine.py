@@ -17,7 +17,7 @@ from runtime.opencl.engine import OpenCLEngine
 from conftest import same_bits
 
 MODULES = ("runtime/opencl/events.py", "runtime/opencl/baking.py", "runtime/opencl/engine.py",
-           "runtime/opencl/memory.py", "runtime/calls.py", "runtime/door_checks.py")
+           "runtime/opencl/memory.py", "runtime/doors/calls.py", "runtime/doors/checks.py")
 
 OOO = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE
 DIMS = (1, 32, 64, 64)
@@ -183,7 +183,7 @@ def test_an_engine_loop_chains_its_kernels_with_clayout_by_events(cl_engine):
             ev = scale(eng.queue, (n,), None, src.storage, scaled.storage, np.float32(k + 1),
                        wait_for=[up])
             runtime.to_image(scaled, "in_out_channel", out=img, wait_for=[ev])
-            runtime.from_image(img, "in_out_channel", dims, dst=nhwc)
+            runtime.from_image(img, "in_out_channel", dims, out=nhwc)
             ev2 = scale(eng.queue, (n,), None, nhwc.storage, again.storage, np.float32(-1),
                         wait_for=[nhwc.event])
             before = programs.STATS["builds"] - programs.STATS["builds_in_background"]

@@ -35,7 +35,7 @@ import runtime
 from conftest import ROOT, bits, image_side, needs
 from runtime import ClayoutError, Memory, MemoryDesc
 from runtime import BufferCopyWarning
-from runtime.hostside import pitched
+from runtime.algebra.pitch import pitched
 
 cl = needs("pyopencl")
 from runtime.opencl import shared  # needs pyopencl
@@ -263,7 +263,7 @@ BASE_WHY = ("the buffer's start (a USE_HOST_PTR host array or a sub-buffer's ori
 
 def test_the_decisions_with_a_stand_in_device():
     """shared.buffer_pitch and shared.misaligned work in pixels (Memory
-    turned the caller's bytes into pixels: runtime.hostside.pitch_pixels);
+    turned the caller's bytes into pixels: runtime.algebra.pitch.pitch_pixels);
     a refusal speaks bytes; a reason has no per-call number."""
     side = image_side("in_out_channel", DIMS)      # 35 x 5 RGBA f32: 16-byte pixels
     need = lambda p: p * side.height * 16                   # noqa: E731

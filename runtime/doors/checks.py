@@ -1,4 +1,4 @@
-"""What every door checks and builds alike (runtime/call.py parses each
+"""What every door checks and builds alike (runtime/doors/parse.py parses each
 door with these): the sides of a host call, one object per (dims, dtype,
 tag) or (layout, dims, dtype); a call on a Memory; a destination Memory
 checked against the side asked; and the command line's refusal of an
@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import engine as engines
-from .algebra import dtypes
-from .algebra.checks import as_ints
-from .algebra.desc import MemoryDesc
-from .algebra.hostarray import nonzero_padding
-from .algebra.layout import ImageDesc
-from .cache import LRU
+from .. import engine as engines
+from ..algebra import dtypes
+from ..algebra.checks import as_ints
+from ..algebra.desc import MemoryDesc
+from ..algebra.hostarray import first_nonzero, nonzero_padding
+from ..algebra.layout import ImageDesc
+from ..cache import LRU
 from .calls import MemoryCall, MemoryFrameCall
-from .errors import ClayoutError, warn
-from .memory import Memory
+from ..errors import ClayoutError, warn
+from ..memory import Memory
 
 # The two sides of a call on host arrays, one object per (dims, dtype, tag) or
 # (layout, dims, dtype): a frame converted call after call builds no desc and
@@ -115,19 +115,19 @@ def check_out_side(out: Memory, want, dtype, what: str) -> None:
                            f"{asked}; pass a Memory of that side, or leave out= to get a new one")
 
 
-def memory_out(out, legacy, door: str, legacy_name: str):
+def memory_out(out, legacy, what: str, legacy_name: str):
     """The Memory a call on a Memory writes into, or None (a new one):
     ``out`` as every door names it, or the older keyword ``legacy_name``
     (reorder's dst_desc, from_image's dst) holding a Memory, accepted with a
     DeprecationWarning that names out=."""
     if out is not None and not isinstance(out, Memory):
-        raise ClayoutError(f"{door} of a Memory: out= takes a Memory to write into (a numpy "
+        raise ClayoutError(f"{what} of a Memory: out= takes a Memory to write into (a numpy "
                            f"out= goes with a host array input); got {type(out).__name__}")
     if isinstance(legacy, Memory):
         if out is not None:
-            raise ClayoutError(f"{door}: out= and {legacy_name}= both hold a Memory to write "
+            raise ClayoutError(f"{what}: out= and {legacy_name}= both hold a Memory to write "
                                "into; pass it once, as out=")
-        warn(f"{door}: a destination Memory goes in out= ({legacy_name}= a Memory is still "
+        warn(f"{what}: a destination Memory goes in out= ({legacy_name}= a Memory is still "
              "taken, and will not be in a later release)", DeprecationWarning)
         return legacy
     return out
@@ -152,7 +152,7 @@ def refuse_empty(image: ImageDesc, what: str) -> None:
                        f"create {why}; nothing written")
 
 
-def checked_image(arr: np.ndarray, side: ImageDesc, door: str, check_padding: bool = True,
+def checked_image(arr: np.ndarray, side: ImageDesc, what: str, check_padding: bool = True,
                   escape: str = "check_padding=False") -> np.ndarray:
     """The host image array ``arr`` as ``side``'s, checked as every door that
     reads a host image checks it (from_image, read_output): exactly the
@@ -164,20 +164,45 @@ def checked_image(arr: np.ndarray, side: ImageDesc, door: str, check_padding: bo
                            f"{side.layout.name!r} for dims {side.dims}: expected "
                            f"{side.array_shape} ({side.storage.host_form}[, lanes])")
     if check_padding:
-        check_padding_lanes(arr, side, door, escape)
+        check_padding_lanes(arr, side, what, escape)
     return arr
 
 
-def check_padding_lanes(arr: np.ndarray, side: ImageDesc, door: str,
-                        escape: str = "check_padding=False") -> None:
-    """Refuse an image array whose padding lanes under ``side`` are not zero."""
-    off = nonzero_padding(arr, side.memory)
+def check_padding_lanes(arr: np.ndarray, side: ImageDesc, what: str,
+                        escape: str = "check_padding=False", tails=None) -> None:
+    """Refuse an image array whose padding lanes under ``side`` are not zero
+    (``tails``: the padding's views, planned: hostarray.padding_tails)."""
+    off = nonzero_padding(arr, side.memory) if tails is None else first_nonzero(arr, tails)
     if off is None:
         return
     *coords, lane = side.at_offset(off)
     at = ", ".join(f"{n}={c}" for n, c in zip(side.storage.coords, coords))
     raise ClayoutError(
-        f"{door}: the image is not {side.layout.name} of dims {side.dims}: its padding "
+        f"{what}: the image is not {side.layout.name} of dims {side.dims}: its padding "
         f"lane at {at} lane {lane} holds a non-zero value (clayout writes 0 in every padding "
         f"lane); check dims (an image of other dims can have the same size), or pass "
         f"{escape} for an image another engine wrote with garbage in its tails")
+
+
+def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> np.ndarray:
+    """``out`` when a result of ``shape`` and ``dtype`` can be written into it
+    in place: a writable, C-contiguous numpy array of exactly that shape and
+    dtype, not overlapping ``source`` (the engines read the input while they
+    write the output). ``what`` names the call in the message."""
+    def want() -> str:   # the message, made only for a refusal (a call's cost counts)
+        return (f"a writable, C-contiguous {dtype.name} ({dtype.np}) numpy array of shape "
+                f"{tuple(shape)}")
+    if not isinstance(out, np.ndarray):
+        raise ClayoutError(f"{what}: out= must be {want()}; got {type(out).__name__}")
+    flags = out.flags
+    if out.shape != tuple(shape) or out.dtype != dtype.np or not flags.c_contiguous \
+            or not flags.writeable:
+        wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
+        wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
+        wrong += [] if flags.c_contiguous else ["a layout that is not C-contiguous"]
+        wrong += [] if flags.writeable else ["read-only"]
+        raise ClayoutError(f"{what}: out= must be {want()}; got one with {', '.join(wrong)}")
+    if np.may_share_memory(out, source):
+        raise ClayoutError(f"{what}: out= overlaps the input; a conversion does not run in "
+                           "place (pass a separate array)")
+    return out

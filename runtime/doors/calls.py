@@ -1,7 +1,7 @@
 """The calls a door builds: one frozen class per kind of conversion, each
 with its own ``apply()``.
 
-runtime/call.py parses a door's arguments into one of these (the sides
+runtime/doors/parse.py parses a door's arguments into one of these (the sides
 checked, the engine resolved, the input as the engine takes it, ``out``
 checked, the tiles planned); ``apply()`` converts and returns the result.
 Nothing here checks or re-derives: a call is what its door decided.
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import memory
-from .algebra.side import Side
-from .algebra.tiles import TilePlan
-from .contract import Engine, wait_events
-from .hostside import pitched
-from .memory import Memory
+from .. import memory
+from ..algebra.side import Side
+from ..algebra.tiles import TilePlan
+from ..contract import Engine, wait_events
+from ..algebra.pitch import pitched
+from ..memory import Memory
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class ReorderCall(HostCall):
 @dataclass(frozen=True)
 class ToImageCall(ReorderCall):
     """``pitch``: the result's rows are this many pixels long (None: the
-    image's own width, converted as a reorder is; runtime/hostside.py)."""
+    image's own width, converted as a reorder is; runtime/algebra/pitch.py)."""
     pitch: int | None = None
 
     def run(self):

@@ -1,6 +1,4 @@
-"""Host arrays at a door beyond the plain ones: ``out=`` checked
-(``host_out``), and the pitched form of a 2-D image (docs/engines.md, "Row
-pitch").
+"""The pitched host form of a 2-D image (docs/engines.md, "Row pitch").
 
 A 2-D image over a pitched buffer (cl_khr_image2d_from_buffer, as Apache
 TVM, tinygrad and Arm Compute Library make them) starts each row
@@ -13,47 +11,17 @@ Memory.from_buffer, image_pitch), as clCreateImage's ``image_row_pitch``.
 >>> side = ImageDesc(image_layout("in_out_channel"), (1, 5, 2, 3))   # 6x2 RGBA f32
 >>> pitch_pixels(side, 128, "to_image"), pitched_shape(side, 8)
 (8, (2, 8, 4))
->>> image_pitch("in_out_channel", (1, 5, 2, 3), device=16)   # 6 px up to 16 px of 16 bytes
-256
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import engine as engines
-from .algebra import dtypes
-from .algebra.catalog import image_layout
-from .algebra.checks import as_ints, round_up
-from .algebra.layout import ImageDesc
-from .contract import Engine
-from .errors import ClayoutError
+from .catalog import image_layout  # noqa: F401  (the doctest uses it)
+from .checks import round_up
+from .layout import ImageDesc
+from ..errors import ClayoutError
 
 
-def host_out(out, shape, dtype: dtypes.DType, source: np.ndarray, what: str) -> np.ndarray:
-    """``out`` when a result of ``shape`` and ``dtype`` can be written into it
-    in place: a writable, C-contiguous numpy array of exactly that shape and
-    dtype, not overlapping ``source`` (the engines read the input while they
-    write the output). ``what`` names the call in the message."""
-    def want() -> str:   # the message, made only for a refusal (a call's cost counts)
-        return (f"a writable, C-contiguous {dtype.name} ({dtype.np}) numpy array of shape "
-                f"{tuple(shape)}")
-    if not isinstance(out, np.ndarray):
-        raise ClayoutError(f"{what}: out= must be {want()}; got {type(out).__name__}")
-    flags = out.flags
-    if out.shape != tuple(shape) or out.dtype != dtype.np or not flags.c_contiguous \
-            or not flags.writeable:
-        wrong = [f"shape {out.shape}"] if out.shape != tuple(shape) else []
-        wrong += [f"dtype {out.dtype}"] if out.dtype != dtype.np else []
-        wrong += [] if flags.c_contiguous else ["a layout that is not C-contiguous"]
-        wrong += [] if flags.writeable else ["read-only"]
-        raise ClayoutError(f"{what}: out= must be {want()}; got one with {', '.join(wrong)}")
-    if np.may_share_memory(out, source):
-        raise ClayoutError(f"{what}: out= overlaps the input; a conversion does not run in "
-                           "place (pass a separate array)")
-    return out
-
-
-# -- row pitch ------------------------------------------------------------------------------
 def pixel_bytes(side: ImageDesc) -> int:
     """Bytes of one pixel of ``side``: its lanes times the dtype's size."""
     return side.lanes * side.dtype.itemsize
@@ -123,39 +91,4 @@ def unpitched(arr: np.ndarray, side: ImageDesc, pitch: int, what: str) -> np.nda
     return np.ascontiguousarray(arr[:, :side.width])
 
 
-def image_pitch(layout, dims, dtype="f32", device=None) -> int:
-    """The row pitch in bytes a device needs for the 2-D image of ``layout``
-    at ``dims`` over a buffer: the row's bytes rounded up to the device's
-    CL_DEVICE_IMAGE_PITCH_ALIGNMENT, which OpenCL gives in pixels (so
-    ``align * pixel_bytes`` bytes). ``device``: None (the default opencl
-    engine's device where there is one, else no alignment), an engine, a
-    pyopencl Device, or the alignment in pixels as an int (0: none)."""
-    side = ImageDesc(image_layout(layout), as_ints(dims, "dims"), dtype)
-    if not side.storage.views_buffer:
-        raise ClayoutError(f"image_pitch: layout {side.layout.name!r} is on "
-                           f"{side.storage.name} storage; a row pitch applies to layouts on "
-                           "image2d storage (a 2-D image over a buffer)")
-    return round_up(side.width, max(1, pitch_alignment(device))) * pixel_bytes(side)
-
-
-def pitch_alignment(device) -> int:
-    """CL_DEVICE_IMAGE_PITCH_ALIGNMENT in pixels of ``device`` (see
-    image_pitch); 0 where there is none."""
-    if isinstance(device, (int, np.integer)) and not isinstance(device, (bool, np.bool_)):
-        if device < 0:
-            raise ClayoutError(f"image_pitch: device={device}: an alignment in pixels is >= 0 "
-                               "(0: none)")
-        return int(device)
-    if device is None:
-        return engines.get("opencl").pitch_alignment() if engines.opencl_available() else 0
-    if isinstance(device, Engine) or (isinstance(device, str) and device in engines.NAMES):
-        return engines.get(device).pitch_alignment()
-    if engines.is_device_object(device):
-        return engines.device_pitch_alignment(device)
-    raise ClayoutError(f"image_pitch: device={device!r}; allowed: None (the default opencl "
-                       "engine's device, if any), an engine or its name, a pyopencl Device, "
-                       "or an int alignment in pixels")
-
-
-__all__ = ["host_out", "pixel_bytes", "pitch_pixels", "pitched_shape", "pitched", "unpitched",
-           "image_pitch", "pitch_alignment"]
+__all__ = ["pixel_bytes", "pitch_pixels", "pitched_shape", "pitched", "unpitched"]

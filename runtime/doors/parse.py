@@ -4,7 +4,7 @@ once and frozen, so that nothing below the door parses or re-derives it.
 
 parse -> plan -> apply, as in einops: ``parse_reorder``, ``parse_to_image``,
 ``parse_from_image`` and ``parse_from_frame`` turn a door's arguments into
-one call of runtime/calls.py (the two sides, the engine, the input as the
+one call of runtime/doors/calls.py (the two sides, the engine, the input as the
 engine takes it, ``out`` checked, the tiles planned where there are some) or
 one ClayoutError naming what was wrong; the call's ``apply()`` converts it.
 Every check of docs/engines.md "What each door checks" lives here, the
@@ -23,23 +23,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import engine as engines
-from .algebra import dtypes
-from .algebra.catalog import check_fits, image_layout
-from .algebra.checks import as_ints
-from .algebra.desc import MemoryDesc
-from .algebra.frame import frame_side, frame_target
-from .algebra.hostarray import dims_from_shape, host_input, physical_shape
-from .algebra.layout import ImageDesc, ImageLayout
-from .algebra.tiles import as_limits, plan_of, tile_plan
+from .. import engine as engines
+from ..algebra import dtypes
+from ..algebra.catalog import check_fits, image_layout
+from ..algebra.checks import as_ints
+from ..algebra.desc import MemoryDesc
+from ..algebra.frame import frame_side, frame_target
+from ..algebra.hostarray import dims_from_shape, host_input, physical_shape
+from ..algebra.layout import ImageDesc, ImageLayout
+from ..algebra.tiles import as_limits, plan_of, tile_plan
 from .calls import Call, FrameCall, FromImageCall, FromTilesCall, HostFrameIntoMemoryCall, \
     ReorderCall, ToImageCall, ToTilesCall
-from .door_checks import SIDES, check_out_side, check_padding_lanes, checked_image, held, \
-    image_side, memory_call, memory_out, refuse_empty, runner_of, tagged, wait_list
-from .errors import ClayoutError
-from .hostside import host_out, pitch_pixels, pitched_shape, unpitched
-from .limits import check_host_bytes
-from .memory import Memory
+from .checks import SIDES, check_out_side, check_padding_lanes, checked_image, held, \
+    host_out, image_side, memory_call, memory_out, refuse_empty, runner_of, tagged, wait_list
+from ..errors import ClayoutError
+from ..algebra.pitch import pitch_pixels, pitched_shape, unpitched
+from ..limits import check_host_bytes
+from ..memory import Memory
 
 @dataclass(frozen=True)
 class Wording:
