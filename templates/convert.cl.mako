@@ -70,7 +70,7 @@ void ${name}(${src_param}, ${dst_param}${params})
 % endfor
 ${load_cell("            ")}\
 % for j in range(vector):
-            tile[${tile["slot"][j]}] = v${j};
+            ${tile["put"][j]}
 % endfor
         }
     }
@@ -80,7 +80,7 @@ ${load_cell("            ")}\
         const idx_t g0 = ta * ${tile["across"]} + ca, g1 = tb * ${tile["along"]} + cb;
         if (${guard}) {
 % for j in range(vector):
-            const ${dst_type} v${j} = tile[${tile["slot"][j]}];
+            const ${dst_type} v${j} = ${tile["get"][j]};
 % endfor
             ${store}
         }

@@ -25,9 +25,10 @@ from ..algebra import dtypes_c
 from ..algebra.c_index import Numbers, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
-from . import frame as frame_c, images
+from . import frame as frame_c
 from .launch import VEC, Launch, decode, tile_ids, work_item_ids
 from .sides import Source, Target
+from .trace import Accesses
 
 
 @dataclass(frozen=True)
@@ -70,25 +71,27 @@ class Cell:
     store: str
 
 
-def render_cell(src: Source, dst: Target, launch: Launch, run: int, num: Numbers) -> Cell:
+def render_cell(src: Source, dst: Target, launch: Launch, run: int, num: Numbers,
+                acc: Accesses) -> Cell:
     """The C of one cell of ``dst`` written from ``src`` under ``launch``,
     ``run`` vector elements to a load (``sides.run_length``), its numbers
     written by ``num`` (in the order of the steps: a generic kernel's
-    arguments are numbered as they are asked for)."""
-    index = _index(dst, launch, num)
+    arguments are numbered as they are asked for), its accesses by ``acc``
+    (runtime/opencl/trace.py)."""
+    index = _index(dst, launch, num, acc)
     validity = _validity(dst.desc, launch, num)
-    return Cell(index, validity, _loads(src, dst.desc, launch, validity, run, num),
-                _store(dst, launch, index, num))
+    return Cell(index, validity, _loads(src, dst.desc, launch, validity, run, num, acc),
+                _store(dst, launch, index, num, acc))
 
 
 # -- step 2: the index ---------------------------------------------------------------------
-def _index(dst: Target, launch: Launch, num: Numbers) -> Index:
+def _index(dst: Target, launch: Launch, num: Numbers, acc: Accesses) -> Index:
     desc, nd = dst.desc, dst.desc.ndims
     halo = desc.has_halo
     if launch.tiling is None:
         ids, guard = work_item_ids(launch.sizes, num)
     else:   # a tile's cell is inside the destination
-        ids = tile_ids(launch, num)
+        ids = tile_ids(launch, num, acc.group_id())
         guard = " && ".join(f"g{i} < {num(n, key=('cells', i))}"
                             for i, n in enumerate(launch.sizes[:2]))
     contrib = [[] for _ in range(nd)]
@@ -198,7 +201,7 @@ def _validity(dst: MemoryDesc, launch: Launch, num: Numbers) -> Validity:
 
 # -- step 4: the loads -------------------------------------------------------------------------
 def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run: int,
-           num: Numbers) -> tuple[Load, ...]:
+           num: Numbers, acc: Accesses) -> tuple[Load, ...]:
     src_dt, dst_dt = src.desc.dtype, dst.dtype
     valid, pad = validity.valid, validity.pad
 
@@ -209,7 +212,7 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
         return src.to_src([_name(d, j, launch) for d in range(dst.ndims)], num)
 
     if src.frame is not None:   # one pixel's channels serve the elements at that pixel
-        return frame_c.loads(Load, launch.vector, src_names, conv, valid, pad)
+        return frame_c.loads(Load, launch.vector, src_names, conv, valid, pad, acc)
     loads = []
     for first in range(0, launch.vector, run):
         js = range(first, first + run)
@@ -221,7 +224,7 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
             io = dtypes_c.c_type(src_dt).image
             coords = src.pixel(src_names(first), num)[:-1]
             load = (f"const {io.pixel_type} r = "
-                    f"{images.read(src.image, io.read, 'src', 'clayout_sampler', coords)};")
+                    f"{acc.read_image(src.image, io.read, 'src', 'clayout_sampler', coords)};")
             fast = []
             for j in js:
                 lane_expr = f"r.s{j - first}" if run == 4 else \
@@ -234,34 +237,35 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
         else:
             off = src.offset(src_names(first), num)
             if run > 1:
-                load, lanes = dtypes_c.vload(src_dt, run, f"src + ({off})")
+                load, lanes = acc.vload(src_dt, run, "src", off)
                 fast = [(j, conv(lanes[j - first])) for j in js]
                 slow = []
                 for j in js:
-                    value = conv(f"src[{src.offset(src_names(j), num)}]")
+                    value = conv(acc.load("src", src.offset(src_names(j), num), src_dt))
                     slow.append((j, value if valid[j] is None else
                                  f"({valid[j]}) ? {value} : {pad[j]}"))
             else:
-                load = f"const {src_dt.cl_scalar} r = src[{off}];"
+                load = f"const {src_dt.cl_scalar} r = {acc.load('src', off, src_dt)};"
                 fast, slow = [(first, conv("r"))], [(first, pad[first])]
         loads.append(Load(guard, load, tuple(fast), tuple(slow)))
     return tuple(loads)
 
 
 # -- step 5: the store -------------------------------------------------------------------------
-def _store(dst: Target, launch: Launch, index: Index, num: Numbers) -> str:
+def _store(dst: Target, launch: Launch, index: Index, num: Numbers, acc: Accesses) -> str:
     dst_dt, vector = dst.desc.dtype, launch.vector
     if dst.image is not None:
         io = dtypes_c.c_type(dst_dt).image
         lanes = [dtypes_c.storage_to_image_write(dst_dt, f"v{j}") for j in range(vector)]
         lanes += ["0"] * (4 - vector)
-        return (f"{io.write}(dst, {images.coord(dst.image, index.pixel)}, "
-                f"({io.write_type}4)({', '.join(lanes)}));")
+        return acc.write_image(dst.image, io.write, "dst", index.pixel,
+                               f"({io.write_type}4)({', '.join(lanes)})")
     off = " + ".join(index.offset_terms) or "0"
     if vector == 1:
-        return f"dst[{off}] = v0;"
+        return acc.store("dst", off, dst_dt, "v0")
     if launch.apart:   # a vector along an axis apart in memory: one store each
         vec = launch.vec_axis
         step = num(vec.stride, key=("apart stride",)) if vec.outer else str(vec.stride)
-        return " ".join(f"dst[{off} + {j} * {step}] = v{j};" for j in range(vector))
-    return dtypes_c.vstore(dst_dt, [f"v{j}" for j in range(vector)], f"dst + ({off})")
+        return " ".join(acc.store("dst", f"{off} + {j} * {step}", dst_dt, f"v{j}")
+                        for j in range(vector))
+    return acc.vstore(dst_dt, [f"v{j}" for j in range(vector)], "dst", off)

@@ -198,14 +198,14 @@ def plan_tiled(dst, image, source_step, num: Numbers) -> Launch | None:
                   None if image is not None else walker, image is not None, tiling)
 
 
-def tile_ids(launch: Launch, num: Numbers) -> str:
+def tile_ids(launch: Launch, num: Numbers, group: str = "get_group_id(0)") -> str:
     """The C that gives a tiled group its tile: ``ta``, ``tb`` (the tile's
     place along A and B) and ``g2`` (the other axes' position), decoded from
-    the group id (numbers baked or passed as arguments, as ``decode``)."""
+    the group id ``group`` (numbers baked or passed as arguments, as ``decode``)."""
     n_a, n_b, _ = launch.tiling.counts
     digits = decode("grp", ("g2", "tb", "ta"), (0, n_b, n_a), num)
     g2, tb, ta = (d for _, d in digits)
-    return (f"const idx_t grp = get_group_id(0), g2 = {g2};\n"
+    return (f"const idx_t grp = {group}, g2 = {g2};\n"
             f"    const idx_t tb = {tb}, ta = {ta};\n"
             f"    const uint lid = get_local_id(0);")
 

@@ -29,6 +29,7 @@ from .cell import render_cell
 from .launch import (GENERIC_LOCAL, TILE_ITEMS, VEC, Launch, local_size, plan_launch, plan_tiled,
                      tile_axis)
 from .sides import Source, Target, gather_stride, run_length, source_step
+from .trace import Accesses
 
 KERNEL_NAME = "clayout_convert"
 
@@ -46,6 +47,9 @@ class Kernel:
     generic: bool = False            # numbers passed as arguments (shared program)
     family: tuple = ()               # what the source of a generic kernel depends on
     tiling: object = None            # the tiles of the tiled family (launch.Tiling), or None
+    local_bytes: int = 0             # bytes of __local memory a work-group holds
+    sites: tuple = ()                # its accesses (runtime/opencl/trace.py Site), in order
+    traced: bool = False             # each access also records into clayout_log (the last arg)
 
     @property
     def tiled(self) -> bool:
@@ -79,12 +83,15 @@ class Kernel:
 
 
 def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = True,
-                  tiled: bool = False) -> Kernel:
+                  tiled: bool = False, trace: bool = False) -> Kernel:
     """The kernel writing all of ``dst`` from ``src``; ``tiled``: of the
     tiled family where the move transposes (``launch.plan_tiled``; never
-    aliased: a tile read by one work item is written by another)."""
+    aliased: a tile read by one work item is written by another); ``trace``:
+    each access also records into a log (runtime/opencl/trace.py; the text
+    with tracing off is the kernel's)."""
     index_type = _index_type(src.desc, dst.desc)
     num = Numbers(bake, magic_div=index_type == "uint")
+    acc = Accesses(trace)
     launch = None
     if tiled and not aliased:
         launch = plan_tiled(dst.desc, dst.image, lambda a, n: source_step(src, a, n), num)
@@ -92,17 +99,19 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
         launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num,
                              1 if src.frame is not None else None)
     run = run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
-    cell = render_cell(src, dst, launch, run, num)
+    cell = render_cell(src, dst, launch, run, num, acc)
+    tile_words = _tile_words(launch, dst.desc.dtype, acc)
     src_dt, dst_dt = src.desc.dtype, dst.desc.dtype
     restrict = "" if aliased else "restrict "
     reads = frame_c.describe(src.frame, bake) if src.frame else \
         f"{'image ' + src.image.layout.name if src.image else 'buffer'} {_side(src.desc, bake)}"
     summary = (f"{reads} -> {'image ' + dst.image.layout.name if dst.image else 'buffer'} "
                f"{_side(dst.desc, bake)}" + ("" if bake else " (generic: numbers are arguments)"))
-    params = "".join(f", const {ctype} {name}" for name, ctype, _ in num.args)
+    params = "".join(f", const {ctype} {name}" for name, ctype, _ in num.args) + acc.param
     source = sources.template("convert.cl.mako").render(
         summary=summary, name=KERNEL_NAME,
-        helpers=sources.helpers() + (frame_c.function(src.frame, bake) if src.frame else ""),
+        helpers=sources.helpers() + acc.helpers
+        + (frame_c.function(src.frame, bake, acc) if src.frame else ""),
         src_image=src.image is not None, index_type=index_type,
         pragmas=images.pragmas(dst.image, "write") if dst.image is not None else (),
         src_param=(images.param(src.image, "src", "read") if src.image is not None else
@@ -114,7 +123,7 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
         params=params, ids=cell.index.ids, guard=cell.index.guard,
         prologue=list(cell.index.lines + cell.validity.lines), vector=launch.vector,
         dst_type=dst_dt.cl_scalar, runs=[vars(load) for load in cell.loads], store=cell.store,
-        tile=_tile_words(launch))
+        tile=tile_words)
     args = tuple(arg_value(index_type if ctype == "idx_t" else ctype, value)
                  for _, ctype, value in num.args)
     gather = run == 1 and launch.vector > 1
@@ -135,20 +144,24 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
         local = (GENERIC_LOCAL,) if not bake else local_size(sizes, dst.image is not None,
                                                              gather, far)
     return Kernel(source, sizes, local, launch.vector, src.image is not None,
-                  dst.image is not None, args, not bake, family, tiling)
+                  dst.image is not None, args, not bake, family, tiling,
+                  tile_words["words"] * dst.desc.dtype.itemsize if tile_words else 0,
+                  tuple(acc.sites), acc.trace)
 
 
-def _tile_words(launch: Launch) -> dict | None:
+def _tile_words(launch: Launch, dt, acc: Accesses) -> dict | None:
     """What the template's tiled form needs: the tile's sides, its cells and
-    work items, its length in local memory and where lane j of cell (ca, cb)
-    lives (one plane per lane, rows padded by one)."""
+    work items, its length in local memory and how lane j of cell (ca, cb)
+    is put into it and got from it (one plane per lane, rows padded by one)."""
     t = launch.tiling
     if t is None:
         return None
+    slots = [f"({j * t.across}u + ca) * {t.padded}u + cb" if j else
+             f"ca * {t.padded}u + cb" for j in range(launch.vector)]
     return {"across": t.across, "along": t.along, "cells": t.cells, "items": TILE_ITEMS,
             "words": launch.vector * t.across * t.padded,
-            "slot": [f"({j * t.across}u + ca) * {t.padded}u + cb" if j else
-                     f"ca * {t.padded}u + cb" for j in range(launch.vector)]}
+            "put": [acc.local_store("tile", slot, dt, f"v{j}") for j, slot in enumerate(slots)],
+            "get": [acc.local_load("tile", slot, dt) for slot in slots]}
 
 
 # -- what a kernel depends on ------------------------------------------------------------------
