@@ -8,7 +8,8 @@ consecutive local ids) at one access site: the k-th time each of its work
 items reaches that site. For each:
 
 * global loads and stores: the 32-byte sectors the request touches;
-  efficiency = bytes requested / bytes moved in whole sectors, counted as
+  efficiency = bytes requested (each byte once: lanes reading one word
+  ask for its 4 bytes) / bytes moved in whole sectors, counted as
   written and as a compiler emits it: an access wider than the alignment it
   may assume (a vloadN/vstoreN on a scalar pointer: the element's) is split
   into accesses of that alignment, each its own request;
@@ -186,7 +187,7 @@ class _Tally:
             self.wavefronts += weight * _wavefronts(start, site.bytes, gpu)
             return
         sectors = _sectors(start, site.bytes, gpu.sector)
-        self.asked += weight * len(start) * site.bytes
+        self.asked += weight * _distinct_bytes(start, site.bytes)
         self.moved += weight * sectors * gpu.sector
         self.sectors += weight * sectors
         width = emitted_width(site, gpu)
@@ -224,6 +225,11 @@ def emitted_width(site: Site, gpu) -> int:
     if site.align >= site.bytes and site.bytes <= gpu.access_bytes:
         return site.bytes
     return max(site.item, min(site.align, gpu.access_bytes))
+
+
+def _distinct_bytes(start: np.ndarray, size: int) -> int:
+    """Bytes a request asks for, each once (lanes reading one word: 4 bytes)."""
+    return len(np.unique(start[:, None] + np.arange(size)[None, :]))
 
 
 def _sectors(start: np.ndarray, size: int, sector: int) -> int:
