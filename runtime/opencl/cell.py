@@ -26,7 +26,8 @@ from ..algebra.c_index import Numbers, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from . import frame as frame_c
-from .launch import VEC, Launch, decode, tile_ids, work_item_ids
+from .launch import VEC, Launch, decode, work_item_ids
+from .tiled import tile_ids
 from .sides import Source, Target
 from .trace import Accesses
 
@@ -46,10 +47,12 @@ class Index:
 @dataclass(frozen=True)
 class Validity:
     """Step 3: per element j of the work item, the C condition that it is
-    inside the logical dims (None: always) and what it holds when it is not."""
+    inside the logical dims (None: always) and what it holds when it is not;
+    ``valid_j``: the condition for the element whose j is the C variable ``j``."""
     lines: tuple[str, ...]
     valid: tuple[str | None, ...]
     pad: tuple[str, ...]
+    valid_j: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,14 @@ class Load:
 
 @dataclass(frozen=True)
 class Cell:
-    """Steps 2 to 5 of one cell: what the template's kernel body is made of."""
+    """Steps 2 to 5 of one cell: what the template's kernel body is made of;
+    ``element``: the load of its element ``j`` alone (a C variable), for a
+    tile loaded element by element (runtime/opencl/tiled.py), else None."""
     index: Index
     validity: Validity
     loads: tuple[Load, ...]
     store: str
+    element: str | None = None
 
 
 def render_cell(src: Source, dst: Target, launch: Launch, run: int, num: Numbers,
@@ -80,8 +86,11 @@ def render_cell(src: Source, dst: Target, launch: Launch, run: int, num: Numbers
     (runtime/opencl/trace.py)."""
     index = _index(dst, launch, num, acc)
     validity = _validity(dst.desc, launch, num)
-    return Cell(index, validity, _loads(src, dst.desc, launch, validity, run, num, acc),
-                _store(dst, launch, index, num, acc))
+    by_element = launch.tiling is not None and launch.tiling.by_element
+    return Cell(index, validity,
+                () if by_element else _loads(src, dst.desc, launch, validity, run, num, acc),
+                _store(dst, launch, index, num, acc),
+                _element(src, dst.desc, launch, validity, num, acc) if by_element else None)
 
 
 # -- step 2: the index ---------------------------------------------------------------------
@@ -152,10 +161,15 @@ def _axis_times(d: str, a, num: Numbers, vector: int = 1, per: int = 1) -> str:
     return num.times(_lit_times(d, vector), a.stride // per)
 
 # -- step 3: validity and padding ------------------------------------------------------------
-def _name(d: int, j: int, launch: Launch) -> str:
-    """The logical index of dim d for the work item's element j."""
+def _name(d: int, j, launch: Launch) -> str:
+    """The logical index of dim d for the work item's element j (a number, or
+    the name of a C variable)."""
     vec = launch.vec_axis
-    return f"i{d}" if vec is None or d != vec.dim or j == 0 else f"(i{d} + {j * vec.div})"
+    if vec is None or d != vec.dim or j == 0:
+        return f"i{d}"
+    if isinstance(j, str):
+        return f"(i{d} + {_lit_times(j, vec.div)})"
+    return f"(i{d} + {j * vec.div})"
 
 
 def _validity(dst: MemoryDesc, launch: Launch, num: Numbers) -> Validity:
@@ -196,7 +210,7 @@ def _validity(dst: MemoryDesc, launch: Launch, num: Numbers) -> Validity:
                 q = f"q{vdim}" if j == 0 else f"(q{vdim} + {j * vec.div})"
                 conds.append(f"{q} >= {extent[vdim]}")
             pad[j] = f"({' || '.join(conds)}) ? {zero} : {fill}" if conds else fill
-    return Validity(lines, tuple(valid(j) for j in range(vector)), tuple(pad))
+    return Validity(lines, tuple(valid(j) for j in range(vector)), tuple(pad), valid("j"))
 
 
 # -- step 4: the loads -------------------------------------------------------------------------
@@ -249,6 +263,20 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
                 fast, slow = [(first, conv("r"))], [(first, pad[first])]
         loads.append(Load(guard, load, tuple(fast), tuple(slow)))
     return tuple(loads)
+
+
+def _element(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, num: Numbers,
+             acc: Accesses) -> str:
+    """Step 4 for one element, ``j`` a C variable: ``v``, loaded where it is
+    inside the dims, else zero (an image's padding lanes: a destination
+    without a halo)."""
+    assert not dst.has_halo, "a tile loaded by element writes an image, which has no halo"
+    names = src.to_src([_name(d, "j", launch) for d in range(dst.ndims)], num)
+    value = dtypes_c.convert_expr(src.desc.dtype, dst.dtype,
+                                  acc.load("src", src.offset(names, num), src.desc.dtype))
+    ok = validity.valid_j
+    zero = dtypes_c.c_literal(dst.dtype, 0)
+    return f"const {dst.dtype.cl_scalar} v = {value if ok is None else f'({ok}) ? {value} : {zero}'};"
 
 
 # -- step 5: the store -------------------------------------------------------------------------

@@ -26,8 +26,8 @@ from ..algebra.c_index import Numbers, arg_value
 from ..algebra.desc import MemoryDesc
 from . import frame as frame_c, images
 from .cell import render_cell
-from .launch import (GENERIC_LOCAL, TILE_ITEMS, VEC, Launch, local_size, plan_launch, plan_tiled,
-                     tile_axis)
+from .launch import GENERIC_LOCAL, VEC, Launch, local_size, plan_launch, tile_axis
+from .tiled import TILE_ITEMS, plan_tiled
 from .sides import Source, Target, gather_stride, run_length, source_step
 from .trace import Accesses
 
@@ -46,7 +46,7 @@ class Kernel:
     args: tuple = ()                 # values of the scalar arguments after src, dst
     generic: bool = False            # numbers passed as arguments (shared program)
     family: tuple = ()               # what the source of a generic kernel depends on
-    tiling: object = None            # the tiles of the tiled family (launch.Tiling), or None
+    tiling: object = None            # the tiles of the tiled family (tiled.Tiling), or None
     local_bytes: int = 0             # bytes of __local memory a work-group holds
     sites: tuple = ()                # its accesses (runtime/opencl/trace.py Site), in order
     traced: bool = False             # each access also records into clayout_log (the last arg)
@@ -85,7 +85,7 @@ class Kernel:
 def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = True,
                   tiled: bool = False, trace: bool = False) -> Kernel:
     """The kernel writing all of ``dst`` from ``src``; ``tiled``: of the
-    tiled family where the move transposes (``launch.plan_tiled``; never
+    tiled family where the move transposes (runtime/opencl/tiled.py; never
     aliased: a tile read by one work item is written by another); ``trace``:
     each access also records into a log (runtime/opencl/trace.py; the text
     with tracing off is the kernel's)."""
@@ -94,13 +94,15 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
     acc = Accesses(trace)
     launch = None
     if tiled and not aliased:
-        launch = plan_tiled(dst.desc, dst.image, lambda a, n: source_step(src, a, n), num)
+        launch = plan_tiled(dst.desc, dst.image, lambda a, n: source_step(src, a, n), num,
+                            dst.desc.dtype.itemsize,
+                            32 // min(src.desc.dtype.itemsize, dst.desc.dtype.itemsize))
     if launch is None:
         launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num,
                              1 if src.frame is not None else None)
     run = run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
     cell = render_cell(src, dst, launch, run, num, acc)
-    tile_words = _tile_words(launch, dst.desc.dtype, acc)
+    tile_words = _tile_words(launch, dst.desc.dtype, acc, num)
     src_dt, dst_dt = src.desc.dtype, dst.desc.dtype
     restrict = "" if aliased else "restrict "
     reads = frame_c.describe(src.frame, bake) if src.frame else \
@@ -123,6 +125,7 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
         params=params, ids=cell.index.ids, guard=cell.index.guard,
         prologue=list(cell.index.lines + cell.validity.lines), vector=launch.vector,
         dst_type=dst_dt.cl_scalar, runs=[vars(load) for load in cell.loads], store=cell.store,
+        element=cell.element,
         tile=tile_words)
     args = tuple(arg_value(index_type if ctype == "idx_t" else ctype, value)
                  for _, ctype, value in num.args)
@@ -134,9 +137,9 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
               structure(dst.desc), dst.image.layout.name if dst.image else None, launch.vector,
               run, dst.desc.axes.index(tile) if dst.image is None and tile else None,
               index_type, aliased, bake,
-              tiling and (tuple(-1 if a == VEC else dst.desc.axes.index(a)
-                                for g in launch.groups[:2] for a in g),
-                          tiling.across, tiling.along))
+              tiling and (tuple(tuple(-1 if a == VEC else dst.desc.axes.index(a) for a in g)
+                                for g in launch.groups[:2]),
+                          (tiling.across, tiling.along, tiling.sa, tiling.sb) if bake else ()))
     if tiling is not None:   # groups of TILE_ITEMS, one a tile, in one dimension
         sizes, local = (tiling.groups * TILE_ITEMS, 1, 1), (TILE_ITEMS,) + (1, 1) * bake
     else:
@@ -145,22 +148,41 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
                                                              gather, far)
     return Kernel(source, sizes, local, launch.vector, src.image is not None,
                   dst.image is not None, args, not bake, family, tiling,
-                  tile_words["words"] * dst.desc.dtype.itemsize if tile_words else 0,
+                  tiling.words * dst.desc.dtype.itemsize if tiling else 0,
                   tuple(acc.sites), acc.trace)
 
 
-def _tile_words(launch: Launch, dt, acc: Accesses) -> dict | None:
-    """What the template's tiled form needs: the tile's sides, its cells and
-    work items, its length in local memory and how lane j of cell (ca, cb)
-    is put into it and got from it (one plane per lane, rows padded by one)."""
+def _tile_words(launch: Launch, dt, acc: Accesses, num: Numbers) -> dict | None:
+    """What the template's tiled form needs: the tile's sides and cells (its
+    shape: numbers, literals or arguments), how a phase's step ``e`` is a
+    cell (ca, cb) (the load phase along B, the store phase across A), the
+    local array's length, and how lane j of a cell is put into it and got
+    from it (``tiled.local_layout``)."""
     t = launch.tiling
     if t is None:
         return None
-    slots = [f"({j * t.across}u + ca) * {t.padded}u + cb" if j else
-             f"ca * {t.padded}u + cb" for j in range(launch.vector)]
-    return {"across": t.across, "along": t.along, "cells": t.cells, "items": TILE_ITEMS,
-            "words": launch.vector * t.across * t.padded,
-            "put": [acc.local_store("tile", slot, dt, f"v{j}") for j, slot in enumerate(slots)],
+    across, along = num(t.across, key=("tile", "across")), num(t.along, key=("tile", "along"))
+    sa, sb = (num(v, key=("tile", k)) for k, v in (("sa", t.sa), ("sb", t.sb)))
+    cell = f"ca * {sa} + cb * {sb}" if not num.bake else \
+        " + ".join(f"{c} * {v}" if v != 1 else c for c, v in (("ca", t.sa), ("cb", t.sb)))
+    plane = num(t.plane, key=("tile", "plane"))
+    slots = [f"{j} * {plane} + {cell}" if j else cell for j in range(launch.vector)]
+    words = {"by_element": t.by_element}
+    if t.by_element:   # the load phase, an element a work item: lane j = e % V of cell e / V
+        v = launch.vector
+        words.update(elements=num(t.cells * v, key=("tile", "elements")),
+                     element=(f"e % {v}u", num.div(f"(e / {v}u)", t.along, key=("tile", "along")),
+                              num.mod(f"(e / {v}u)", t.along, key=("tile", "along"))),
+                     put_element=acc.local_store("tile", f"j * {plane} + {cell}", dt, "v"))
+    return {**words, "across": across, "along": along,
+            "cells": num(t.cells, key=("tile", "cells")),
+            "items": TILE_ITEMS, "words": t.words,
+            "load": (num.div("e", t.along, key=("tile", "along")),
+                     num.mod("e", t.along, key=("tile", "along"))),
+            "store": (num.mod("e", t.across, key=("tile", "across")),
+                      num.div("e", t.across, key=("tile", "across"))),
+            "put": [] if t.by_element else [acc.local_store("tile", slot, dt, f"v{j}")
+                                            for j, slot in enumerate(slots)],
             "get": [acc.local_load("tile", slot, dt) for slot in slots]}
 
 
