@@ -62,14 +62,17 @@ def vector_width(size: int, stride: int, itemsize: int, limit: int = 16) -> int:
                  and v * itemsize <= MAX_VECTOR_BYTES), 1)
 
 
-def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None) -> Launch:
+def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None,
+                widest: int = 16) -> Launch:
     """The launch writing all of ``dst`` (a buffer desc, or the dense desc of
     the ImageDesc ``image`` written with write_image*). ``tile_of(rest)``
     picks the buffer destination's tile axis among ``rest``. ``pixel_dim``:
     the dim whose values one source load gives together (a frame's
     channels): where a buffer destination holds it as one axis of 2..4 that
     is not its innermost (NCHW), the work item writes that axis (stores
-    apart, one load) instead of computing each pixel once per element."""
+    apart, one load) instead of computing each pixel once per element.
+    ``widest``: the most elements a buffer destination's vector may have
+    (a GPU's plan: 1, consecutive work items storing consecutive elements)."""
     # a unit block is structure (never an axis); a unit outer axis only when baked
     axes = [a for a in dst.axes if (a.outer or a.size > 1) and not num.unit(a.size)]
     if image is None and pixel_dim is not None:
@@ -90,7 +93,8 @@ def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None)
         return Launch((cols, rows, layers), (image.width, image.height, image.depth), vec_axis,
                       image.lanes if vec_axis is not None else 1, None, True)
     vec_axis = axes[-1] if axes else None
-    vector = vector_width(vec_axis.size, vec_axis.stride, dst.dtype.itemsize) if vec_axis else 1
+    vector = vector_width(vec_axis.size, vec_axis.stride, dst.dtype.itemsize, widest) \
+        if vec_axis else 1
     rest = axes[:-1]
     tile = tile_of(rest)
     others = tuple(a for a in rest if a is not tile)

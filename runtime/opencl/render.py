@@ -98,8 +98,10 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
                             dst.desc.dtype.itemsize,
                             32 // min(src.desc.dtype.itemsize, dst.desc.dtype.itemsize))
     if launch is None:
+        # a GPU's move that does not transpose: an element a work item (consecutive work items,
+        # consecutive elements; a vector's element-aligned store would be split into scalars)
         launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num,
-                             1 if src.frame is not None else None)
+                             1 if src.frame is not None else None, 1 if tiled else 16)
     run = run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
     cell = render_cell(src, dst, launch, run, num, acc)
     tile_words = _tile_words(launch, dst.desc.dtype, acc, num)
