@@ -83,6 +83,16 @@ class Figures:
     sites: tuple[SiteFigures, ...]
     complete: bool                     # every work item's records were kept
 
+    def of_copy(self, read: int, written: int) -> float:
+        """The fraction of the device's own copy speed this traffic predicts,
+        for a move reading ``read`` and writing ``written`` bytes: a copy
+        moves both once; the kernel moves the reads over the loads'
+        efficiency and the writes over the stores' as emitted (image writes,
+        which no figure here prices yet, as a copy's)."""
+        loads = self.loads.efficiency or 1.0
+        stores = self.stores.efficiency_as_emitted or 1.0
+        return (read + written) / (read / loads + written / stores)
+
     def summary(self) -> dict:
         """The figures as JSON-ready values (``clayout kernel --access --json``)."""
         def r(x):
