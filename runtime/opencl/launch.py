@@ -11,7 +11,8 @@ the layer axes on dimension 2), all its lanes at once (4, or a single
 texture's C), so no coordinate can leave the image. A baked kernel
 launches these three dimensions; a generic one launches their product in one
 dimension with one work-group size and decodes (g0, g1, g2) from its id
-(``work_item_ids``).
+(``work_item_ids``). This is the direct family's launch; the tiled family's,
+whose work-groups move tiles through local memory, is runtime/opencl/tiled.py's.
 """
 from __future__ import annotations
 

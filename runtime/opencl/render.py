@@ -6,14 +6,16 @@ A conversion writes every position of the destination's footprint (halo and
 block tails included) from its own physical axes. ``render_kernel`` goes in
 steps, each returning a frozen record the next one reads:
 
-1. ``plan_launch`` (runtime/opencl/launch.py): the launch and the axes each
-   work item decodes;
+1. ``plan_launch`` (runtime/opencl/launch.py), or ``plan_tiled``
+   (runtime/opencl/tiled.py) for the tiled family: the launch and the axes
+   each work item decodes;
 2.-5. ``render_cell`` (runtime/opencl/cell.py): the C lines of one cell, the
    destination vector or pixel one store writes: its index, which of its
    elements are valid, its loads and its store;
 
 and the one template ``convert.cl.mako`` puts the cell into the kernel with
-its parameters. The rest is this module's: the index type, the summary
+its parameters. Every access is written by one emitter (runtime/opencl/trace.py),
+which with ``trace`` also records it for the access model. The rest is this module's: the index type, the summary
 line, the argument values, the work-group size and the family a generic
 kernel's source depends on (``structure``)."""
 from __future__ import annotations

@@ -234,7 +234,7 @@ def local_layout(across: int, along: int, room: int, vector: int = 1,
     if vector > 1:   # then the planes apart by a skew of their own (lanes loaded side by side)
         sa, sb, plane = best[1]
         for p in range(1, BANKS):
-            if (plane + p) * vector > room * vector:
+            if plane + p > room:
                 break
             c = cost(sa, sb, plane + p)
             if c < best[0]:
