@@ -17,6 +17,9 @@ import json
 import numpy as np
 
 from ..algebra.catalog import image_layout
+from ..algebra.frame import frame_side, frame_target
+from ..algebra.frame_formats import frame_format
+from ..algebra.output import output_rule
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from ..errors import ClayoutError
@@ -101,11 +104,9 @@ def _sides(args):
 
 
 def _frame(args, dtype):
-    from ..algebra.frame import frame_side, frame_target
     if args.frame_size is None or (args.layout is None) == (args.dst is None):
         raise ClayoutError("a frame's kernel takes --frame FORMAT, --frame-size WxH and one "
                            "target: --layout NAME (an image) or --dst TAG (a buffer)")
-    from ..algebra.frame_formats import frame_format
     w, h = args.frame_size
     frame = frame_side(frame_format(args.frame).shape(h, w), args.frame, size=args.size)
     target = frame_target(args.layout or args.dst, dtype)
@@ -138,7 +139,6 @@ def _on_gpu(args, src, dst) -> int:
 
 
 def _output(args) -> int:
-    from ..algebra.output import output_rule
     from ..opencl import gpus
     from ..opencl.access import model_output
     from ..opencl.output import source

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import ClayoutError
 from . import gpus, trace_run
 from .access_model import Figures, figures
@@ -75,7 +77,6 @@ def model_output(side, rule, record: gpus.Gpu, base) -> Modelled:
     """The model of read_output's kernel reading ``side`` by ``rule``
     (runtime.algebra.output.OutputRule) on ``record``, in groups of
     ``OUTPUT_LOCAL``."""
-    import numpy as np
     import pyopencl as cl
     from . import output
     from .accessor import accessor

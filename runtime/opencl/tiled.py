@@ -217,10 +217,17 @@ def local_layout(across: int, along: int, room: int, vector: int = 1,
         load = (x % vector, (x // vector) // along, (x // vector) % along)
     else:
         load = (np.zeros_like(e), e // along, e % along)
-    def cost(sa, sb, plane):
-        return sum(int(np.bincount(w[first:first + BANKS] % BANKS).max())
-                   for j, ca, cb in (load, store) for w in (j * plane + ca * sa + cb * sb,)
-                   for first in range(0, len(w), BANKS))
+    phases = [(j, ca, cb, np.arange(len(j)) // BANKS) for j, ca, cb in (load, store)]
+    ideal = sum(-(-len(j) // BANKS) for j, _, _ in (load, store))
+
+    def cost(sa, sb, plane) -> int:
+        """Wavefronts of both phases: per request, its busiest bank's words."""
+        total = 0
+        for j, ca, cb, request in phases:
+            bank = (j * plane + ca * sa + cb * sb) % BANKS
+            counts = np.bincount(request * BANKS + bank, minlength=(request[-1] + 1) * BANKS)
+            total += int(counts.reshape(-1, BANKS).max(axis=1).sum())
+        return total
     best = None
     for rows, length in ((across, along), (along, across)):
         for s in range(BANKS):
@@ -231,6 +238,8 @@ def local_layout(across: int, along: int, room: int, vector: int = 1,
             c = cost(sa, sb, rows * row)
             if best is None or c < best[0]:
                 best = (c, (sa, sb, rows * row))
+            if c == ideal:   # no request waits on a bank: none is better
+                return best[1]
     if vector > 1:   # then the planes apart by a skew of their own (lanes loaded side by side)
         sa, sb, plane = best[1]
         for p in range(1, BANKS):
@@ -239,6 +248,8 @@ def local_layout(across: int, along: int, room: int, vector: int = 1,
             c = cost(sa, sb, plane + p)
             if c < best[0]:
                 best = (c, (sa, sb, plane + p))
+            if c == ideal:
+                break
     return best[1]
 
 
