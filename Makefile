@@ -29,8 +29,9 @@ PYTEST_ARGS ?=
 # recent CPUs: OpenCL comes from Debian's packages only.
 DEMO_DEBS := pocl-opencl-icd ocl-icd-libopencl1 clinfo
 # the tests run the cpu engine's compiled moves (gcc builds them; its libasan and libubsan
-# for the thorough tier's sanitizer sweep); users without a compiler get the numpy path
-TEST_DEBS := $(DEMO_DEBS) oclgrind gcc libc6-dev
+# for the thorough tier's sanitizer sweep); users without a compiler get the numpy path;
+# clang-15 (LLVM's NVPTX and AMDGCN backends) compiles the GPU plans' kernels for GPUs
+TEST_DEBS := $(DEMO_DEBS) oclgrind gcc libc6-dev clang-15
 
 # $(call debs,PACKAGES,WHAT-HAPPENS-WITHOUT-THEM): install the missing ones
 # with apt when root, else say so in one line and go on. Debian's python3
@@ -63,7 +64,7 @@ deps:
 	$(call debs,$(DEMO_DEBS),without an OpenCL device clayout falls back to the CPU engine)
 
 deps-test:
-	$(call debs,$(TEST_DEBS),without an OpenCL device clayout falls back to the CPU engine; oclgrind tests are skipped; without gcc the cpu engine takes its numpy path and the compiled-path tests fail)
+	$(call debs,$(TEST_DEBS),without an OpenCL device clayout falls back to the CPU engine; oclgrind tests are skipped; without gcc the cpu engine takes its numpy path and the compiled-path tests fail; without clang-15 the GPU compiler tests fail in CI)
 
 venv: $(STAMP)
 

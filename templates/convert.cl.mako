@@ -61,8 +61,21 @@ void ${name}(${src_param}, ${dst_param}${params})
 {
     __local ${dst_type} tile[${tile["words"]}];
     ${ids}
-    for (uint e = lid; e < ${tile["cells"]}u; e += ${tile["items"]}u) {
-        const uint ca = e / ${tile["along"]}u, cb = e % ${tile["along"]}u;
+% if tile["by_element"]:
+    for (uint e = lid; e < ${tile["elements"]}; e += ${tile["items"]}u) {
+        const uint j = ${tile["element"][0]}, ca = ${tile["element"][1]}, cb = ${tile["element"][2]};
+        const idx_t g0 = ta * ${tile["across"]} + ca, g1 = tb * ${tile["along"]} + cb;
+        if (${guard}) {
+%   for line in prologue:
+            ${line}
+%   endfor
+            ${element}
+            ${tile["put_element"]}
+        }
+    }
+% else:
+    for (uint e = lid; e < ${tile["cells"]}; e += ${tile["items"]}u) {
+        const uint ca = ${tile["load"][0]}, cb = ${tile["load"][1]};
         const idx_t g0 = ta * ${tile["across"]} + ca, g1 = tb * ${tile["along"]} + cb;
         if (${guard}) {
 % for line in prologue:
@@ -70,17 +83,18 @@ void ${name}(${src_param}, ${dst_param}${params})
 % endfor
 ${load_cell("            ")}\
 % for j in range(vector):
-            tile[${tile["slot"][j]}] = v${j};
+            ${tile["put"][j]}
 % endfor
         }
     }
+% endif
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint e = lid; e < ${tile["cells"]}u; e += ${tile["items"]}u) {
-        const uint ca = e % ${tile["across"]}u, cb = e / ${tile["across"]}u;
+    for (uint e = lid; e < ${tile["cells"]}; e += ${tile["items"]}u) {
+        const uint ca = ${tile["store"][0]}, cb = ${tile["store"][1]};
         const idx_t g0 = ta * ${tile["across"]} + ca, g1 = tb * ${tile["along"]} + cb;
         if (${guard}) {
 % for j in range(vector):
-            const ${dst_type} v${j} = tile[${tile["slot"][j]}];
+            const ${dst_type} v${j} = ${tile["get"][j]};
 % endfor
             ${store}
         }

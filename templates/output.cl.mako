@@ -10,10 +10,10 @@ ${dst.source}
 
 /* x, the activation's input, of a stored value of channel c */
 static inline float out_x(${t} q, int c, __global const float *scale,
-                          __global const int *zero)
+                          __global const int *zero${log})
 {
 % if dequantize:
-    return convert_float((long)q - (long)zero[c]) * scale[c];
+    return convert_float((long)q - (long)${zero}) * ${scale};
 % else:
     return convert_float(q);
 % endif
@@ -26,7 +26,7 @@ static inline float out_x(${t} q, int c, __global const float *scale,
         vstore4(src_load4_a1(src_ARGS, n, c0${rest_args}), 0, lanes);
         for (int j = 0; j < 4 && c0 + j < ${C}; ++j) {
             const int c = c0 + j;
-            const float x = out_x(lanes[j], c, scale, zero);
+            const float x = out_x(lanes[j], c, scale, zero${log_arg});
             ${body}
         }
     }
@@ -41,7 +41,7 @@ __kernel void ${name}(${src.params},
                       __global int *count, __global int *flat, __global float *val,
                       __global float *key, const float bound, const int cap,
 % endif
-                      __global const float *scale, __global const int *zero)
+                      __global const float *scale, __global const int *zero${log})
 {
     const int s = get_global_id(0);
     const int n = get_global_id(1);
@@ -53,7 +53,7 @@ __kernel void ${name}(${src.params},
     float best = 0.0f;
     int at = 0, nan_seen = 0;
     ${channels("if (c == 0 || (!nan_seen && (isnan(x) || x > best))) { best = x; at = c; nan_seen = isnan(x); }")}
-    arg[n * ${S} + s] = at;
+    ${arg}
 % else:
 %   if activation == "softmax":
     float m = 0.0f;
@@ -69,7 +69,7 @@ __kernel void ${name}(${src.params},
 %   if result == "tensor":
     ${channels("dst_store(dst_ARGS, n, c" + dst_args + ", " + value + ");")}
 %   else:
-    ${channels("const float p = " + value + "; const float k = " + ("p" if keys_are_p else "x") + "; if (k >= bound) { const int at = atomic_inc(count); if (at < cap) { flat[at] = (n * " + str(C) + " + c) * " + str(S) + " + s; val[at] = p; key[at] = k; } }")}
+    ${channels("const float p = " + value + "; const float k = " + ("p" if keys_are_p else "x") + "; if (k >= bound) { const int at = atomic_inc(count); if (at < cap) { " + selected + " } }")}
 %   endif
 % endif
 }

@@ -28,7 +28,8 @@ chooses and ``ours`` its time; the other family is printed beside it.
 ``report`` is called with each output line (a markdown table). Rows are
 returned as dicts: case, size, bytes, family, ms, direct_ms, tiled_ms, direct_pct,
 tiled_pct, unbaked_ms, limit_ms, pct_of_limit, generic_ms, speedup_vs_generic,
-first_call_ms, cached_call_ms, host_out_ms, host_out_pct.
+first_call_ms, cached_call_ms, host_out_ms, host_out_pct, model_pct (the access
+model's prediction for a GPU record's plan of the case, tools/bench_predict.py).
 
 Called by tools/bench.py (``python tools/bench.py``, ``clayout bench``).
 """
@@ -41,6 +42,7 @@ import time
 import numpy as np
 import pyopencl as cl
 
+import bench_predict
 from bench_call import geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
 from runtime import ImageDesc, image_layout
@@ -249,10 +251,11 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
     b = _Bench(engine, repeats)
     report(f"OpenCL device: {b.eng.device.name} ({b.eng.device.platform}); kernel family: "
            f"{family_of(b.eng.device)[1]}")
+    record = bench_predict.record_for(b.eng.device).name
     report("| case | size | MB | family | ours ms | limit ms | % of limit | direct % | tiled % | "
-           "first calls ms | generic ms | x vs generic | first call ms | cached call ms | "
-           "host out= ms | % of limit |")
-    report("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+           f"{record} model % | first calls ms | generic ms | x vs generic | first call ms | "
+           "cached call ms | host out= ms | % of limit |")
+    report("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for dims in sizes:
         n, c, h, w = dims
@@ -284,6 +287,7 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
             ours = ms[b.chosen]
             moved = "tiled" if move_plan(src, target, b.families["tiled"].device).kernel.tiled \
                 else "direct (no transpose)"
+            _, model = bench_predict.predicted(src, target, b.eng.device, src.size, nbytes)
             row = dict(case=name, size=shown, bytes=nbytes, family=family, ms=ours,
                        direct_ms=ms["direct"], tiled_ms=ms["tiled"],
                        direct_pct=100 * limit / ms["direct"], tiled_pct=100 * limit / ms["tiled"],
@@ -291,18 +295,19 @@ def run(sizes=SIZES, report=print, engine=None, repeats=15) -> list[dict]:
                        pct_of_limit=100 * limit / ours, generic_ms=generic,
                        speedup_vs_generic=generic / ours, first_call_ms=first,
                        cached_call_ms=cached, host_out_ms=host_out,
-                       host_out_pct=100 * limit / host_out)
+                       host_out_pct=100 * limit / host_out, model_pct=100 * model)
             rows.append(row)
             report(f"| {name} | {shown} | {nbytes / 1e6:.1f} | {family} | {ours:.2f} | "
                    f"{limit:.2f} | {row['pct_of_limit']:.0f}% | {row['direct_pct']:.0f}% | "
                    f"{row['tiled_pct']:.0f}%{'' if moved == 'tiled' else ' (direct)'} | "
-                   f"{unbaked:.2f} | {generic:.2f} | "
+                   f"{row['model_pct']:.0f}% | {unbaked:.2f} | {generic:.2f} | "
                    f"{row['speedup_vs_generic']:.2f} | {first:.0f} | {cached:.1f} | "
                    f"{host_out:.2f} | {row['host_out_pct']:.0f}% |")
         mine = rows[-len(cases):]
         report(f"geomean {'x'.join(map(str, dims))}: kernels "
                f"{geomean(r['pct_of_limit'] for r in mine):.0f}% of the copy limit "
                f"(direct {geomean(r['direct_pct'] for r in mine):.0f}%, tiled "
-               f"{geomean(r['tiled_pct'] for r in mine):.0f}%), "
+               f"{geomean(r['tiled_pct'] for r in mine):.0f}%; {record} model "
+               f"{geomean(r['model_pct'] for r in mine):.0f}%), "
                f"host arrays with out= {geomean(r['host_out_pct'] for r in mine):.0f}%")
     return rows

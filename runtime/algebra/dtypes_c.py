@@ -123,19 +123,17 @@ def fill_value(desc) -> np.generic:
 
 
 # -- accessors: a kernel's values (float for f32/f16/bf16, int for s8/s32, uint for u8) ---------
-def buffer_load(dt, ptr: str, off: str) -> str:
-    """The value of one buffer element (exact: an f16 or bf16 becomes its float)."""
+def storage_value(dt, x: str) -> str:
+    """The value of the stored element ``x`` (exact: an f16 or bf16 becomes its float)."""
     dt = dtypes.dtype(dt)
-    x = f"{ptr}[{off}]"
     return {"f16": f"clayout_f16_to_f32({x})", "bf16": f"clayout_bf16_to_f32({x})",
             "s8": f"(int){x}", "u8": f"(uint){x}"}.get(dt.name, x)
 
 
-def buffer_load4(dt, ptr: str, off: str) -> tuple[str, ...]:
-    """C statements returning four contiguous buffer elements from ``off``
-    as one vector value."""
+def storage_value4(dt, v: str) -> tuple[str, ...]:
+    """C statements returning the four stored elements ``v`` (a vload4) as
+    one vector value."""
     dt = dtypes.dtype(dt)
-    v = f"vload4(0, {ptr} + ({off}))"
     if dt.name in ("f16", "bf16"):
         f = "clayout_f16_to_f32" if dt.name == "f16" else "clayout_bf16_to_f32"
         return (f"const ushort4 h = {v};",
@@ -167,29 +165,7 @@ def value_to_image_write(dt, v: str) -> str:
 MAX_CALL_BYTES = 32
 
 
-def _split(dt, n: int) -> bool:
-    """Whether ``n`` elements of ``dt`` move as two vloadN/vstoreN calls of n/2."""
+def split_vector(dt, n: int) -> bool:
+    """Whether ``n`` elements of ``dt`` move as two vloadN/vstoreN calls of n/2
+    (the forms: runtime/opencl/trace.py)."""
     return n * dtypes.dtype(dt).itemsize > MAX_CALL_BYTES
-
-
-def vload(dt, n: int, ptr: str) -> tuple[str, list[str]]:
-    """The statement loading the ``n`` elements of ``dt`` storage at ``ptr``
-    (into ``r``, or ``r0`` and ``r1`` of n/2 each), and each element's expression."""
-    t = dtypes.dtype(dt).cl_scalar
-    if not _split(dt, n):
-        return f"const {t}{n} r = vload{n}(0, {ptr});", [f"r.s{j:x}" for j in range(n)]
-    w = n // 2
-    return (f"const {t}{w} r0 = vload{w}(0, {ptr}), r1 = vload{w}(1, {ptr});",
-            [f"r{j // w}.s{j % w:x}" for j in range(n)])
-
-
-def vstore(dt, values, ptr: str) -> str:
-    """A statement storing ``values`` (C expressions, one per element) as one
-    vector of ``dt`` storage at ``ptr`` (a __global pointer)."""
-    t, n = dtypes.dtype(dt).cl_scalar, len(values)
-    if not _split(dt, n):
-        return f"vstore{n}(({t}{n})({', '.join(values)}), 0, {ptr});"
-    w = n // 2
-    return (f"{{ __global {t} *const clayout_at = {ptr}; "
-            f"vstore{w}(({t}{w})({', '.join(values[:w])}), 0, clayout_at); "
-            f"vstore{w}(({t}{w})({', '.join(values[w:])}), 1, clayout_at); }}")

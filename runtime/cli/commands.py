@@ -296,52 +296,6 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def cmd_kernel(args) -> int:
-    """Print the OpenCL C source clayout renders for one conversion."""
-    from ..opencl.plan import ByteCopy, plan   # mako (the kernel templates): this command only
-    sides = (args.src is not None, args.layout is not None, args.dst is not None)
-    if sides not in ((True, False, True), (True, True, False), (False, True, True)):
-        raise ClayoutError("give two of --src, --layout, --dst: --src and --dst (a reorder), "
-                           "--src and --layout (to an image), --layout and --dst (from an image)")
-    dtype = args.dtype or "f32"
-    image_dtype = args.image_dtype or (dtype if dtype != "bf16" else "f32")
-    src = MemoryDesc(args.dims, dtype, tag=args.src) if args.src else \
-        ImageDesc(image_layout(args.layout), args.dims, image_dtype)
-    dst = MemoryDesc(args.dims, args.dst_dtype or dtype, tag=args.dst) if args.dst else \
-        ImageDesc(image_layout(args.layout), args.dims, image_dtype)
-    tiled, why = _family(args.family)
-    kernel = plan(src, dst, staged=args.staged, bake=True if args.bake else None, tiled=tiled)
-    if isinstance(kernel, ByteCopy):   # no program to print
-        print(f"// plan: {kernel.chosen}")
-        return 0
-    if tiled and not kernel.tiled:
-        why = (f"the move does not transpose: the destination's contiguous direction walks "
-               f"the source's; {why} asked for tiled")
-    print(kernel.source)
-    print(f"// family: {'tiled' if kernel.tiled else 'direct'} ({why})")
-    if kernel.generic:   # the numbers this shape passes to the family's program
-        names = [f"n{i}={int(v) if np.issubdtype(type(v), np.integer) else v!r}"
-                 for i, v in enumerate(kernel.args)]
-        print(f"// arguments for dims {','.join(map(str, args.dims))}: {' '.join(names)}")
-    print(f"// plan: {kernel.chosen}")
-    return 0
-
-
-def _family(chosen: str) -> tuple[bool, str]:
-    """(tiled, why) of ``clayout kernel --family``: as given, or (auto) the
-    default OpenCL device's choice (runtime/opencl/moves.py), direct
-    without a device."""
-    if chosen != "auto":
-        return chosen == "tiled", f"--family {chosen}"
-    if not engines.opencl_available():
-        return False, "no OpenCL device here: direct"
-    from ..opencl.engine import default
-    from ..opencl.moves import family_of
-    device = default().device
-    tiled, why = family_of(device)
-    return tiled, f"{device.name}: {why}"
-
-
 def cmd_accessor(args) -> int:
     """Print the accessor of an image layout (LAYOUT) or a buffer (--tag)."""
     from ..opencl.accessor import accessor   # pyopencl and mako: this command only

@@ -11,10 +11,11 @@ from ..algebra import dtypes, frame
 from ..version import __version__
 from .checks import PROG
 from .commands import (cmd_accessor, cmd_bench, cmd_demo, cmd_devices, cmd_from_image,
-                       cmd_kernel, cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
+                       cmd_model, cmd_reorder, cmd_show, cmd_to_image, cmd_where)
 from .frame import cmd_frame, parse_crop, parse_numbers, parse_wh
 from ..algebra.peers import PEERS
 from .info import cmd_caches, cmd_info
+from .kernel import add_arguments as kernel_arguments, cmd_kernel
 from .output import add_arguments as output_arguments, cmd_output
 
 
@@ -218,24 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "X,Y,Z on an array or a 3-D image, X on a buffer")
     group.add_argument("--index", type=parse_dims, metavar="I,J,K,L")
 
-    p = command("kernel", cmd_kernel, "print the OpenCL C kernel of one conversion: --src and "
-                "--dst (reorder), --src and --layout (to an image), --layout and --dst (from one)")
-    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
-    p.add_argument("--src", metavar="TAG")
-    p.add_argument("--dst", metavar="TAG")
-    p.add_argument("--layout", metavar="NAME")
-    p.add_argument("--dtype", metavar="T", help="buffer dtype (f32)")
-    p.add_argument("--dst-dtype", metavar="T", help="destination buffer dtype (default --dtype)")
-    p.add_argument("--image-dtype", metavar="T", help="image dtype (default --dtype)")
-    p.add_argument("--staged", action="store_true",
-                   help="the buffer kernel CPU devices run instead of image reads/writes")
-    p.add_argument("--bake", action="store_true",
-                   help="the specialized program (numbers baked in, as for tensors of "
-                   "16 MiB and more) instead of the generic one")
-    p.add_argument("--family", choices=("auto", "direct", "tiled"), default="auto",
-                   help="the kernel family: tiled (local-memory tiles, what a GPU runs for a "
-                   "move that transposes), direct (one work item a vector or pixel), or auto: "
-                   "what the default OpenCL device chooses (direct without one)")
+    kernel_arguments(command("kernel", cmd_kernel, "print the OpenCL C kernel of one "
+                             "conversion (--src and --dst, --src and --layout, --layout and "
+                             "--dst), frame (--frame) or read_output (--read-output); with --gpu "
+                             "NAME --access, what a GPU's memory system makes of it"),
+                     parse_dims, parse_wh)
 
     p = command("accessor", cmd_accessor, "print the OpenCL C accessor of a layout: functions "
                 "that read (and write) it by logical index, a header to #include")

@@ -74,6 +74,7 @@ from ..errors import ClayoutError
 from .. import sources
 from ..algebra import dtypes_c
 from . import accessor_args, images
+from .trace import Accesses
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,11 @@ class Accessor:
 
 
 def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "read",
-             generic: bool = False) -> Accessor:
-    """The accessor of ``layout`` (see the module docstring)."""
+             generic: bool = False, trace: Accesses | None = None) -> Accessor:
+    """The accessor of ``layout`` (see the module docstring). ``trace``: the
+    access emitter of a kernel that traces (runtime/opencl/trace.py): its
+    functions then take the kernel's log through ``NAME_PARAMS`` (not
+    cached)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ClayoutError(f"accessor name {name!r} must be a C identifier (it prefixes "
                            "every symbol)")
@@ -126,6 +130,8 @@ def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "
         raise ClayoutError(f"accessor name {name!r} is a name its functions use inside "
                            f"(their variables {', '.join(short)}; OpenCL's types and "
                            f"built-ins): choose another, such as '{name}_t' or 'src'")
+    if trace is not None and trace.trace:
+        return _render(side, name, access, bool(generic), trace)
     return _build(side, name, access, bool(generic))
 
 
@@ -163,6 +169,10 @@ def _side(layout, dims, dtype):
 
 @memoized("accessors", "CLAYOUT_ACCESSOR_CACHE", 256)
 def _build(side, name: str, access: str, generic: bool) -> Accessor:
+    return _render(side, name, access, generic, Accesses())
+
+
+def _render(side, name: str, access: str, generic: bool, acc: Accesses) -> Accessor:
     num = Numbers(bake=not generic, magic_div=generic, prefix=f"{name}_n")
     span = side.memory.span
     idx = "uint" if span < 2 ** 31 else "ulong"
@@ -185,17 +195,18 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     if image:
         io = dtypes_c.c_type(dt).image
         *coords, k = side.c_pixel(names, num)
-        pixel = images.read(side, io.read, name, f"{name}_sampler", coords)
+        pixel = acc.read_image(side, io.read, name, f"{name}_sampler", coords)
         one = f"{io.lane_helper}(p, {k})"   # read_image* gives the value type itself
     elif pixels:
         *coords, k = side.c_pixel(names, num)
         base = f"{paren(coords[0])} * {side.lanes}"
-        one = dtypes_c.buffer_load(dt, name, f"{base} + {k}")
-        lanes4 = (dtypes_c.buffer_load(dt, name, f"{base} + {j}") for j in range(4))
+        one = dtypes_c.storage_value(dt, acc.load(name, f"{base} + {k}", dt))
+        lanes4 = (dtypes_c.storage_value(dt, acc.load(name, f"{base} + {j}", dt))
+                  for j in range(4))
         pixel = f"({vector})({', '.join(lanes4)})"
     else:
         off = offset_expr(side, names, num)
-        one = dtypes_c.buffer_load(dt, name, off)
+        one = dtypes_c.storage_value(dt, acc.load(name, off, dt))
     sig = f"{name}_PARAMS, {ints}"
     here = _calls(name, rank, 0)[0]   # a call's arguments at the index itself
     if readable:
@@ -206,7 +217,7 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     if readable and lane is not None:
         fns.append(Function(f"static inline {vector} {name}_load4({sig})",
                             _load4(side, name, lane, dims, qs, vector, zero,
-                                   pixel, num)))
+                                   pixel, num, acc)))
     if readable:   # along a named axis: a kernel written for one axis reads any layout right
         fns += [Function(f"static inline {vector} {name}_load4_a{k}({sig})",
                          (f"return {name}_load4({here});" if k == lane else
@@ -216,13 +227,14 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
         if store_one:
             fns.append(Function(f"static inline void {name}_store({sig}, {scalar} v)",
                                 (f"if (!({inside})) return;", *qs,
-                                 _store_one(side, name, names, num))))
+                                 _store_one(side, name, names, num, acc))))
         else:
             notes.append(f"#define {name}_store(...) {name}_store_is_not_available_on_an_RGBA"
                          f"_image_write_whole_pixels_with_{name}_store4")
         if lane is not None:
             fns.append(Function(f"static inline void {name}_store4({sig}, {vector} v)",
-                                _store4(side, name, lane, dims, qs, names, num, zero)))
+                                _store4(side, name, lane, dims, qs, names, num, zero,
+                                        acc)))
         elif not store_one:
             raise ClayoutError(f"an accessor cannot write {side.describe()}: its RGBA lanes hold "
                                "elements of grouped dims (no single lane axis) and one lane "
@@ -249,8 +261,8 @@ def _build(side, name: str, access: str, generic: bool) -> Accessor:
     summary = (f"{side.describe()}, {access}" + (", generic (numbers are arguments)"
                                                   if generic else ""))
     source = sources.template("accessor.cl.mako").render(
-        name=name, summary=summary, guard=f"CLAYOUT_ACCESSOR_{name}", helpers=sources.helpers(),
-        params=params, args=args, rank=rank, lane_axis=lane, notes=notes,
+        name=name, summary=summary, guard=f"CLAYOUT_ACCESSOR_{name}",
+        helpers=sources.helpers() + acc.helpers, params=params + acc.param, args=args + acc.arg, rank=rank, lane_axis=lane, notes=notes,
         pragmas=images.pragmas(side, access) if image else (),
         sampler=image and access == "read" and images.sampled(side), functions=fns)
     return Accessor(name, side, access, generic, source, params, lane, rank, values, store_one)
@@ -304,7 +316,7 @@ def _lane_guard(side, dims, lane: int, action: str) -> str:
     return f"if (!({' && '.join(inside)})) {action}"
 
 
-def _load4(side, name, lane, dims, qs, vector, zero, pixel, num):
+def _load4(side, name, lane, dims, qs, vector, zero, pixel, num, acc):
     single = _four_loads(name, len(side.dims), lane, vector)
     if pixel is None and not _contiguous4(side, lane):
         return (single,)
@@ -316,25 +328,25 @@ def _load4(side, name, lane, dims, qs, vector, zero, pixel, num):
                 f"return ({vector})(p.x, n > 1 ? p.y : {zero}, n > 2 ? p.z : {zero}, {zero});")
     off = offset_expr(side, [f"q{k}" for k in range(len(side.dims))], num)
     return (guard, f"if ((i{lane} & 3) || i{lane} + 4 > {dims[lane]}) {single}", *qs,
-            *dtypes_c.buffer_load4(side.dtype, name, off))
+            *dtypes_c.storage_value4(side.dtype, acc.vload_expr(side.dtype, 4, name, off)))
 
 
-def _store_one(side, name, names, num) -> str:
+def _store_one(side, name, names, num, acc) -> str:
     dt = side.dtype
     if side.is_image and not side.storage.image_object:   # one lane of a pixel
         *coords, k = side.c_pixel(names, num)
-        return (f"{name}[{paren(coords[0])} * {side.lanes} + {k}] = "
-                f"{dtypes_c.value_to_storage(dt, 'v')};")
+        return acc.store(name, f"{paren(coords[0])} * {side.lanes} + {k}", dt,
+                         dtypes_c.value_to_storage(dt, "v"))
     if side.is_image:   # one channel
         io = dtypes_c.c_type(dt).image
         coords = side.c_pixel(names, num)[:-1]
         value = dtypes_c.value_to_image_write(dt, "v")
-        return (f"{io.write}({name}, {images.coord(side, coords)}, "
-                f"({io.write_type}4)({value}, 0, 0, 0));")
-    return f"{name}[{offset_expr(side, names, num)}] = {dtypes_c.value_to_storage(dt, 'v')};"
+        return acc.write_image(side, io.write, name, coords,
+                               f"({io.write_type}4)({value}, 0, 0, 0)")
+    return acc.store(name, offset_expr(side, names, num), dt, dtypes_c.value_to_storage(dt, "v"))
 
 
-def _store4(side, name, lane, dims, qs, names, num, zero):
+def _store4(side, name, lane, dims, qs, names, num, zero, acc):
     rank = len(side.dims)
     one_by_one = _four_stores(name, rank, lane)
     if not side.is_image:   # a buffer: its elements inside the dims, one by one
@@ -353,12 +365,13 @@ def _store4(side, name, lane, dims, qs, names, num, zero):
             _lane_guard(side, dims, lane, "return;"), *qs)
     if not side.storage.image_object:   # the whole pixel, padding lanes 0
         base = f"{paren(coords[0])} * {side.lanes}"
-        return head + tuple(f"{name}[{base} + {j}] = {dtypes_c.value_to_storage(dt, f'({v})')};"
+        return head + tuple(acc.store(name, f"{base} + {j}", dt,
+                                      dtypes_c.value_to_storage(dt, f"({v})"))
                             for j, v in enumerate(values))
     io = dtypes_c.c_type(dt).image
     lanes = [dtypes_c.value_to_image_write(dt, v) for v in values]
-    return head + (f"{io.write}({name}, {images.coord(side, coords)}, "
-                   f"({io.write_type}4)({', '.join(lanes)}));",)
+    return head + (acc.write_image(side, io.write, name, coords,
+                                   f"({io.write_type}4)({', '.join(lanes)})"),)
 
 
 __all__ = ["Accessor", "accessor"]

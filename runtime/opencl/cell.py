@@ -25,9 +25,11 @@ from ..algebra import dtypes_c
 from ..algebra.c_index import Numbers, paren
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
-from . import frame as frame_c, images
-from .launch import VEC, Launch, decode, tile_ids, work_item_ids
+from . import frame as frame_c
+from .launch import VEC, Launch, decode, work_item_ids
+from .tiled import tile_ids
 from .sides import Source, Target
+from .trace import Accesses
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,12 @@ class Index:
 @dataclass(frozen=True)
 class Validity:
     """Step 3: per element j of the work item, the C condition that it is
-    inside the logical dims (None: always) and what it holds when it is not."""
+    inside the logical dims (None: always) and what it holds when it is not;
+    ``valid_j``: the condition for the element whose j is the C variable ``j``."""
     lines: tuple[str, ...]
     valid: tuple[str | None, ...]
     pad: tuple[str, ...]
+    valid_j: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,32 +67,40 @@ class Load:
 
 @dataclass(frozen=True)
 class Cell:
-    """Steps 2 to 5 of one cell: what the template's kernel body is made of."""
+    """Steps 2 to 5 of one cell: what the template's kernel body is made of;
+    ``element``: the load of its element ``j`` alone (a C variable), for a
+    tile loaded element by element (runtime/opencl/tiled.py), else None."""
     index: Index
     validity: Validity
     loads: tuple[Load, ...]
     store: str
+    element: str | None = None
 
 
-def render_cell(src: Source, dst: Target, launch: Launch, run: int, num: Numbers) -> Cell:
+def render_cell(src: Source, dst: Target, launch: Launch, run: int, num: Numbers,
+                acc: Accesses) -> Cell:
     """The C of one cell of ``dst`` written from ``src`` under ``launch``,
     ``run`` vector elements to a load (``sides.run_length``), its numbers
     written by ``num`` (in the order of the steps: a generic kernel's
-    arguments are numbered as they are asked for)."""
-    index = _index(dst, launch, num)
+    arguments are numbered as they are asked for), its accesses by ``acc``
+    (runtime/opencl/trace.py)."""
+    index = _index(dst, launch, num, acc)
     validity = _validity(dst.desc, launch, num)
-    return Cell(index, validity, _loads(src, dst.desc, launch, validity, run, num),
-                _store(dst, launch, index, num))
+    by_element = launch.tiling is not None and launch.tiling.by_element
+    return Cell(index, validity,
+                () if by_element else _loads(src, dst.desc, launch, validity, run, num, acc),
+                _store(dst, launch, index, num, acc),
+                _element(src, dst.desc, launch, validity, num, acc) if by_element else None)
 
 
 # -- step 2: the index ---------------------------------------------------------------------
-def _index(dst: Target, launch: Launch, num: Numbers) -> Index:
+def _index(dst: Target, launch: Launch, num: Numbers, acc: Accesses) -> Index:
     desc, nd = dst.desc, dst.desc.ndims
     halo = desc.has_halo
     if launch.tiling is None:
         ids, guard = work_item_ids(launch.sizes, num)
     else:   # a tile's cell is inside the destination
-        ids = tile_ids(launch, num)
+        ids = tile_ids(launch, num, acc.group_id())
         guard = " && ".join(f"g{i} < {num(n, key=('cells', i))}"
                             for i, n in enumerate(launch.sizes[:2]))
     contrib = [[] for _ in range(nd)]
@@ -149,10 +161,15 @@ def _axis_times(d: str, a, num: Numbers, vector: int = 1, per: int = 1) -> str:
     return num.times(_lit_times(d, vector), a.stride // per)
 
 # -- step 3: validity and padding ------------------------------------------------------------
-def _name(d: int, j: int, launch: Launch) -> str:
-    """The logical index of dim d for the work item's element j."""
+def _name(d: int, j, launch: Launch) -> str:
+    """The logical index of dim d for the work item's element j (a number, or
+    the name of a C variable)."""
     vec = launch.vec_axis
-    return f"i{d}" if vec is None or d != vec.dim or j == 0 else f"(i{d} + {j * vec.div})"
+    if vec is None or d != vec.dim or j == 0:
+        return f"i{d}"
+    if isinstance(j, str):
+        return f"(i{d} + {_lit_times(j, vec.div)})"
+    return f"(i{d} + {j * vec.div})"
 
 
 def _validity(dst: MemoryDesc, launch: Launch, num: Numbers) -> Validity:
@@ -193,12 +210,12 @@ def _validity(dst: MemoryDesc, launch: Launch, num: Numbers) -> Validity:
                 q = f"q{vdim}" if j == 0 else f"(q{vdim} + {j * vec.div})"
                 conds.append(f"{q} >= {extent[vdim]}")
             pad[j] = f"({' || '.join(conds)}) ? {zero} : {fill}" if conds else fill
-    return Validity(lines, tuple(valid(j) for j in range(vector)), tuple(pad))
+    return Validity(lines, tuple(valid(j) for j in range(vector)), tuple(pad), valid("j"))
 
 
 # -- step 4: the loads -------------------------------------------------------------------------
 def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run: int,
-           num: Numbers) -> tuple[Load, ...]:
+           num: Numbers, acc: Accesses) -> tuple[Load, ...]:
     src_dt, dst_dt = src.desc.dtype, dst.dtype
     valid, pad = validity.valid, validity.pad
 
@@ -209,7 +226,7 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
         return src.to_src([_name(d, j, launch) for d in range(dst.ndims)], num)
 
     if src.frame is not None:   # one pixel's channels serve the elements at that pixel
-        return frame_c.loads(Load, launch.vector, src_names, conv, valid, pad)
+        return frame_c.loads(Load, launch.vector, src_names, conv, valid, pad, acc)
     loads = []
     for first in range(0, launch.vector, run):
         js = range(first, first + run)
@@ -221,7 +238,7 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
             io = dtypes_c.c_type(src_dt).image
             coords = src.pixel(src_names(first), num)[:-1]
             load = (f"const {io.pixel_type} r = "
-                    f"{images.read(src.image, io.read, 'src', 'clayout_sampler', coords)};")
+                    f"{acc.read_image(src.image, io.read, 'src', 'clayout_sampler', coords)};")
             fast = []
             for j in js:
                 lane_expr = f"r.s{j - first}" if run == 4 else \
@@ -234,34 +251,49 @@ def _loads(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, run
         else:
             off = src.offset(src_names(first), num)
             if run > 1:
-                load, lanes = dtypes_c.vload(src_dt, run, f"src + ({off})")
+                load, lanes = acc.vload(src_dt, run, "src", off)
                 fast = [(j, conv(lanes[j - first])) for j in js]
                 slow = []
                 for j in js:
-                    value = conv(f"src[{src.offset(src_names(j), num)}]")
+                    value = conv(acc.load("src", src.offset(src_names(j), num), src_dt))
                     slow.append((j, value if valid[j] is None else
                                  f"({valid[j]}) ? {value} : {pad[j]}"))
             else:
-                load = f"const {src_dt.cl_scalar} r = src[{off}];"
+                load = f"const {src_dt.cl_scalar} r = {acc.load('src', off, src_dt)};"
                 fast, slow = [(first, conv("r"))], [(first, pad[first])]
         loads.append(Load(guard, load, tuple(fast), tuple(slow)))
     return tuple(loads)
 
 
+def _element(src: Source, dst: MemoryDesc, launch: Launch, validity: Validity, num: Numbers,
+             acc: Accesses) -> str:
+    """Step 4 for one element, ``j`` a C variable: ``v``, loaded where it is
+    inside the dims, else zero (an image's padding lanes: a destination
+    without a halo)."""
+    assert not dst.has_halo, "a tile loaded by element writes an image, which has no halo"
+    names = src.to_src([_name(d, "j", launch) for d in range(dst.ndims)], num)
+    value = dtypes_c.convert_expr(src.desc.dtype, dst.dtype,
+                                  acc.load("src", src.offset(names, num), src.desc.dtype))
+    ok = validity.valid_j
+    zero = dtypes_c.c_literal(dst.dtype, 0)
+    return f"const {dst.dtype.cl_scalar} v = {value if ok is None else f'({ok}) ? {value} : {zero}'};"
+
+
 # -- step 5: the store -------------------------------------------------------------------------
-def _store(dst: Target, launch: Launch, index: Index, num: Numbers) -> str:
+def _store(dst: Target, launch: Launch, index: Index, num: Numbers, acc: Accesses) -> str:
     dst_dt, vector = dst.desc.dtype, launch.vector
     if dst.image is not None:
         io = dtypes_c.c_type(dst_dt).image
         lanes = [dtypes_c.storage_to_image_write(dst_dt, f"v{j}") for j in range(vector)]
         lanes += ["0"] * (4 - vector)
-        return (f"{io.write}(dst, {images.coord(dst.image, index.pixel)}, "
-                f"({io.write_type}4)({', '.join(lanes)}));")
+        return acc.write_image(dst.image, io.write, "dst", index.pixel,
+                               f"({io.write_type}4)({', '.join(lanes)})")
     off = " + ".join(index.offset_terms) or "0"
     if vector == 1:
-        return f"dst[{off}] = v0;"
+        return acc.store("dst", off, dst_dt, "v0")
     if launch.apart:   # a vector along an axis apart in memory: one store each
         vec = launch.vec_axis
         step = num(vec.stride, key=("apart stride",)) if vec.outer else str(vec.stride)
-        return " ".join(f"dst[{off} + {j} * {step}] = v{j};" for j in range(vector))
-    return dtypes_c.vstore(dst_dt, [f"v{j}" for j in range(vector)], f"dst + ({off})")
+        return " ".join(acc.store("dst", f"{off} + {j} * {step}", dst_dt, f"v{j}")
+                        for j in range(vector))
+    return acc.vstore(dst_dt, [f"v{j}" for j in range(vector)], "dst", off)

@@ -31,6 +31,7 @@ from ..algebra.c_index import f32_literal
 from ..algebra.frame import FramePlan
 from ..algebra.frame_taps import HEADER, WORD, header, tables
 from ..cache import LRU, memoized
+from .trace import Accesses
 
 FUNCTION = "clayout_frame"
 PARAM = "__global const float *restrict clayout_taps"
@@ -64,28 +65,30 @@ def describe(plan: FramePlan, bake: bool) -> str:
     return f"frame {plan.format.name}{order} (generic: sizes, crop, taps in clayout_taps)"
 
 
-def _numbers(plan: FramePlan, bake: bool):
+def _numbers(plan: FramePlan, bake: bool, acc: Accesses):
     """``n(name)``: a header value as C, a literal when baked, else read
-    from the taps buffer (an int through as_int)."""
+    from the taps buffer (an int through as_int; each read written by ``acc``)."""
     values = header(plan) if bake else None
 
     def n(name: str) -> str:
         integer = HEADER[WORD[name]][1]
         if bake:
             return str(int(values[name])) if integer else f32_literal(values[name])
-        word = f"clayout_taps[{WORD[name]}]"
+        word = acc.load("clayout_taps", str(WORD[name]), "f32")
         return f"as_int({word})" if integer else word
     return n
 
 
-def _colour(plan: FramePlan, n, wanted, x: str = "x", y: str = "y", t: str = "t") -> list[str]:
+def _colour(plan: FramePlan, n, wanted, acc: Accesses, x: str = "x", y: str = "y",
+            t: str = "t") -> list[str]:
     """C lines giving ``{t}_k``, RGB component k of the frame pixel (x, y),
     clamped to [0, 255], for each k in ``wanted``: the float32 operations
     of runtime.algebra.frame_sample.rgb_at, in its order."""
     fmt, w, h = plan.format, n("fw"), n("fh")
     if not fmt.is_yuv:
         at = f"({y} * {w} + {x}) * {fmt.bytes}"
-        return [f"const float {t}_{k} = (float)src[{at} + {fmt.rgb[k]}];" for k in wanted]
+        return [f"const float {t}_{k} = (float){acc.load('src', f'{at} + {fmt.rgb[k]}', 'u8')};"
+                for k in wanted]
     luma_at = f"{y} * {w} + {x}"
     if fmt.chroma == "planes":
         half = f"({w} / 2)"
@@ -94,9 +97,10 @@ def _colour(plan: FramePlan, n, wanted, x: str = "x", y: str = "y", t: str = "t"
     else:
         pair = f"{h} * {w} + ({y} / 2) * {w} + ({x} / 2) * 2"
         u_at, v_at = (pair, f"{pair} + 1") if fmt.chroma == "uv" else (f"{pair} + 1", pair)
-    lines = [f"const float {t}_y = {n('ky')} * (float)max((int)src[{luma_at}] - {n('y0')}, 0);",
-             f"const float {t}_v = (float)((int)src[{v_at}] - 128);",
-             f"const float {t}_u = (float)((int)src[{u_at}] - 128);"]
+    lines = [f"const float {t}_y = {n('ky')} * (float)max((int)"
+             f"{acc.load('src', luma_at, 'u8')} - {n('y0')}, 0);",
+             f"const float {t}_v = (float)((int){acc.load('src', v_at, 'u8')} - 128);",
+             f"const float {t}_u = (float)((int){acc.load('src', u_at, 'u8')} - 128);"]
     value = {0: f"{t}_y + {t}_v * {n('rv')}",
              1: f"({t}_y + {t}_v * {n('gv')}) + {t}_u * {n('gu')}",
              2: f"{t}_y + {t}_u * {n('bu')}"}
@@ -108,7 +112,7 @@ def _colour(plan: FramePlan, n, wanted, x: str = "x", y: str = "y", t: str = "t"
 INLINE = ("copy", "nearest", "bilinear")
 
 
-def _axis(axis, n, bake: bool):
+def _axis(axis, n, bake: bool, acc: Accesses):
     """(C lines giving ``{p}d`` (the output offset), ``{p}_in`` and ``{p}f``
     (the first tap's frame pixel); ``weight(k)``: the weight of tap k (a C
     expression or a number) as C) for the axis ``axis`` (p = x or y): read
@@ -121,8 +125,8 @@ def _axis(axis, n, bake: bool):
              f"const int {p}c = clamp({p}d, 0, {scaled} - 1);"]
     if not (bake and axis.method in INLINE):
         lines += [f"const int {p}r = {n(f'{p}_at')} + {p}c * ({n(f'{p}_k')} + 1);",
-                  f"const int {p}f = as_int(clayout_taps[{p}r]);"]
-        return lines, lambda k: f"clayout_taps[{p}r + 1 + {k}]"
+                  f"const int {p}f = as_int({acc.load('clayout_taps', f'{p}r', 'f32')});"]
+        return lines, lambda k: acc.load("clayout_taps", f"{p}r + 1 + {k}", "f32")
     length, last, start = axis.length, axis.length - 1, axis.start
     if axis.method == "copy":
         return lines + [f"const int {p}f = {p}c + {start};"], lambda k: "1.0f"
@@ -140,7 +144,8 @@ def _axis(axis, n, bake: bool):
     return lines, lambda k: f"{p}w{k}" if isinstance(k, int) else f"({k} ? {p}w1 : {p}w0)"
 
 
-def _sample_unrolled(plan: FramePlan, n, wanted, x_weight, y_weight) -> list[str]:
+def _sample_unrolled(plan: FramePlan, n, wanted, x_weight, y_weight,
+                     acc: Accesses) -> list[str]:
     """The taps of a baked program, straight-line (PoCL vectorizes across
     work items only a body without inner loops): each tap's colour, then
     per row of taps the x blend, then the y blend, in the host's order."""
@@ -149,7 +154,7 @@ def _sample_unrolled(plan: FramePlan, n, wanted, x_weight, y_weight) -> list[str
     lines += [f"const int y{j} = min(yf + {j}, {n('y_last')});" for j in range(ky)]
     for j in range(ky):
         for i in range(kx):
-            lines += _colour(plan, n, wanted, f"x{i}", f"y{j}", f"t{i}_{j}")
+            lines += _colour(plan, n, wanted, acc, f"x{i}", f"y{j}", f"t{i}_{j}")
     for k in wanted:
         rows = [" + ".join(f"t{i}_{j}_{k} * {x_weight(i)}" for i in range(kx))
                 for j in range(ky)]
@@ -158,7 +163,8 @@ def _sample_unrolled(plan: FramePlan, n, wanted, x_weight, y_weight) -> list[str
     return lines
 
 
-def _sample_loops(n, plan: FramePlan, wanted, x_weight, y_weight) -> list[str]:
+def _sample_loops(n, plan: FramePlan, wanted, x_weight, y_weight,
+                  acc: Accesses) -> list[str]:
     """The taps of a generic program: loops of K taps read from the buffer,
     the sums starting at -0.0f (-0.0f + x is x for every x, so the first
     term is the first product, as on the host)."""
@@ -172,19 +178,19 @@ def _sample_loops(n, plan: FramePlan, wanted, x_weight, y_weight) -> list[str]:
             f"    for (int kx = 0; kx < {n('x_k')}; kx++) {{",
             f"        const int x = min(xf + kx, {n('x_last')});",
             f"        const float wx = {x_weight('kx')};"]
-    body += [f"        {line}" for line in _colour(plan, n, wanted)]
+    body += [f"        {line}" for line in _colour(plan, n, wanted, acc)]
     body += [f"        r{k} += t_{k} * wx;" for k in wanted]
     return body + ["    }"] + [f"    p{k} += r{k} * wy;" for k in wanted] + ["}"]
 
 
-def _function(plan: FramePlan, bake: bool) -> str:
-    n = _numbers(plan, bake)
+def _function(plan: FramePlan, bake: bool, acc: Accesses) -> str:
+    n = _numbers(plan, bake, acc)
     wanted = sorted(set(plan.source))
-    x_lines, x_weight = _axis(plan.x, n, bake)
-    y_lines, y_weight = _axis(plan.y, n, bake)
+    x_lines, x_weight = _axis(plan.x, n, bake, acc)
+    y_lines, y_weight = _axis(plan.y, n, bake, acc)
     body = x_lines + y_lines
-    body += _sample_unrolled(plan, n, wanted, x_weight, y_weight) if bake else \
-        _sample_loops(n, plan, wanted, x_weight, y_weight)
+    body += _sample_unrolled(plan, n, wanted, x_weight, y_weight, acc) if bake else \
+        _sample_loops(n, plan, wanted, x_weight, y_weight, acc)
     outs = [f"(p{k} * {n('scale')} - {n(f'mean{c}')}) * {n(f'inv{c}')}"
             for c, k in enumerate(plan.source)]
     fills = [n(f"fill{c}") for c in range(plan.channels)]
@@ -200,34 +206,38 @@ def _function(plan: FramePlan, bake: bool) -> str:
              "// scopes an inlined restrict parameter leaves; the kernel's have it)",
              f"inline __attribute__((always_inline)) float4 {FUNCTION}_pixel(",
              "    __global const uchar *src, __global const float *clayout_taps,",
-             "    const int oy, const int ox)",
+             f"    const int oy, const int ox{acc.param})",
              "{"]
     return "\n".join(lines + [f"    {line}" for line in body] + ["}", ""])
 
 
 @memoized("OpenCL frame functions", "CLAYOUT_FRAME_CACHE", 64)
 def _baked(plan: FramePlan) -> str:
-    return _function(plan, True)
+    return _function(plan, True, Accesses())
 
 
 GENERIC = LRU("OpenCL generic frame functions", "CLAYOUT_FRAME_CACHE", 64)
 
 
-def function(plan: FramePlan, bake: bool = True) -> str:
+def function(plan: FramePlan, bake: bool = True, acc: Accesses | None = None) -> str:
     """The C of ``clayout_frame_pixel(src, clayout_taps, y, x)`` for
     ``plan``: the model input's channels at (y, x) as a float4 (lanes past
     C are 0); baked (the plan's numbers written in) or generic (one source
-    per ``family``, every number read from the taps buffer)."""
+    per ``family``, every number read from the taps buffer). ``acc``: the
+    kernel's access emitter where it traces (runtime/opencl/trace.py; the
+    function then takes the log too, and is not cached)."""
+    if acc is not None and acc.trace:
+        return _function(plan, bake, acc)
     if bake:
         return _baked(plan)
-    return GENERIC.get(family(plan), lambda: _function(plan, False))
+    return GENERIC.get(family(plan), lambda: _function(plan, False, Accesses()))
 
 
-def pixel(names) -> str:
+def pixel(names, acc: Accesses) -> str:
     """The C expression of the input's channels at the logical index
     ``names`` (n, c, h, w): a float4."""
     _, _, h, w = names
-    return f"{FUNCTION}_pixel(src, clayout_taps, (int)({h}), (int)({w}))"
+    return f"{FUNCTION}_pixel(src, clayout_taps, (int)({h}), (int)({w}){acc.arg})"
 
 
 def lane(pixel_name: str, c: str) -> str:
@@ -235,7 +245,7 @@ def lane(pixel_name: str, c: str) -> str:
     return f"clayout_lane_f({pixel_name}, (uint)({c}))"
 
 
-def loads(load, vector: int, src_names, conv, valid, pad) -> tuple:
+def loads(load, vector: int, src_names, conv, valid, pad, acc: Accesses) -> tuple:
     """The loads (records of ``load``, runtime/opencl/cell.py's Load) of
     a work item's ``vector`` elements from the frame: one ``clayout_frame_pixel`` call
     serves every element at its (n, h, w) (a vector along C: one call), each
@@ -251,5 +261,5 @@ def loads(load, vector: int, src_names, conv, valid, pad) -> tuple:
         for j in (j for j in range(vector) if where[j] == at):
             value = conv(lane("f", names[j][1]))
             fast.append((j, value if valid[j] is None else f"({valid[j]}) ? {value} : {pad[j]}"))
-        out.append(load(None, f"const float4 f = {pixel(names[first])};", tuple(fast), ()))
+        out.append(load(None, f"const float4 f = {pixel(names[first], acc)};", tuple(fast), ()))
     return tuple(out)

@@ -189,11 +189,13 @@ def sampled(image) -> bool:
     return image.storage.sampled
 
 
-def read(image, function: str, name: str, sampler: str, coords) -> str:
-    """The read_image* call of pixel ``coords``."""
+def read(image, function: str, name: str, sampler: str, coords, wrap=None) -> str:
+    """The read_image* call of pixel ``coords`` (its coordinate passed
+    through ``wrap``: the access trace's, runtime/opencl/trace.py)."""
+    at = coord(image, coords) if wrap is None else wrap(coord(image, coords))
     if sampled(image):
-        return f"{function}({name}, {sampler}, {coord(image, coords)})"
-    return f"{function}({name}, {coord(image, coords)})"
+        return f"{function}({name}, {sampler}, {at})"
+    return f"{function}({name}, {at})"
 
 
 def pragmas(image, access: str) -> tuple[str, ...]:

@@ -11,7 +11,8 @@ the layer axes on dimension 2), all its lanes at once (4, or a single
 texture's C), so no coordinate can leave the image. A baked kernel
 launches these three dimensions; a generic one launches their product in one
 dimension with one work-group size and decodes (g0, g1, g2) from its id
-(``work_item_ids``).
+(``work_item_ids``). This is the direct family's launch; the tiled family's,
+whose work-groups move tiles through local memory, is runtime/opencl/tiled.py's.
 """
 from __future__ import annotations
 
@@ -32,45 +33,6 @@ GENERIC_LOCAL = 256
 
 VEC = "vec"   # the group member standing for the vector axis, V elements at a time
 
-# The tiled family's work-group: 256 work items (8 NVIDIA warps, 4 AMD
-# wavefronts; one size, so PoCL compiles a tiled program once), a tile of at
-# most 1024 cells (4 a work item in each phase: the 32x8 block with 4 rows a
-# thread of the fast GPU transposes), at most 16 KiB of values (an NVIDIA
-# SM keeps several groups resident; Intel's CPU runtime has 32 KiB of local
-# memory), a cell at most 4 elements (one 16-byte store of f32).
-TILE_ITEMS = 256
-TILE_CELLS = 1024
-TILE_BYTES = 16 << 10
-TILE_VECTOR = 4
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """The tiles of a tiled launch: ``across`` cells along A by ``along``
-    cells along B (powers of two), ``counts`` tiles along A, tiles along B
-    and positions of the other axes (g2); ``padded``: a tile's row in local
-    memory."""
-    across: int
-    along: int
-    counts: tuple[int, int, int]
-
-    @property
-    def cells(self) -> int:
-        return self.across * self.along
-
-    @property
-    def padded(self) -> int:
-        """A row of the tile in local memory: ``along`` plus a skew, so that
-        the 32 work items of a store step, which walk ``across`` rows and
-        32 / ``across`` columns, each meet their own of 32 banks (+1 for 32
-        rows, +8 for 4); the load step walks along a row."""
-        return self.along + (max(1, 32 // self.across) if self.along % 32 == 0 else 1)
-
-    @property
-    def groups(self) -> int:
-        return math.prod(self.counts)
-
-
 @dataclass(frozen=True)
 class Launch:
     """The launch of one kernel: the destination axes each work item decodes
@@ -87,7 +49,7 @@ class Launch:
     vector: int
     tile: Axis | None
     image: bool
-    tiling: Tiling | None = None
+    tiling: object = None   # the tiles of the tiled family (runtime/opencl/tiled.py), or None
     apart: bool = False     # the vector's elements lie apart in memory (one store each)
 
     def group_sizes(self, group) -> list[int]:
@@ -101,14 +63,17 @@ def vector_width(size: int, stride: int, itemsize: int, limit: int = 16) -> int:
                  and v * itemsize <= MAX_VECTOR_BYTES), 1)
 
 
-def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None) -> Launch:
+def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None,
+                widest: int = 16) -> Launch:
     """The launch writing all of ``dst`` (a buffer desc, or the dense desc of
     the ImageDesc ``image`` written with write_image*). ``tile_of(rest)``
     picks the buffer destination's tile axis among ``rest``. ``pixel_dim``:
     the dim whose values one source load gives together (a frame's
     channels): where a buffer destination holds it as one axis of 2..4 that
     is not its innermost (NCHW), the work item writes that axis (stores
-    apart, one load) instead of computing each pixel once per element."""
+    apart, one load) instead of computing each pixel once per element.
+    ``widest``: the most elements a buffer destination's vector may have
+    (a GPU's plan: 1, consecutive work items storing consecutive elements)."""
     # a unit block is structure (never an axis); a unit outer axis only when baked
     axes = [a for a in dst.axes if (a.outer or a.size > 1) and not num.unit(a.size)]
     if image is None and pixel_dim is not None:
@@ -129,7 +94,8 @@ def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None)
         return Launch((cols, rows, layers), (image.width, image.height, image.depth), vec_axis,
                       image.lanes if vec_axis is not None else 1, None, True)
     vec_axis = axes[-1] if axes else None
-    vector = vector_width(vec_axis.size, vec_axis.stride, dst.dtype.itemsize) if vec_axis else 1
+    vector = vector_width(vec_axis.size, vec_axis.stride, dst.dtype.itemsize, widest) \
+        if vec_axis else 1
     rest = axes[:-1]
     tile = tile_of(rest)
     others = tuple(a for a in rest if a is not tile)
@@ -137,77 +103,6 @@ def plan_launch(dst, image, tile_of, num: Numbers, pixel_dim: int | None = None)
     sizes = tuple(math.prod((vec_axis.size // vector) if a == VEC else a.size for a in g)
                   for g in groups)
     return Launch(groups, sizes, vec_axis, vector, tile, False)
-
-
-def plan_tiled(dst, image, source_step, num: Numbers) -> Launch | None:
-    """The tiled launch writing all of ``dst`` (as ``plan_launch``), or None
-    where the move does not transpose: where the destination axis that walks
-    the source's contiguous direction (the least ``source_step(axis,
-    elements)``: how far in the source a step of one digit moves, None where
-    that is unknown) is A itself, or either side of the tile would be a
-    single cell. A is the destination's contiguous direction at cell
-    granularity: the cells of the innermost axis (V = up to 4 elements)
-    where it has several, else the next axis out; an image's innermost
-    column axis, a cell being one pixel."""
-    axes = [a for a in dst.axes if (a.outer or a.size > 1) and not num.unit(a.size)]
-    if image is not None:
-        vec_axis = image.lane_axis
-        vector = image.lanes if vec_axis is not None else 1
-        cols = [a for a in image.col_axes if a in axes]
-        across = cols[-1] if cols else None
-    elif axes:
-        vec_axis = axes[-1]
-        vector = vector_width(vec_axis.size, vec_axis.stride, dst.dtype.itemsize, TILE_VECTOR)
-        across = VEC if vec_axis.size // vector > 1 else axes[-2] if len(axes) > 1 else None
-    else:
-        return None
-    if across is None:
-        return None
-    cells = [a for a in axes if a is not vec_axis]
-    steps = {a: source_step(a, 1) for a in cells}
-    if across == VEC:
-        steps[VEC] = source_step(vec_axis, vector)
-    known = {a: abs(s) for a, s in steps.items() if s is not None}
-    if across not in known:
-        return None
-    walker = min(known, key=lambda a: (known[a], a is not across))
-    size = (lambda a: vec_axis.size // vector if a == VEC else a.size)
-    if walker is across or size(across) < 2 or size(walker) < 2:
-        return None
-    others = tuple(a for a in cells if a is not across and a is not walker)
-    sizes = (size(across), size(walker), math.prod(a.size for a in others))
-    # the tile: up to 32 cells across, the rest of TILE_CELLS along (whole lines both
-    # ways); where B is short (a 3x3 filter's W), more across, so no work item idles.
-    # A generic kernel sizes its tile by the structure alone (an inner block's
-    # size, else 32 across and the rest along), so its source is one per family.
-    def fixed(a) -> bool:
-        return num.bake or not (vec_axis if a == VEC else a).outer
-
-    def fit(a, size, most):
-        return min(_pow2_at_least(size), most) if fixed(a) else most
-    ta = fit(across, sizes[0], 32)
-    tb = fit(walker, sizes[1], max(32, TILE_CELLS // ta))
-    ta = fit(across, sizes[0], max(ta, TILE_CELLS // tb))
-    while vector * ta * tb * dst.dtype.itemsize > TILE_BYTES:
-        if tb > 32:
-            tb //= 2
-        else:
-            ta //= 2
-    tiling = Tiling(ta, tb, (-(-sizes[0] // ta), -(-sizes[1] // tb), sizes[2]))
-    return Launch(((across,), (walker,), others), sizes, vec_axis, vector,
-                  None if image is not None else walker, image is not None, tiling)
-
-
-def tile_ids(launch: Launch, num: Numbers) -> str:
-    """The C that gives a tiled group its tile: ``ta``, ``tb`` (the tile's
-    place along A and B) and ``g2`` (the other axes' position), decoded from
-    the group id (numbers baked or passed as arguments, as ``decode``)."""
-    n_a, n_b, _ = launch.tiling.counts
-    digits = decode("grp", ("g2", "tb", "ta"), (0, n_b, n_a), num)
-    g2, tb, ta = (d for _, d in digits)
-    return (f"const idx_t grp = get_group_id(0), g2 = {g2};\n"
-            f"    const idx_t tb = {tb}, ta = {ta};\n"
-            f"    const uint lid = get_local_id(0);")
 
 
 def tile_axis(src, rest, bake: bool):

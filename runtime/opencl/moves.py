@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from ..cache import LRU
 from . import baking, images, programs
-from .launch import TILE_BYTES, TILE_ITEMS
+from .tiled import LOCAL_BYTES, TILE_BYTES, TILE_ITEMS
 from .plan import ByteCopy, Kernel, bake_after, plan, side_key
 
 PLANS = LRU("OpenCL move plans", "CLAYOUT_PLAN_CACHE", 4096)
@@ -144,7 +144,7 @@ def family_of(device) -> tuple[bool, str]:
     chosen = device.options.tiled
     if chosen is not None:
         return chosen, f"tiled={chosen} (the engine's option or CLAYOUT_OPENCL_TILED)"
-    fits = device.max_work_group >= TILE_ITEMS and device.local_memory >= TILE_BYTES + 1024
+    fits = device.max_work_group >= TILE_ITEMS and device.local_memory >= LOCAL_BYTES
     if device.kind == "gpu" and device.local_is_dedicated and fits:
         return True, ("a GPU with on-chip local memory: a transposing move reads and writes "
                       "whole lines through local-memory tiles")

@@ -28,6 +28,7 @@ from ..algebra.c_index import Numbers
 from . import events
 from .accessor import accessor
 from .launch import decode
+from .trace import Accesses
 
 NAME = "clayout_read_output"
 mf = cl.mem_flags
@@ -37,12 +38,24 @@ mf = cl.mem_flags
 def source(side, rule: OutputRule) -> str:
     """The kernel's OpenCL C for reading ``side`` (the output's ImageDesc or
     MemoryDesc) by ``rule``."""
-    src = accessor(side, name="src")
-    dst = accessor(rule.dst, name="dst", access="write") if rule.result == "tensor" else None
+    return render(side, rule, Accesses())
+
+
+def render(side, rule: OutputRule, acc: Accesses) -> str:
+    """``source``, its accesses written by ``acc`` (runtime/opencl/trace.py:
+    traced, the kernel takes the log last)."""
+    src = accessor(side, name="src", trace=acc)
+    dst = accessor(rule.dst, name="dst", access="write", trace=acc) \
+        if rule.result == "tensor" else None
     t = {"f32": "float", "f16": "float", "bf16": "float", "s32": "int", "s8": "int",
          "u8": "uint"}[rule.src.name]
+    at = f"(n * {rule.channels} + c) * {rule.spatial} + s"
     return sources.template("output.cl.mako").render(
-        src=src, dst=dst, t=t, name=NAME, C=rule.channels, S=rule.spatial,
+        src=src, dst=dst, t=t, name=NAME, C=rule.channels, S=rule.spatial, log=acc.param,
+        log_arg=acc.arg, scale=acc.load("scale", "c", "f32"), zero=acc.load("zero", "c", "s32"),
+        arg=acc.store("arg", f"n * {rule.spatial} + s", "s32", "at"),
+        selected=" ".join((acc.store("flat", "at", "s32", at), acc.store("val", "at", "f32", "p"),
+                           acc.store("key", "at", "f32", "k"))),
         decode=_decode("i", rule.dims) + (_decode("j", rule.shape) if dst is not None else []),
         dst_args="".join(f", j{k}" for k in range(2, len(rule.shape))),
         rest_args="".join(f", i{k}" for k in range(2, len(rule.dims))),

@@ -133,7 +133,8 @@ def side_key(side):
 
 
 def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | None = None,
-         rule: tuple[int, int] | None = None, tiled: bool = False) -> Kernel | ByteCopy:
+         rule: tuple[int, int] | None = None, tiled: bool = False,
+         trace: bool = False) -> Kernel | ByteCopy:
     """The kernel of the conversion ``src`` -> ``dst`` (two sides, no
     transform: runtime.algebra.conversion splits those into stages). An
     image side is read or written with read_image*/write_image*, or with
@@ -147,9 +148,10 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     (``clayout kernel --bake`` shows a baked program without touching the
     settings). ``tiled``: the tiled family where the move transposes
     (runtime/opencl/launch.py; the device's choice: runtime/opencl/moves.py),
-    else the direct one."""
+    else the direct one. ``trace``: the same kernel with every access recorded
+    (runtime/opencl/trace.py, for the access model); not cached."""
     if src.is_frame:
-        return frame_kernel(src, dst, staged, bool(bake))
+        return frame_kernel(src, dst, staged, bool(bake), trace)
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
     key = (side_key(src), side_key(dst), staged, aliased, bool(tiled))
@@ -161,11 +163,12 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
         through_buffers = staged or not (src.is_image or dst.is_image)
         copy = copy_kernel(src.memory, dst.memory) if through_buffers and not aliased else None
         return copy or render_kernel(_source(src, dst, staged), _target(dst, staged), aliased,
-                                     bake, tiled)
-    return PLANS.get((key, bake), make)
+                                     bake, tiled, trace)
+    return make() if trace else PLANS.get((key, bake), make)
 
 
-def frame_kernel(frame, dst, staged: bool = False, bake: bool = False) -> Kernel:
+def frame_kernel(frame, dst, staged: bool = False, bake: bool = False,
+                 trace: bool = False) -> Kernel:
     """The kernel writing ``dst`` from the bytes of a camera frame (a
     runtime.algebra.frame.FramePlan): the frame is read as its plain f32
     input tensor whose every element is computed in place of a load
@@ -177,9 +180,10 @@ def frame_kernel(frame, dst, staged: bool = False, bake: bool = False) -> Kernel
 
     def make():
         plain = _source(frame.plain, dst, staged)
-        return render_kernel(replace(plain, frame=frame), _target(dst, staged), False, bake)
+        return render_kernel(replace(plain, frame=frame), _target(dst, staged), False, bake,
+                             trace=trace)
     key = frame if bake else (frame_c.family(frame), frame.dims)
-    return PLANS.get(("frame", key, side_key(dst), staged, bake), make)
+    return make() if trace else PLANS.get(("frame", key, side_key(dst), staged, bake), make)
 
 
 def _target(dst, staged: bool) -> Target:

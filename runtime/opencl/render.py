@@ -6,14 +6,16 @@ A conversion writes every position of the destination's footprint (halo and
 block tails included) from its own physical axes. ``render_kernel`` goes in
 steps, each returning a frozen record the next one reads:
 
-1. ``plan_launch`` (runtime/opencl/launch.py): the launch and the axes each
-   work item decodes;
+1. ``plan_launch`` (runtime/opencl/launch.py), or ``plan_tiled``
+   (runtime/opencl/tiled.py) for the tiled family: the launch and the axes
+   each work item decodes;
 2.-5. ``render_cell`` (runtime/opencl/cell.py): the C lines of one cell, the
    destination vector or pixel one store writes: its index, which of its
    elements are valid, its loads and its store;
 
 and the one template ``convert.cl.mako`` puts the cell into the kernel with
-its parameters. The rest is this module's: the index type, the summary
+its parameters. Every access is written by one emitter (runtime/opencl/trace.py),
+which with ``trace`` also records it for the access model. The rest is this module's: the index type, the summary
 line, the argument values, the work-group size and the family a generic
 kernel's source depends on (``structure``)."""
 from __future__ import annotations
@@ -26,9 +28,10 @@ from ..algebra.c_index import Numbers, arg_value
 from ..algebra.desc import MemoryDesc
 from . import frame as frame_c, images
 from .cell import render_cell
-from .launch import (GENERIC_LOCAL, TILE_ITEMS, VEC, Launch, local_size, plan_launch, plan_tiled,
-                     tile_axis)
+from .launch import GENERIC_LOCAL, VEC, Launch, local_size, plan_launch, tile_axis
+from .tiled import TILE_ITEMS, plan_tiled
 from .sides import Source, Target, gather_stride, run_length, source_step
+from .trace import Accesses
 
 KERNEL_NAME = "clayout_convert"
 
@@ -45,7 +48,10 @@ class Kernel:
     args: tuple = ()                 # values of the scalar arguments after src, dst
     generic: bool = False            # numbers passed as arguments (shared program)
     family: tuple = ()               # what the source of a generic kernel depends on
-    tiling: object = None            # the tiles of the tiled family (launch.Tiling), or None
+    tiling: object = None            # the tiles of the tiled family (tiled.Tiling), or None
+    local_bytes: int = 0             # bytes of __local memory a work-group holds
+    sites: tuple = ()                # its accesses (runtime/opencl/trace.py Site), in order
+    traced: bool = False             # each access also records into clayout_log (the last arg)
 
     @property
     def tiled(self) -> bool:
@@ -79,30 +85,39 @@ class Kernel:
 
 
 def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = True,
-                  tiled: bool = False) -> Kernel:
+                  tiled: bool = False, trace: bool = False) -> Kernel:
     """The kernel writing all of ``dst`` from ``src``; ``tiled``: of the
-    tiled family where the move transposes (``launch.plan_tiled``; never
-    aliased: a tile read by one work item is written by another)."""
+    tiled family where the move transposes (runtime/opencl/tiled.py; never
+    aliased: a tile read by one work item is written by another); ``trace``:
+    each access also records into a log (runtime/opencl/trace.py; the text
+    with tracing off is the kernel's)."""
     index_type = _index_type(src.desc, dst.desc)
     num = Numbers(bake, magic_div=index_type == "uint")
+    acc = Accesses(trace)
     launch = None
     if tiled and not aliased:
-        launch = plan_tiled(dst.desc, dst.image, lambda a, n: source_step(src, a, n), num)
+        launch = plan_tiled(dst.desc, dst.image, lambda a, n: source_step(src, a, n), num,
+                            dst.desc.dtype.itemsize,
+                            32 // min(src.desc.dtype.itemsize, dst.desc.dtype.itemsize))
     if launch is None:
+        # a GPU's move that does not transpose: an element a work item (consecutive work items,
+        # consecutive elements; a vector's element-aligned store would be split into scalars)
         launch = plan_launch(dst.desc, dst.image, lambda rest: tile_axis(src, rest, bake), num,
-                             1 if src.frame is not None else None)
+                             1 if src.frame is not None else None, 1 if tiled else 16)
     run = run_length(src, dst.desc, launch.vec_axis, launch.vector, bake)
-    cell = render_cell(src, dst, launch, run, num)
+    cell = render_cell(src, dst, launch, run, num, acc)
+    tile_words = _tile_words(launch, dst.desc.dtype, acc, num)
     src_dt, dst_dt = src.desc.dtype, dst.desc.dtype
     restrict = "" if aliased else "restrict "
     reads = frame_c.describe(src.frame, bake) if src.frame else \
         f"{'image ' + src.image.layout.name if src.image else 'buffer'} {_side(src.desc, bake)}"
     summary = (f"{reads} -> {'image ' + dst.image.layout.name if dst.image else 'buffer'} "
                f"{_side(dst.desc, bake)}" + ("" if bake else " (generic: numbers are arguments)"))
-    params = "".join(f", const {ctype} {name}" for name, ctype, _ in num.args)
+    params = "".join(f", const {ctype} {name}" for name, ctype, _ in num.args) + acc.param
     source = sources.template("convert.cl.mako").render(
         summary=summary, name=KERNEL_NAME,
-        helpers=sources.helpers() + (frame_c.function(src.frame, bake) if src.frame else ""),
+        helpers=sources.helpers() + acc.helpers
+        + (frame_c.function(src.frame, bake, acc) if src.frame else ""),
         src_image=src.image is not None, index_type=index_type,
         pragmas=images.pragmas(dst.image, "write") if dst.image is not None else (),
         src_param=(images.param(src.image, "src", "read") if src.image is not None else
@@ -114,7 +129,8 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
         params=params, ids=cell.index.ids, guard=cell.index.guard,
         prologue=list(cell.index.lines + cell.validity.lines), vector=launch.vector,
         dst_type=dst_dt.cl_scalar, runs=[vars(load) for load in cell.loads], store=cell.store,
-        tile=_tile_words(launch))
+        element=cell.element,
+        tile=tile_words)
     args = tuple(arg_value(index_type if ctype == "idx_t" else ctype, value)
                  for _, ctype, value in num.args)
     gather = run == 1 and launch.vector > 1
@@ -125,9 +141,9 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
               structure(dst.desc), dst.image.layout.name if dst.image else None, launch.vector,
               run, dst.desc.axes.index(tile) if dst.image is None and tile else None,
               index_type, aliased, bake,
-              tiling and (tuple(-1 if a == VEC else dst.desc.axes.index(a)
-                                for g in launch.groups[:2] for a in g),
-                          tiling.across, tiling.along))
+              tiling and (tuple(tuple(-1 if a == VEC else dst.desc.axes.index(a) for a in g)
+                                for g in launch.groups[:2]),
+                          (tiling.across, tiling.along, tiling.sa, tiling.sb) if bake else ()))
     if tiling is not None:   # groups of TILE_ITEMS, one a tile, in one dimension
         sizes, local = (tiling.groups * TILE_ITEMS, 1, 1), (TILE_ITEMS,) + (1, 1) * bake
     else:
@@ -135,20 +151,43 @@ def render_kernel(src: Source, dst: Target, aliased: bool = False, bake: bool = 
         local = (GENERIC_LOCAL,) if not bake else local_size(sizes, dst.image is not None,
                                                              gather, far)
     return Kernel(source, sizes, local, launch.vector, src.image is not None,
-                  dst.image is not None, args, not bake, family, tiling)
+                  dst.image is not None, args, not bake, family, tiling,
+                  tiling.words * dst.desc.dtype.itemsize if tiling else 0,
+                  tuple(acc.sites), acc.trace)
 
 
-def _tile_words(launch: Launch) -> dict | None:
-    """What the template's tiled form needs: the tile's sides, its cells and
-    work items, its length in local memory and where lane j of cell (ca, cb)
-    lives (one plane per lane, rows padded by one)."""
+def _tile_words(launch: Launch, dt, acc: Accesses, num: Numbers) -> dict | None:
+    """What the template's tiled form needs: the tile's sides and cells (its
+    shape: numbers, literals or arguments), how a phase's step ``e`` is a
+    cell (ca, cb) (the load phase along B, the store phase across A), the
+    local array's length, and how lane j of a cell is put into it and got
+    from it (``tiled.local_layout``)."""
     t = launch.tiling
     if t is None:
         return None
-    return {"across": t.across, "along": t.along, "cells": t.cells, "items": TILE_ITEMS,
-            "words": launch.vector * t.across * t.padded,
-            "slot": [f"({j * t.across}u + ca) * {t.padded}u + cb" if j else
-                     f"ca * {t.padded}u + cb" for j in range(launch.vector)]}
+    across, along = num(t.across, key=("tile", "across")), num(t.along, key=("tile", "along"))
+    sa, sb = (num(v, key=("tile", k)) for k, v in (("sa", t.sa), ("sb", t.sb)))
+    cell = f"ca * {sa} + cb * {sb}" if not num.bake else \
+        " + ".join(f"{c} * {v}" if v != 1 else c for c, v in (("ca", t.sa), ("cb", t.sb)))
+    plane = num(t.plane, key=("tile", "plane"))
+    slots = [f"{j} * {plane} + {cell}" if j else cell for j in range(launch.vector)]
+    words = {"by_element": t.by_element}
+    if t.by_element:   # the load phase, an element a work item: lane j = e % V of cell e / V
+        v = launch.vector
+        words.update(elements=num(t.cells * v, key=("tile", "elements")),
+                     element=(f"e % {v}u", num.div(f"(e / {v}u)", t.along, key=("tile", "along")),
+                              num.mod(f"(e / {v}u)", t.along, key=("tile", "along"))),
+                     put_element=acc.local_store("tile", f"j * {plane} + {cell}", dt, "v"))
+    return {**words, "across": across, "along": along,
+            "cells": num(t.cells, key=("tile", "cells")),
+            "items": TILE_ITEMS, "words": t.words,
+            "load": (num.div("e", t.along, key=("tile", "along")),
+                     num.mod("e", t.along, key=("tile", "along"))),
+            "store": (num.mod("e", t.across, key=("tile", "across")),
+                      num.div("e", t.across, key=("tile", "across"))),
+            "put": [] if t.by_element else [acc.local_store("tile", slot, dt, f"v{j}")
+                                            for j, slot in enumerate(slots)],
+            "get": [acc.local_load("tile", slot, dt) for slot in slots]}
 
 
 # -- what a kernel depends on ------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The benchmark runs and its peers agree with the fast path (tiny sizes:
 speed is measured by tools/bench.py, never by a test)."""
+import json
 import sys
 
 import pytest
@@ -55,6 +56,9 @@ def test_opencl_rows_tiny(cl_engine):
     # both families timed; the device's choice is one of them (direct on a CPU device)
     assert {r["family"] for r in rows} <= {"direct", "tiled"}
     assert "kernel family:" in lines[0] and "| family |" in lines[1]
+    # the access model's prediction beside each (the H100 record's on a CPU device)
+    assert "| h100 model % |" in lines[1] or cl_engine.device.kind == "gpu"
+    assert all(0 < r["model_pct"] <= 100 for r in rows)
 
 
 @pytest.mark.slow
@@ -132,3 +136,22 @@ def test_clayout_bench_finds_the_checkouts_tools(capsys):
     assert bench_script() == ROOT / "tools" / "bench.py"
     code, out, err = run(capsys, "bench", "--help")
     assert code == 0 and "ratios against the copy limit" in out, err
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_here(default_cl_engine, tmp_path, capsys):
+    """tools/gpu_check.py, the one command a lent GPU runs, runs on this
+    machine's device too (its tiny sizes): every section, both families,
+    the model's prediction beside each move, the JSON it leaves."""
+    import gpu_check
+    out = tmp_path / "gpu_check.json"
+    assert gpu_check.main(["--quick", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    for section in ("## Programs", "## Moves", "## Image footprints"):
+        assert section in text
+    found = json.loads(out.read_text())
+    assert len(found["moves"]) == len(gpu_check.MOVES)
+    assert all(r["direct"] > 0 and r["tiled"] > 0 and 0 < r["model"] <= 1
+               for r in found["moves"])
+    assert {r["footprint"] for r in found["footprints"]} == set(gpu_check.FOOTPRINTS)
+    assert {r["family"] for r in found["programs"]} == {"direct", "tiled"}

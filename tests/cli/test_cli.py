@@ -511,7 +511,8 @@ def test_demo_in_temporary_folder(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("argv, has, lacks", [
-    (["--src", "nchw", "--dst", "nChw16c"], "vstore", "image2d_t"),
+    # the direct family's buffer stores are vectors (the tiled one's, a GPU's, elements)
+    (["--src", "nchw", "--dst", "nChw16c", "--family", "direct"], "vstore", "image2d_t"),
     (["--src", "nhwc", "--layout", "in_out_channel"], "write_imagef", "read_image"),
     (["--src", "nhwc", "--layout", "in_out_channel", "--staged"], "vstore4", "image2d_t"),
     (["--layout", "conv2d_filter", "--dst", "oihw", "--image-dtype", "f16"], "read_imagef",

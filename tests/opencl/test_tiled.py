@@ -172,7 +172,7 @@ def test_a_gpu_record_picks_the_tiled_family(cl_engine):
     assert p.tiled and p.kernel.tiled and "GPU with on-chip local memory" in p.family_why
     assert "tiled:" in p.kernel.chosen and "__local" in p.kernel.source
     # a move that does not transpose stays direct on the same device
-    same = move_plan(MemoryDesc(dims, tag="nchw"), MemoryDesc(dims, tag="nChw4c"), gpu)
+    same = move_plan(MemoryDesc(dims, tag="nChw16c"), MemoryDesc(dims, tag="nChw8c"), gpu)
     assert same.tiled and not same.kernel.tiled and "direct:" in same.kernel.chosen
     # so does a padding pass in place: a tile read by one work item is written by another
     from runtime.opencl.plan import plan
@@ -230,6 +230,6 @@ def test_clayout_kernel_names_the_family(capsys):
                  "--family", "direct"]) == 0
     out = capsys.readouterr().out
     assert "__local" not in out and "// family: direct (--family direct)" in out
-    assert main(["kernel", "--src", "nchw", "--dst", "nChw4c", "--dims", "1,64,9,40",
+    assert main(["kernel", "--src", "nChw16c", "--dst", "nChw8c", "--dims", "1,64,9,40",
                  "--family", "tiled"]) == 0
     assert "the move does not transpose" in capsys.readouterr().out
