@@ -24,10 +24,11 @@ from ..calls import ToTilesCall
 from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
+from ..model.left_out import LeftOut
 from ..model.report import accounting_line, summary, table, totals, verified_line
 from ..model.graph import printable
 from . import figure
-from .checks import check_output_kind
+from .checks import PROG, check_output_kind
 from .demo import run as run_demo
 from .info import choose, layout_arg
 from .progress import Progress
@@ -162,9 +163,14 @@ def cmd_model(args) -> int:
         check_output(args.output, [args.input])
         check_output_kind(args)
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
-    options = model.Options(args.dtype, args.max_image, engine, args.keep_buffers,
+    options = model.Options(args.dtype, args.max_image, engine, not args.images_only,
                             not args.no_tiles, args.quantized, args.winograd)
-    plan, sources = model.plan_file(args.input, options)
+    try:
+        plan, sources = model.plan_file(args.input, options)
+    except LeftOut as exc:   # every constant named, one per line, then the one error line
+        for line in exc.lines:
+            print(f"{PROG}: left out: {line}", file=sys.stderr)
+        raise ClayoutError(exc.short()) from None
     if args.dry_run:
         if not args.quiet:
             manifest = plan.manifest()

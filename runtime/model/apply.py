@@ -61,8 +61,9 @@ with its pixel range in the entry's ``tiles``. A weight of a compute op
 (runtime.model.weights.COMPUTE_OPS: Conv, ConvTranspose, Gemm, MatMul, Einsum,
 LSTM, GRU, RNN, Attention, the integer operators) that ends on no image (no
 role, or with ``tiles=False`` over the limit) makes the conversion fail with
-the list of them, unless ``keep_buffers``: then it is stored as a plain buffer
-(role ``buffer``, with its tag and dims).
+the list of them only with ``keep_buffers=False`` (``--images-only``); by default it
+is stored as a plain buffer (layout ``buffer``, with its tag and dims), as is
+every other float constant the model reads that no image takes.
 
 With ``winograd`` (``--winograd ENGINE``: an engine of runtime.winograd.ENGINES,
 or one Winograd layout's name) a float Conv filter of a square kernel size
@@ -172,14 +173,14 @@ def _check_against_plan(p, arrays) -> None:
 
 
 def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None,
-                  keep_buffers=False, progress=None, tiles=True, quantized="fold",
+                  keep_buffers=True, progress=None, tiles=True, quantized="fold",
                   winograd=None):
     """Place every weight of ``model`` (read from ``path``) on its image:
     :func:`runtime.model.plan.plan_model`, then :func:`convert_plan`.
 
     Returns (stored, manifest, originals): ``stored`` maps tensor names to
-    host arrays (images, tiles under ``NAME.tile-R-C``, and buffers with
-    ``keep_buffers``), ``manifest`` is the JSON-ready description,
+    host arrays (images, tiles under ``NAME.tile-R-C``, and buffers unless
+    ``keep_buffers=False``), ``manifest`` is the JSON-ready description,
     ``originals`` the arrays each stored tensor holds (the ONNX weight, a
     folded DequantizeLinear's float value, or a kept integer tensor). The
     options are those of :class:`runtime.model.plan.Options`: ``dtype``
@@ -233,7 +234,7 @@ def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[s
 
 
 def convert_file(path: str, output: str, dtype=None, max_image=MAX_IMAGE, engine=None,
-                 keep_buffers=False, verify_all=False, progress=None, tiles=True,
+                 keep_buffers=True, verify_all=False, progress=None, tiles=True,
                  quantized="fold", winograd=None):
     """``clayout model``: convert ``path`` and write ``output`` atomically
     (:func:`plan_file`, then :func:`write_plan`; the options as in

@@ -49,8 +49,8 @@ def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
 
 
 def _refuse(w: Weight, why: str) -> Weight:
-    """No image for ``w``: as a compute weight it fails the conversion (or,
-    with --keep-buffers, is stored as a buffer of its own values)."""
+    """No image for ``w``: as a compute weight it is stored as a plain buffer
+    of its own values (with --images-only the conversion fails naming it)."""
     return replace(w, role=None, dims=(), steps=(), mapping="", reason=why, compute=True)
 
 

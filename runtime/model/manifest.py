@@ -18,7 +18,7 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   when its format names one (TFLite's ``OHWI``), the ``consumer`` node, the
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
-  buffer entry (``--keep-buffers``) has ``layout: "buffer"``, a plain ``tag``,
+  buffer entry (what no image layout takes) has ``layout: "buffer"``, a plain ``tag``,
   ``dims``, ``reason``, and the ``role`` it would have had on an image (null for
   a weight no image layout takes). A tiled
   entry (an image over ``--max-image`` in every layout of its kind) is an image

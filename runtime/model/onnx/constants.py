@@ -118,11 +118,28 @@ class _Reader:
                     to)
             elif quant is not None:   # a selection or arithmetic: its parameters no longer hold
                 quant = None
+            elif node.op_type == "Mul":   # Mul(Cast(q), scale): quantized without a DequantizeLinear
+                quant = self.scaled(sources, arrays[0], f"Mul {printable(label)}")
         except ClayoutError as exc:
             shown = ", ".join(repr(printable(s.name)) for s in sources if s is not None)
             raise ClayoutError(f"{self.where}: {node.op_type} {printable(label)!r} of the "
                                f"constants {shown}: {exc}") from None
         return [(a, quant) for a in arrays]
+
+    def scaled(self, sources, value, node: str):
+        """The QuantSource of ``Mul(Cast(q), scale)`` (either order) of an
+        integer constant q and a float scale, or None."""
+        if len(sources) != 2 or any(s is None or s.array is None for s in sources):
+            return None
+        for cast, scale in (sources, sources[::-1]):
+            q = self.found.get(cast.folded_from[0]) if len(cast.folded_from) == 1 else None
+            if q is not None and q.array is not None and \
+                    cast.origin.rsplit(" -> ", 1)[-1].startswith("Cast "):
+                found = quantization.scaled_integers(q.array, q.name, scale.array, scale.name,
+                                                     value, node)
+                if found is not None:
+                    return found
+        return None
 
     def graph(self, graph, prefix: str, scope: dict, ids: ChainMap) -> tuple[list, list]:
         """Read one graph's constants (and its subgraphs'); (its nodes for the
