@@ -25,13 +25,14 @@ from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
 from ..model.left_out import LeftOut
-from ..model.report import accounting_line, summary, table, totals, verified_line
+from ..model.report import (accounting_line, memory_line, summary, table, totals,
+                            verified_line)
 from ..model.graph import printable
 from . import figure
 from .checks import PROG, check_output_kind
 from .demo import run as run_demo
 from .info import choose, layout_arg
-from .progress import Progress
+from .progress import BAR_BYTES, Progress
 from .where import explain
 
 # -- files: runtime.fileio -----------------------------------------------------------
@@ -178,9 +179,11 @@ def cmd_model(args) -> int:
             print(accounting_line(manifest))
             print((f"would write {printable(args.output)}" if args.output is not None else
                    "dry run, nothing written") + f": {totals(manifest)}")
+            print(memory_line(model.peak_estimate(plan, sources), here=sys.stdout.isatty()))
             _model_notes(plan, manifest, engine, done=False)
         return 0
-    bar = Progress("clayout model") if not args.quiet else None
+    big = sum(p.bytes for p in plan.stored) >= BAR_BYTES   # a bar only where it helps
+    bar = Progress("clayout model") if big and not args.quiet else None
     try:
         manifest, verified = model.write_plan(plan, sources, args.output, args.verify, bar,
                                               inputs=[args.input])

@@ -158,6 +158,21 @@ def totals(manifest: dict) -> str:
             f"manifest in metadata key {MANIFEST_KEY!r}; engine {manifest['engine']}")
 
 
+def memory_line(estimate: dict, here: bool = False) -> str:
+    """``--dry-run``'s line on the peak memory the conversion will take
+    (runtime.model.stream.peak_estimate): what converting adds to the process
+    that has read the model (the same for every run of the same model and
+    options), and with ``here`` the whole, as this process measures it (a
+    terminal's reader wants the number; a log keeps the line the same)."""
+    def mib(n: int) -> str:
+        return f"{n / 2**20:.1f} MiB"
+    line = (f"peak memory: reading the model, then {mib(estimate['largest'] + estimate['writing'])}"
+            f" more to convert ({mib(estimate['largest'])} for the tensor being converted: read "
+            f"from the file, moved, placed; {mib(estimate['writing'])} for the image being "
+            f"written); {mib(estimate['held'])} of the model's constants stay in memory")
+    return line + (f"; about {estimate['total'] / 2**20:.0f} MiB in all here" if here else "")
+
+
 def accounting_line(manifest: dict) -> str:
     """The accounting's line (runtime.model.accounting), from the manifest."""
     a = manifest.get("accounting")
