@@ -152,13 +152,16 @@ def measured(args: list[str]) -> tuple[float, int, str]:
     return seconds, peak, done.stdout
 
 
-def estimate(path: str) -> dict:
+def estimate(path: str) -> str:
     """runtime.model.peak_estimate of the model, in a process of its own (what
-    ``--dry-run`` says, and the process's own size after reading the model)."""
+    ``--dry-run`` says, and the process's own size after reading the model),
+    as text; "-" for a build without it."""
     code = ("import json, sys; from runtime import model; plan, sources = "
             "model.plan_file(sys.argv[1]); print(json.dumps(model.peak_estimate(plan, sources)))")
-    return json.loads(subprocess.run([sys.executable, "-c", code, path], capture_output=True,
-                                     text=True, check=True).stdout)
+    done = subprocess.run([sys.executable, "-c", code, path], capture_output=True, text=True)
+    if done.returncode:
+        return "-"
+    return f"{json.loads(done.stdout)['total'] / 2**30:.2f} GiB"
 
 
 def made(form: str, path: str, count: int) -> str:
@@ -183,7 +186,7 @@ def run(sizes=(10, 40, 120), forms=("inline", "external", "tflite"), engines=("c
                 path = made(form, os.path.join(tmp, f"m{count}_{form}"), count)
                 nbytes = count * WEIGHT_BYTES
                 started, _, _ = measured(base + [path, "--dry-run", "-q"])
-                said = f"{estimate(path)['total'] / 2**30:.2f} GiB"
+                said = estimate(path)
                 for engine in engines:
                     for extra in ([], ["--verify"]) if verify else ([],):
                         target = os.path.join(tmp, "w.safetensors")

@@ -177,9 +177,9 @@ def cmd_model(args) -> int:
             manifest = plan.manifest()
             print(model.plan_table(plan))
             print(accounting_line(manifest))
+            print(memory_line(model.peak_estimate(plan, sources), here=sys.stdout.isatty()))
             print((f"would write {printable(args.output)}" if args.output is not None else
                    "dry run, nothing written") + f": {totals(manifest)}")
-            print(memory_line(model.peak_estimate(plan, sources), here=sys.stdout.isatty()))
             _model_notes(plan, manifest, engine, done=False)
         return 0
     big = sum(p.bytes for p in plan.stored) >= BAR_BYTES   # a bar only where it helps

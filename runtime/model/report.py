@@ -166,10 +166,12 @@ def memory_line(estimate: dict, here: bool = False) -> str:
     terminal's reader wants the number; a log keeps the line the same)."""
     def mib(n: int) -> str:
         return f"{n / 2**20:.1f} MiB"
-    line = (f"peak memory: reading the model, then {mib(estimate['largest'] + estimate['writing'])}"
-            f" more to convert ({mib(estimate['largest'])} for the tensor being converted: read "
-            f"from the file, moved, placed; {mib(estimate['writing'])} for the image being "
-            f"written); {mib(estimate['held'])} of the model's constants stay in memory")
+    more = estimate["largest"] + estimate["writing"] + estimate["ahead"]
+    line = (f"peak memory: reading the model, then {mib(more)} more to convert "
+            f"({mib(estimate['largest'])} for the tensor being converted: read from the file, "
+            f"moved, placed; {mib(estimate['writing'])} for the image being written; "
+            f"{mib(estimate['ahead'])} for the tensor read ahead); {mib(estimate['held'])} of "
+            "the model's constants stay in memory")
     return line + (f"; about {estimate['total'] / 2**20:.0f} MiB in all here" if here else "")
 
 

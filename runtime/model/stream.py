@@ -279,16 +279,20 @@ def peak_estimate(plan, sources) -> dict:
     interpreter, the modules, and ``held``, the sources already in memory):
     ``largest`` (the most one tensor's conversion holds: its source read from
     the file, its logical copy when a step moves elements, its image),
-    ``writing`` (the largest image, written meanwhile), and ``total``: now +
-    largest + writing, or the peak planning already reached if higher."""
+    ``writing`` (the largest image, written meanwhile), ``ahead`` (the
+    largest tensor read ahead meanwhile, at most PREFETCH_BYTES), and
+    ``total``: now + largest + writing + ahead, or the peak planning already
+    reached if higher."""
     held = held_bytes(sources[p.name] for p in plan.stored)
-    largest = writing = 0
+    largest = writing = ahead = 0
     for p in plan.stored:
         source = sources[p.name]
         read = int(source.nbytes) if isinstance(source, FileSpan) else 0
         copy = int(source.nbytes) if p.steps and p.kind != "buffer" else 0
         largest = max(largest, read + copy + p.bytes)
         writing = max(writing, p.bytes)
+        if read <= PREFETCH_BYTES:
+            ahead = max(ahead, read)
     now, peak = resident_bytes()
-    return {"now": now, "held": held, "largest": largest, "writing": writing,
-            "total": max(peak, now + largest + writing)}
+    return {"now": now, "held": held, "largest": largest, "writing": writing, "ahead": ahead,
+            "total": max(peak, now + largest + writing + ahead)}

@@ -25,6 +25,7 @@ Example::
 from __future__ import annotations
 
 import math
+import mmap
 import os
 from dataclasses import dataclass
 
@@ -99,6 +100,20 @@ def held_bytes(arrays) -> int:
     are not: they are read one at a time)."""
     return sum(int(a.nbytes) for a in arrays
                if a is not None and not isinstance(a, FileSpan) and hasattr(a, "nbytes"))
+
+
+def release_pages(data, start: int, size: int) -> None:
+    """Unmap the pages of ``data[start:start + size]`` if ``data`` is a
+    read-only memory map (a no-op for bytes): touching a tensor's first
+    bytes maps the page cache's whole folio around them (up to 2 MiB here),
+    which would count as this process's memory until the map is closed; the
+    page cache keeps them, a later read finds them there."""
+    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or size <= 0:
+        return
+    first = start - start % mmap.PAGESIZE
+    last = min(start + size, len(data))
+    if last > first:
+        data.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 def file_size(path: str) -> int:

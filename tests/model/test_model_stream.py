@@ -179,19 +179,19 @@ def test_dry_run_says_the_peak_memory(tmp_path, capsys):
     conv_model(path, 3, save_as_external_data=True, location="m.data")
     code, out, err = run(capsys, "model", path, "--dry-run")
     assert code == 0, err
-    line = out.splitlines()[-1]
+    line = out.splitlines()[-2]   # before the totals line
     plan, sources = model.plan_file(str(path))
     e = model.peak_estimate(plan, sources)
     weight = 64 * 64 * 8 * 8 * 4
     image = plan.stored[0].bytes / 2**20
-    assert line == (f"peak memory: reading the model, then {1 + 2 * image:.1f} MiB more to "
+    assert line == (f"peak memory: reading the model, then {2 + 2 * image:.1f} MiB more to "
                     f"convert ({1 + image:.1f} MiB for the tensor being converted: read from the "
-                    f"file, moved, placed; {image:.1f} MiB for the image being written); 0.0 MiB "
-                    "of the model's constants stay in memory")
+                    f"file, moved, placed; {image:.1f} MiB for the image being written; 1.0 MiB "
+                    "for the tensor read ahead); 0.0 MiB of the model's constants stay in memory")
     # each weight: read (1), its image (1); one image being written meanwhile; nothing held
     assert (e["held"], e["writing"]) == (0, plan.stored[0].bytes)
     assert e["largest"] == weight + plan.stored[0].bytes
-    assert e["total"] >= e["now"] + e["largest"] + e["writing"]
+    assert e["ahead"] == weight and e["total"] >= e["now"] + e["largest"] + e["writing"] + weight
 
 
 # -- bounded memory, in a child process under a cap ---------------------------------------------
@@ -257,8 +257,6 @@ def test_bounded_memory(case):
     rng = np.random.default_rng(54)   # the generator's weights, in order (tools/bench_scale.py)
     for i in range(count):
         w = rng.standard_normal((512, 512, 3, 3), dtype=np.float32)
-        if i % 40 and count > 10:   # the 1 GB case: every 40th against the reference
-            continue
         entry = manifest["tensors"][i]
         want = runtime.to_image(w, "conv2d_filter", engine="reference")
         assert entry["layout"] == "conv2d_filter"

@@ -32,6 +32,8 @@ from __future__ import annotations
 import mmap
 import os
 
+from ..tensor_data import release_pages
+
 IN_MODEL_FILE = "\0clayout: this model file"   # the location of a tensor left in the model
 
 # (message, field number) -> the message type that field holds, for the fields walked
@@ -106,7 +108,9 @@ def _fields(data, start: int, end: int):
 def _message(data, kind: str, start: int, end: int, threshold: int) -> bytes:
     """The message ``kind`` in ``data[start:end]``, its large tensors moved out."""
     if kind == TENSOR:
-        return _tensor(data, start, end, threshold)
+        made = _tensor(data, start, end, threshold)
+        release_pages(data, start, end - start)   # what reading its header mapped
+        return made
     out = []
     for number, wire, begin, payload, stop in _fields(data, start, end):
         inner = WALKED.get((kind, number))

@@ -33,7 +33,7 @@ import numpy as np
 from . import schema
 from ...errors import ClayoutError
 from ...fileio import input_size
-from ..tensor_data import LAZY_BYTES, FileSpan
+from ..tensor_data import LAZY_BYTES, FileSpan, release_pages
 from .flatbuffer import FlatBuffer, Table
 from .sparse import DimMeta, Sparsity
 
@@ -195,6 +195,8 @@ class _Buffers:
             # offset > 1 and size > 0; offset 1 / size 0 are sentinels
             self.spans.append((offset, size, True) if offset > 1 and size > 0
                               else (start, count, False))
+            if in_file and count >= LAZY_BYTES:   # its data is read when converted
+                release_pages(buf.data, start, count)
 
     def __len__(self) -> int:
         return len(self.spans)
