@@ -15,7 +15,9 @@ call on host arrays (``out=``) with the engine's in-place path
 (``host_in_place=True``: USE_HOST_PTR and a map) and without it (copies to
 and from device buffers), against the same copy limit (tools/bench_host.py).
 
-Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes).
+Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes);
+``--models-at-scale``: clayout model on generated models of 94 MB to 1.13 GB
+(tools/bench_scale.py).
 """
 from __future__ import annotations
 

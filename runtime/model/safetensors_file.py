@@ -19,7 +19,7 @@ Example::
     >>> plan = layout([("w", np.dtype("f4"), (2, 4)), ("q", np.dtype("i1"), (3,))],
     ...               {"clayout": "{}"})
     >>> [(s.key, s.begin, s.end) for s in plan.slots], len(plan.header) % 8
-    [('w', 0, 32), ('q', 32, 35)], 0
+    ([('w', 0, 32), ('q', 32, 35)], 0)
 """
 from __future__ import annotations
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import mmap
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,10 +113,3 @@ def release_pages(data, start: int, size: int) -> None:
     last = min(start + size, len(data))
     if last > first:
         data.madvise(mmap.MADV_DONTNEED, first, last - first)
-
-
-def file_size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError as exc:
-        raise ClayoutError(f"cannot read {path}: {exc.strerror or exc}") from None
