@@ -22,17 +22,16 @@ part reads:
 The conversion's functions are importable from here:
 ``runtime.model.convert_file(...)``; ``plan_file`` alone is ``--dry-run``.
 """
-from .apply import (MAX_IMAGE, QUANTIZED_FORMS, check_dtype, convert_file, convert_model,
-                    convert_plan, plan, plan_file, read_back, verify, weight_arrays,
-                    winograd_layouts, write_plan)
+from .apply import (MAX_IMAGE, QUANTIZED_FORMS, check_dtype, convert_model, convert_plan,
+                    plan, plan_file, read_back, verify, weight_arrays, winograd_layouts)
 from .front_ends import load
 from .plan import ModelPlan, Options, Placement, plan_model, plan_table
-from .stream import peak_estimate, write_streamed
+from .stream import convert_file, peak_estimate, write_plan
 from .tensor import Reshape, Tensor, Transpose, logical_weight, source_weight
 from .weights import Weight, stored_values
 
 __all__ = ["MAX_IMAGE", "QUANTIZED_FORMS", "check_dtype", "convert_file", "convert_model",
            "convert_plan", "plan", "plan_file", "read_back", "verify", "weight_arrays",
            "winograd_layouts", "write_plan", "load", "ModelPlan", "Options", "Placement",
-           "plan_model", "plan_table", "peak_estimate", "write_streamed", "Reshape", "Tensor", "Transpose", "Weight",
+           "plan_model", "plan_table", "peak_estimate", "Reshape", "Tensor", "Transpose", "Weight",
            "logical_weight", "source_weight", "stored_values"]

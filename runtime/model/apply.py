@@ -9,7 +9,7 @@ from those and the options, one frozen ``Placement`` per tensor (layout, dims,
 dtype, image size, bytes, or why it is a buffer or skipped) and the manifest;
 :func:`convert_plan` only carries the plan out, placing each weight on its
 image with :func:`runtime.to_image` and checking it against the plan;
-:func:`write_plan` writes one safetensors file (one tensor per image, named
+runtime.model.stream.write_plan writes one safetensors file (one tensor per image, named
 after the ONNX tensor) with the JSON manifest of :mod:`runtime.model.manifest`
 in its metadata under ``clayout``. ``clayout model --dry-run`` stops after the plan.
 
@@ -97,7 +97,6 @@ from ..algebra import dtypes
 from ..algebra.catalog import image_layout
 from ..api import from_image, to_image
 from ..errors import ClayoutError
-from ..fileio import check_output
 from .integer_weights import attach_parameters
 from .front_ends import load  # noqa: F401  (load is part of this module's API)
 from .graph import printable
@@ -238,34 +237,6 @@ def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[s
         if back.shape != want.shape or not np.array_equal(mf.bits(back), mf.bits(want)):
             bad.append(entry["name"])
     return bad
-
-
-def convert_file(path: str, output: str, dtype=None, max_image=MAX_IMAGE, engine=None,
-                 keep_buffers=True, verify_all=False, progress=None, tiles=True,
-                 quantized="fold", winograd=None):
-    """``clayout model``: convert ``path`` and write ``output`` atomically
-    (:func:`plan_file`, then :func:`write_plan`; the options as in
-    :func:`convert_model`). Returns (manifest, number verified or None)."""
-    options = Options(dtype, max_image, engines.get(engine), keep_buffers, tiles, quantized,
-                      winograd)
-    check_output(output, [path])   # before the work: a special file, a missing folder, the input
-    the_plan, sources = plan_file(path, options)
-    return write_plan(the_plan, sources, output, verify_all, progress, inputs=[path])
-
-
-def write_plan(plan: ModelPlan, sources: dict, output: str, verify_all=False, progress=None,
-               inputs=()):
-    """Convert ``plan`` and write ``output`` atomically: the images and the
-    plan's manifest, streamed one tensor at a time
-    (runtime.model.stream.write_streamed: the header laid out from the plan,
-    then each tensor converted, written and let go).
-
-    With ``verify_all`` every tensor of the written file is read back (images
-    with ``from_image``) and compared with what it holds before the file is
-    renamed into place (bit for bit; Winograd images within their bound).
-    Returns (manifest, number verified or None)."""
-    from .stream import write_streamed   # it builds on this module's conversion
-    return write_streamed(plan, sources, output, verify_all, progress, inputs)
 
 
 def weight_arrays(path: str) -> dict[str, np.ndarray]:

@@ -18,13 +18,14 @@ at a time before the rename.
 Example::
 
     >>> plan, sources = plan_file("m.onnx")                          # doctest: +SKIP
-    >>> write_streamed(plan, sources, "w.safetensors", verify_all=True)  # doctest: +SKIP
+    >>> write_plan(plan, sources, "w.safetensors", verify_all=True)  # doctest: +SKIP
     ({'format': 'clayout-model/7', ...}, 11)
 """
 from __future__ import annotations
 
 import json
 import queue
+import resource
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -34,8 +35,10 @@ import numpy as np
 from . import manifest as mf
 from ..algebra import dtypes
 from ..errors import ClayoutError
-from ..fileio import atomic_write
-from .apply import convert_tensor, verify
+from .. import engine as engines
+from ..fileio import atomic_write, check_output
+from .apply import convert_tensor, plan_file, verify
+from .plan import MAX_IMAGE, Options
 from .graph import printable
 from .safetensors_file import NAMES, FileLayout, layout, read_slot
 from .tensor_data import FileSpan, held_bytes, values
@@ -229,10 +232,29 @@ def verify_file(path: str, plan, sources, file: FileLayout, output: str) -> int:
     return len(again["tensors"])
 
 
-def write_streamed(plan, sources, output: str, verify_all=False, progress=None, inputs=()):
-    """Convert ``plan`` tensor by tensor into ``output`` (atomically), with
-    ``verify_all`` reading it back before the rename. Returns (manifest,
+def convert_file(path: str, output: str, dtype=None, max_image=MAX_IMAGE, engine=None,
+                 keep_buffers=True, verify_all=False, progress=None, tiles=True,
+                 quantized="fold", winograd=None):
+    """``clayout model``: convert ``path`` and write ``output`` atomically
+    (:func:`runtime.model.apply.plan_file`, then :func:`write_plan`; the
+    options as in runtime.model.apply.convert_model). Returns (manifest,
     number verified or None)."""
+    options = Options(dtype, max_image, engines.get(engine), keep_buffers, tiles, quantized,
+                      winograd)
+    check_output(output, [path])   # before the work: a special file, a missing folder, the input
+    the_plan, sources = plan_file(path, options)
+    return write_plan(the_plan, sources, output, verify_all, progress, inputs=[path])
+
+
+def write_plan(plan, sources: dict, output: str, verify_all=False, progress=None, inputs=()):
+    """Convert ``plan`` and write ``output`` atomically: the images and the
+    plan's manifest, streamed one tensor at a time (the header laid out from
+    the plan, then each tensor converted, written and let go).
+
+    With ``verify_all`` every tensor of the written file is read back (images
+    with ``from_image``) and compared with what it holds before the file is
+    renamed into place (bit for bit; Winograd images within their bound).
+    Returns (manifest, number verified or None)."""
     manifest = plan.manifest()
     file = file_layout(plan, manifest)
     verified = []
@@ -268,7 +290,6 @@ def resident_bytes() -> tuple[int, int]:
                     found[line[:5]] = int(line.split()[1]) * 1024
         return found["VmRSS"], found["VmHWM"]
     except (OSError, ValueError, KeyError):
-        import resource
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         return peak, peak
 

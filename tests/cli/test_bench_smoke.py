@@ -122,15 +122,3 @@ def test_output_rows_tiny(cl_engine):
     assert set(ratios) == {("tiny", "cpu"), ("tiny", "opencl")}
     assert all(r > 0 for r in ratios.values())
     assert any("read back: 256 bytes of the result" in line for line in lines), lines
-
-
-@pytest.mark.slow
-def test_models_at_scale_row_tiny():
-    """tools/bench.py --models-at-scale on one-convolution models: a row per
-    form, each with its time, peak memory and --dry-run's estimate."""
-    import bench_scale
-    lines = []
-    rows = bench_scale.run((1,), forms=("external", "tflite"), verify=False, out=lines.append)
-    assert [(r["form"], r["count"]) for r in rows] == [("external", 1), ("tflite", 1)]
-    assert all(r["seconds"] > 0 and r["peak"] > r["bytes"] for r in rows)
-    assert lines[0].startswith("| model (N conv 512x512x3x3 f32) |") and len(lines) == 4

@@ -174,6 +174,20 @@ def test_large_tflite_buffers_are_read_when_converted(tmp_path):
     assert found[0].array.shape == (512, 3, 3, 512)
 
 
+@pytest.mark.slow
+def test_models_at_scale_bench_row_tiny():
+    """tools/bench.py --models-at-scale on one-convolution models: a row per
+    form, each with its time, peak memory and --dry-run's estimate (speed is
+    measured by the bench, never by a test)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import bench_scale
+    lines = []
+    rows = bench_scale.run((1,), forms=("external", "tflite"), verify=False, out=lines.append)
+    assert [(r["form"], r["count"]) for r in rows] == [("external", 1), ("tflite", 1)]
+    assert all(r["seconds"] > 0 and r["peak"] > r["bytes"] for r in rows)
+    assert lines[0].startswith("| model (N conv 512x512x3x3 f32) |") and len(lines) == 4
+
+
 def test_dry_run_says_the_peak_memory(tmp_path, capsys):
     path = tmp_path / "m.onnx"
     conv_model(path, 3, save_as_external_data=True, location="m.data")
