@@ -99,18 +99,21 @@ def check_output(path: str, inputs=()) -> str:
 COMMITTED: list[str] = []
 
 
-def atomic_write(path: str, write, inputs=()) -> None:
+def atomic_write(path: str, write, inputs=(), check=None) -> None:
     """Call ``write(file)`` on a fresh temporary file beside ``path`` (beside
     its target when it is a symlink), then rename it into place; on any
     failure or signal the temporary file is removed and ``path`` is unchanged.
-    A file replaced keeps its permission bits."""
-    atomic_write_all([(path, write)], inputs)
+    A file replaced keeps its permission bits. ``check(temporary path)``, when
+    given, reads the written file back before the rename (``clayout model
+    --verify``): an error there leaves ``path`` as it was too."""
+    atomic_write_all([(path, write)], inputs, check)
 
 
-def atomic_write_all(outputs, inputs=()) -> None:
+def atomic_write_all(outputs, inputs=(), check=None) -> None:
     """``atomic_write`` of several files ``[(path, write), ...]``: every one
     is written to its temporary file first and the renames come last, so a
-    failure while writing any of them leaves all of the old files as they were."""
+    failure while writing any of them leaves all of the old files as they were
+    (``check``, given one file, reads it back before its rename)."""
     targets = [check_output(path, inputs) for path, _ in outputs]
     temps = []
     try:
@@ -131,6 +134,8 @@ def atomic_write_all(outputs, inputs=()) -> None:
                     write(f)
             except OSError as exc:
                 raise ClayoutError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if check is not None:
+            check(temps[-1])
         for (path, _), tmp, target in zip(outputs, temps, targets):
             try:
                 os.replace(tmp, target)

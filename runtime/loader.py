@@ -11,7 +11,7 @@ Each manifest entry becomes one Memory, keyed by its ``name`` (the ONNX
 tensor's), in the manifest's order: an image entry an image Memory of its
 layout, dims and dtype (a tiled entry's tiles joined into the whole image,
 which the engine must hold: its limits are checked as for any Memory); a
-``--keep-buffers`` entry a buffer Memory of its tag; a quantized weight's
+buffer entry (what no image takes) a buffer Memory of its tag; a quantized weight's
 scale and zero point tensors by their own entries. The manifest itself
 (roles, quantization, Winograd transform) comes from ``read_manifest``.
 """

@@ -15,7 +15,9 @@ call on host arrays (``out=``) with the engine's in-place path
 (``host_in_place=True``: USE_HOST_PTR and a map) and without it (copies to
 and from device buffers), against the same copy limit (tools/bench_host.py).
 
-Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes).
+Run: ``python tools/bench.py`` or ``clayout bench`` (``--quick`` for small sizes);
+``--models-at-scale``: clayout model on generated models of 94 MB to 1.13 GB
+(tools/bench_scale.py).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import numpy as np
 import bench_frame
 import bench_model
 import bench_output
+import bench_scale
 import bench_onednn
 import bench_host
 from bench_call import CASES, SIZES, busy, dst_desc, geomean, public_call, timed_in_turn
@@ -212,6 +215,10 @@ def main(argv=None) -> int:
                     help="instead: the load time of a whole model on each engine (programs "
                     "built, cold, warm, cpu); 'synthetic' makes one with 60 weight shapes")
     ap.add_argument("--dtype", default="f32", choices=("f32", "f16"), help="with --model")
+    ap.add_argument("--models-at-scale", action="store_true",
+                    help="instead: clayout model's time, MB/s and peak memory on generated "
+                    "models of 10, 40 and 120 convolutions of 9.4 MB each (inline .onnx, "
+                    "external data, .tflite; --quick: 10 and 40; --sizes N,N: other counts)")
     ap.add_argument("--host", action="store_true",
                     help="only the OpenCL host-array table: the public call on host arrays "
                     "(in place, pageable, pinned, staging) against the bus's floors")
@@ -226,6 +233,9 @@ def main(argv=None) -> int:
         return 0
     if args.model:
         return bench_model.main(args.model, args.dtype, 3 if args.quick else args.repeat)
+    if args.models_at_scale:
+        chosen = args.sizes if "--sizes" in (argv or sys.argv) else None
+        return bench_scale.main(chosen, args.quick, opencl=not args.no_opencl)
     sizes = ["224", "C17"] if args.quick else args.sizes.split(",")
     for s in sizes:
         if s not in SIZES:

@@ -24,13 +24,15 @@ from ..doors.calls import ToTilesCall
 from ..cpu import geometry, native
 from ..errors import ClayoutError
 from ..fileio import atomic_write, atomic_write_all, check_output, load_npy, npy_writer, save_npy
-from ..model.report import accounting_line, summary, table, totals, verified_line
+from ..model.left_out import LeftOut
+from ..model.report import (accounting_line, memory_line, summary, table, totals,
+                            verified_line)
 from ..model.graph import printable
 from . import figure
-from .checks import check_output_kind
+from .checks import PROG, check_output_kind
 from .demo import run as run_demo
 from .info import choose, layout_arg
-from .progress import Progress
+from .progress import BAR_BYTES, Progress
 from .where import explain
 
 # -- files: runtime.fileio -----------------------------------------------------------
@@ -162,19 +164,26 @@ def cmd_model(args) -> int:
         check_output(args.output, [args.input])
         check_output_kind(args)
     engine = engines.get(args.engine)  # resolved here so the manifest names the real engine
-    options = model.Options(args.dtype, args.max_image, engine, args.keep_buffers,
+    options = model.Options(args.dtype, args.max_image, engine, not args.images_only,
                             not args.no_tiles, args.quantized, args.winograd)
-    plan, sources = model.plan_file(args.input, options)
+    try:
+        plan, sources = model.plan_file(args.input, options)
+    except LeftOut as exc:   # every constant named, one per line, then the one error line
+        for line in exc.lines:
+            print(f"{PROG}: left out: {line}", file=sys.stderr)
+        raise ClayoutError(exc.short()) from None
     if args.dry_run:
         if not args.quiet:
             manifest = plan.manifest()
             print(model.plan_table(plan))
             print(accounting_line(manifest))
+            print(memory_line(model.peak_estimate(plan, sources), here=sys.stdout.isatty()))
             print((f"would write {printable(args.output)}" if args.output is not None else
                    "dry run, nothing written") + f": {totals(manifest)}")
             _model_notes(plan, manifest, engine, done=False)
         return 0
-    bar = Progress("clayout model") if not args.quiet else None
+    big = sum(p.bytes for p in plan.stored) >= BAR_BYTES   # a bar only where it helps
+    bar = Progress("clayout model") if big and not args.quiet else None
     try:
         manifest, verified = model.write_plan(plan, sources, args.output, args.verify, bar,
                                               inputs=[args.input])

@@ -123,9 +123,9 @@ def check(path: str, source_path: str, engine) -> list[tuple[str, bool, bool]]:
 
 def _convert_and_check(path: str, out: str, engine, show_rows: int | None) -> bool:
     print(f"\n$ clayout model {os.path.basename(path)} -o {out} --engine "
-          f"{engine.name} --keep-buffers --verify")
+          f"{engine.name} --verify")
     manifest, verified = model.convert_file(path, out, "f32", model.MAX_IMAGE, engine,
-                                            keep_buffers=True, verify_all=True)
+                                            verify_all=True)
     lines = report.table(manifest).splitlines()
     if show_rows is not None and len(lines) > show_rows + 4:
         lines = lines[:show_rows] + [f"... ({len(manifest['tensors'])} images in all)"] + \

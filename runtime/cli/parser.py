@@ -174,14 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "(U = G·g·Gᵀ): mace, mnn, tflite, cldnn, or one Winograd layout's name "
                    "(docs/winograd.md); f32 or f16 images only")
     p.add_argument("--engine", choices=engines.NAMES, help=engine_help)
-    p.add_argument("--keep-buffers", action="store_true",
-                   help="store a weight of a compute op that cannot go on an image (no image "
-                   "layout takes it, such as an LSTM's W, R, B, or with --no-tiles none fits) "
-                   "as a plain buffer (layout 'buffer') instead of failing")
+    stored = p.add_mutually_exclusive_group()
+    stored.add_argument("--keep-buffers", action="store_true",
+                        help="the default, accepted for older scripts: a constant the model "
+                        "needs that no image takes (a scalar of an Add, a Clip bound, a Resize's "
+                        "scales, an LSTM's W, R, B, or with --no-tiles a weight no layout fits) "
+                        "is stored as a plain buffer (layout 'buffer')")
+    stored.add_argument("--images-only", action="store_true",
+                        help="write images only: a model that needs a constant no image takes "
+                        "exits 1 naming every such constant, one per line, and writes nothing")
     p.add_argument("--no-tiles", action="store_true",
                    help="never split a weight into tiles (for engines that cannot read them): "
-                   "one that no layout fits within --max-image fails the command, or with "
-                   "--keep-buffers is stored as a buffer")
+                   "one that no layout fits within --max-image is stored as a plain buffer, "
+                   "or with --images-only fails the command")
     p.add_argument("--verify", action="store_true",
                    help="read every stored tensor back and compare it with the model's weight, "
                    "bit for bit, before writing; exit 1 on any difference")

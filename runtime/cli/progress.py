@@ -1,8 +1,10 @@
 """A one-line progress bar on stderr, drawn only when stderr is a terminal.
 
 A few lines of our own rather than a dependency: ``clayout model`` needs one
-counter, and a pipe or a log file must get none of it (no carriage returns in
-CI logs). Redrawn at most ten times a second; cleared when done.
+counter (tensors done, MB written, seconds, MB/s; for models of at least
+BAR_BYTES only: a small one is done before a bar would help), and a pipe or
+a log file must get none of it (no carriage returns in CI logs). Redrawn at
+most ten times a second; cleared when done.
 
 Example::
 
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import sys
 import time
+
+BAR_BYTES = 256_000_000   # the bytes to write from which clayout model draws a bar
 
 
 class Progress:
@@ -36,8 +40,10 @@ class Progress:
         self.last = now
         filled = self.width * done // max(total, 1)
         bar = "#" * filled + "-" * (self.width - filled)
+        seconds = now - self.start
+        rate = f", {nbytes / 1e6 / seconds:.0f} MB/s" if seconds > 0 else ""
         self.stream.write(f"\r{self.label} [{bar}] {done}/{total} tensors, "
-                          f"{nbytes / 1e6:.1f} MB, {now - self.start:.1f} s")
+                          f"{nbytes / 1e6:.1f} MB, {seconds:.1f} s{rate}")
         self.stream.flush()
         self.drawn = True
 

@@ -1,9 +1,11 @@
 """Every float constant of a model accounted for: what became of it.
 
-A model file's float constants are its own tensors of a float type (ONNX
+A model's float constants are the file's own tensors of a float type (ONNX
 initializers and ``Constant`` nodes, TFLite buffers; a TFLite integer tensor
-with a scale counts too, its value being real), each counted once by its
-elements; what folding made from them is not counted again. After the plan,
+with a scale counts too, its value being real), and the float tensors
+folding makes from no float tensor (a ``ConstantOfShape``'s fill, a ``Cast``
+of integers to float: their values are first float there), each counted once
+by its elements; what folding makes from float constants is not counted again. After the plan,
 each is exactly one of:
 
 * **placed**: stored on an image (as a weight, or as a quantized weight's
@@ -12,7 +14,7 @@ each is exactly one of:
   TFLite reader's constant operators), each of which is stored, or is an
   integer tensor the model computes from it (a shape, an index: clayout
   stores float weights only); ``into`` names them;
-* **kept**: stored as a plain buffer (``--keep-buffers``);
+* **kept**: stored as a plain buffer (the default for what no image takes);
 * **dead**: no graph output needs it (the front end's liveness walk);
 * **empty**: it has no element, so nothing can be lost.
 
@@ -80,10 +82,15 @@ def _elements(c) -> int:
     return int(c.array.size) if c.array is not None else math.prod(c.shape)
 
 
-def is_float_constant(c) -> bool:
-    """Whether ``c`` (a runtime.model.graph.Constant) is one of the model
-    file's own float constants: not made by folding, of a float type."""
-    return not c.folded_from and c.dtype in FLOAT_DTYPES and c.array is not None
+def is_float_constant(c, by_name: dict) -> bool:
+    """Whether ``c`` (a runtime.model.graph.Constant) is one of the model's
+    own float constants: of a float type, and either the file's own tensor
+    or made by folding from no float tensor (a ConstantOfShape's fill, a
+    Cast of integers: its values are first float there). ``by_name``: every
+    constant by name."""
+    if c.dtype not in FLOAT_DTYPES or c.array is None:
+        return False
+    return not any(by_name[s].dtype in FLOAT_DTYPES for s in c.folded_from if s in by_name)
 
 
 def account(constants, stored: dict, reasons: dict | None = None) -> Accounting:
@@ -94,7 +101,7 @@ def account(constants, stored: dict, reasons: dict | None = None) -> Accounting:
     by_name = {c.name: c for c in constants}
     fates, lost = [], []
     for c in constants:
-        if not is_float_constant(c):
+        if not is_float_constant(c, by_name):
             continue
         n = _elements(c)
         into = _stored_products(c, by_name, stored)
@@ -115,7 +122,7 @@ def account(constants, stored: dict, reasons: dict | None = None) -> Accounting:
                           for f in lost[:6])
         raise ClayoutError(f"{len(lost)} float constant(s) the model needs would not be in the "
                            f"file: {shown}" + (" ..." if len(lost) > 6 else "")
-                           + "; pass --keep-buffers to store them as plain buffers")
+                           + "; drop --images-only to store them as plain buffers")
     return Accounting(tuple(fates))
 
 

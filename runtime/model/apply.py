@@ -9,7 +9,7 @@ from those and the options, one frozen ``Placement`` per tensor (layout, dims,
 dtype, image size, bytes, or why it is a buffer or skipped) and the manifest;
 :func:`convert_plan` only carries the plan out, placing each weight on its
 image with :func:`runtime.to_image` and checking it against the plan;
-:func:`write_plan` writes one safetensors file (one tensor per image, named
+runtime.model.stream.write_plan writes one safetensors file (one tensor per image, named
 after the ONNX tensor) with the JSON manifest of :mod:`runtime.model.manifest`
 in its metadata under ``clayout``. ``clayout model --dry-run`` stops after the plan.
 
@@ -61,8 +61,9 @@ with its pixel range in the entry's ``tiles``. A weight of a compute op
 (runtime.model.weights.COMPUTE_OPS: Conv, ConvTranspose, Gemm, MatMul, Einsum,
 LSTM, GRU, RNN, Attention, the integer operators) that ends on no image (no
 role, or with ``tiles=False`` over the limit) makes the conversion fail with
-the list of them, unless ``keep_buffers``: then it is stored as a plain buffer
-(role ``buffer``, with its tag and dims).
+the list of them only with ``keep_buffers=False`` (``--images-only``); by default it
+is stored as a plain buffer (layout ``buffer``, with its tag and dims), as is
+every other float constant the model reads that no image takes.
 
 With ``winograd`` (``--winograd ENGINE``: an engine of runtime.winograd.ENGINES,
 or one Winograd layout's name) a float Conv filter of a square kernel size
@@ -96,13 +97,13 @@ from ..algebra import dtypes
 from ..algebra.catalog import image_layout
 from ..api import from_image, to_image
 from ..errors import ClayoutError
-from ..fileio import atomic_write, check_output
 from .integer_weights import attach_parameters
 from .front_ends import load  # noqa: F401  (load is part of this module's API)
 from .graph import printable
 from .plan import (MAX_IMAGE, QUANTIZED_FORMS, ModelPlan, Options,  # noqa: F401
                    check_dtype, plan_model)
 from .tensor import logical_weight, source_weight
+from .tensor_data import values
 from .weights import Weight, roles, stored_values
 from .winograd_weights import winograd_layouts, winograd_ok  # noqa: F401
 
@@ -128,30 +129,12 @@ def convert_plan(plan: ModelPlan, sources: dict, progress=None) -> tuple[dict, d
     ``sources`` entry). Each array is checked against its Placement, so the
     plan (and ``--dry-run``) says what is written. ``progress(done, total,
     nbytes)`` is called after each tensor."""
-    eng, host = engines.get(plan.options.engine), engines.get("cpu")
     stored, originals, done_bytes = {}, {}, 0
     tensors = plan.stored
     for count, p in enumerate(tensors, 1):
-        source = sources[p.name]
-        if p.kind == "buffer":
-            arrays = (np.ascontiguousarray(stored_values(logical_weight(source, p.steps),
-                                                         p.dtype)),)
-        else:
-            # float64 is not a clayout dtype: to f32 first, as stored_values does
-            values = source.astype(np.float32) if source.dtype == np.float64 else source
-            logical = np.ascontiguousarray(logical_weight(values, p.steps))
-            try:
-                image = to_image(logical, image_layout(p.layout), dtype=p.dtype,
-                                 engine=host if p.on_host else eng,
-                                 max_image=plan.options.max_image if p.tiles else None)
-            except ClayoutError as exc:
-                raise ClayoutError(f"tensor {printable(p.name)!r}: {exc}") from None
-            arrays = tuple(image) if p.tiles else (image,)
-        _check_against_plan(p, arrays)
-        if p.tiles:
-            stored.update((mf.tile_key(p.name, t), a) for t, a in zip(p.tiles, arrays))
-        else:
-            stored[p.name] = arrays[0]
+        source = values(sources[p.name])
+        arrays = convert_tensor(plan, p, source)
+        stored.update(zip(mf.keys_of(p), arrays))
         originals[p.name] = source
         done_bytes += p.bytes
         if progress:
@@ -159,27 +142,51 @@ def convert_plan(plan: ModelPlan, sources: dict, progress=None) -> tuple[dict, d
     return stored, originals
 
 
+def convert_tensor(plan: ModelPlan, p, source) -> tuple[np.ndarray, ...]:
+    """The arrays of one stored tensor ``p`` (a Placement of ``plan``) made
+    from ``source`` (its array): the image, its tiles in row-major order, or
+    the buffer; each checked against the plan."""
+    if p.kind == "buffer":
+        arrays = (np.ascontiguousarray(stored_values(logical_weight(source, p.steps), p.dtype)),)
+    else:
+        # float64 is not a clayout dtype: to f32 first, as stored_values does
+        source = source.astype(np.float32) if source.dtype == np.float64 else source
+        logical = np.ascontiguousarray(logical_weight(source, p.steps))
+        del source   # a copy (a transposing step) does not keep the source alive
+        engine = engines.get("cpu" if p.on_host else plan.options.engine)
+        try:
+            image = to_image(logical, image_layout(p.layout), dtype=p.dtype, engine=engine,
+                             max_image=plan.options.max_image if p.tiles else None)
+        except ClayoutError as exc:
+            raise ClayoutError(f"tensor {printable(p.name)!r}: {exc}") from None
+        arrays = tuple(image) if p.tiles else (image,)
+    _check_against_plan(p, arrays)
+    return arrays
+
+
 def _check_against_plan(p, arrays) -> None:
-    """The arrays of a tensor are what its Placement says (dtype, count,
-    bytes): the plan computed them from the layout, and ``--dry-run`` prints
-    them, so a difference is a bug, never the user's input."""
+    """The arrays of a tensor are what its Placement says (dtype, shape of
+    each, bytes): the plan computed them from the layout, and ``--dry-run``
+    prints them, so a difference is a bug, never the user's input."""
     kinds = {dtypes.of_array(a).name for a in arrays}
     nbytes = sum(a.nbytes for a in arrays)
-    if kinds != {p.dtype} or nbytes != p.bytes or len(arrays) != max(len(p.tiles), 1):
+    shapes = [tuple(a.shape) for a in arrays]
+    if kinds != {p.dtype} or nbytes != p.bytes or shapes != list(mf.array_shapes(p)):
         raise AssertionError(f"tensor {printable(p.name)!r}: converted to {len(arrays)} "
-                             f"array(s) of {nbytes} bytes of {', '.join(sorted(kinds))}; its "
-                             f"plan says {max(len(p.tiles), 1)} of {p.bytes} bytes of {p.dtype}")
+                             f"array(s) {shapes} of {nbytes} bytes of "
+                             f"{', '.join(sorted(kinds))}; its plan says "
+                             f"{list(mf.array_shapes(p))} of {p.bytes} bytes of {p.dtype}")
 
 
 def convert_model(model, path: str, dtype=None, max_image=MAX_IMAGE, engine=None,
-                  keep_buffers=False, progress=None, tiles=True, quantized="fold",
+                  keep_buffers=True, progress=None, tiles=True, quantized="fold",
                   winograd=None):
     """Place every weight of ``model`` (read from ``path``) on its image:
     :func:`runtime.model.plan.plan_model`, then :func:`convert_plan`.
 
     Returns (stored, manifest, originals): ``stored`` maps tensor names to
-    host arrays (images, tiles under ``NAME.tile-R-C``, and buffers with
-    ``keep_buffers``), ``manifest`` is the JSON-ready description,
+    host arrays (images, tiles under ``NAME.tile-R-C``, and buffers unless
+    ``keep_buffers=False``), ``manifest`` is the JSON-ready description,
     ``originals`` the arrays each stored tensor holds (the ONNX weight, a
     folded DequantizeLinear's float value, or a kept integer tensor). The
     options are those of :class:`runtime.model.plan.Options`: ``dtype``
@@ -232,62 +239,9 @@ def verify(stored: dict, manifest: dict, originals: dict, engine=None) -> list[s
     return bad
 
 
-def convert_file(path: str, output: str, dtype=None, max_image=MAX_IMAGE, engine=None,
-                 keep_buffers=False, verify_all=False, progress=None, tiles=True,
-                 quantized="fold", winograd=None):
-    """``clayout model``: convert ``path`` and write ``output`` atomically
-    (:func:`plan_file`, then :func:`write_plan`; the options as in
-    :func:`convert_model`). Returns (manifest, number verified or None)."""
-    options = Options(dtype, max_image, engines.get(engine), keep_buffers, tiles, quantized,
-                      winograd)
-    check_output(output, [path])   # before the work: a special file, a missing folder, the input
-    the_plan, sources = plan_file(path, options)
-    return write_plan(the_plan, sources, output, verify_all, progress, inputs=[path])
-
-
-def write_plan(plan: ModelPlan, sources: dict, output: str, verify_all=False, progress=None,
-               inputs=()):
-    """Convert ``plan`` (:func:`convert_plan`) and write ``output``
-    atomically: the images and the plan's manifest.
-
-    With ``verify_all`` every tensor of the written bytes is read back (images
-    with ``from_image``) and compared with what it holds before the file is
-    renamed into place (bit for bit; Winograd images within their bound).
-    Returns (manifest, number verified or None)."""
-    stored, originals = convert_plan(plan, sources, progress)
-    manifest = plan.manifest()
-    data = mf.safetensors_bytes(stored, manifest)
-    verified = None
-    if verify_all:
-        again, again_manifest = mf.read_bytes(data)
-        problems = mf.accounting_problems(again_manifest)
-        if problems:
-            raise ClayoutError(f"--verify: the manifest's accounting of the float constants: "
-                               f"{'; '.join(problems[:4])}; {output} not written")
-        bad = verify(again, again_manifest, originals, engine=plan.options.engine)
-        if bad:
-            how = ("bit for bit (Winograd images: within their transform's inverse_bound)"
-                   if any("transform" in e for e in manifest["tensors"]) else "bit for bit")
-            raise ClayoutError(f"--verify: {len(bad)} of {len(manifest['tensors'])} tensors do "
-                               f"not read back {how}: "
-                               + ", ".join(repr(printable(n)) for n in bad[:8])
-                               + (" ..." if len(bad) > 8 else "") + f"; {output} not written")
-        verified = len(manifest["tensors"])
-    atomic_write(output, lambda f: _write_chunks(f, data), inputs)
-    return manifest, verified
-
-
-def _write_chunks(f, data: bytes, chunk: int = 8 << 20) -> None:
-    """``f.write(data)`` in pieces, so that Ctrl-C or SIGTERM stops a large file
-    mid-write (the handler runs between pieces) instead of after it."""
-    view = memoryview(data)
-    for start in range(0, len(view), chunk):
-        f.write(view[start:start + chunk])
-
-
 def weight_arrays(path: str) -> dict[str, np.ndarray]:
     """Every readable constant of the model at ``path`` by (qualified) name:
     the ONNX weights a stored file is checked against."""
     model = front_ends.load(path)
-    return {c.name: c.array for c in front_ends.read_constants(model, path)
+    return {c.name: values(c.array) for c in front_ends.read_constants(model, path)
             if c.array is not None}

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ClayoutError
 from .tensor import Reshape, Tensor
+from .tensor_data import values
 from .weights import Weight, logical_axis
 from .quantization import IMAGE_INT, INTEGER_OPS, check_parameters, param_axis, traced_scale
 
@@ -49,8 +50,8 @@ def _parameter(w: Weight, kind: str, name: str, array: np.ndarray, origin: str,
 
 
 def _refuse(w: Weight, why: str) -> Weight:
-    """No image for ``w``: as a compute weight it fails the conversion (or,
-    with --keep-buffers, is stored as a buffer of its own values)."""
+    """No image for ``w``: as a compute weight it is stored as a plain buffer
+    of its own values (with --images-only the conversion fails naming it)."""
     return replace(w, role=None, dims=(), steps=(), mapping="", reason=why, compute=True)
 
 
@@ -108,7 +109,7 @@ def _input_constant(use, index: int, kind: str):
     found = use.graph.constant(name)
     if found is None or found.array is None:
         raise ClayoutError(f"its {kind} {name!r} ({use.op} input {index}) is not a constant")
-    return found.name, found.array, found.origin
+    return found.name, values(found.array), found.origin
 
 
 def _integer_operator(w: Weight, c, use, claimed: set, sources: dict):
@@ -124,7 +125,7 @@ def _integer_operator(w: Weight, c, use, claimed: set, sources: dict):
             how = f"{use.op} {use.node} input {spec.scale}"
         else:
             found, how = traced_scale(use)
-            scale = None if found is None else (found.name, found.array, found.origin)
+            scale = None if found is None else (found.name, values(found.array), found.origin)
         flat = [None if p is None else np.asarray(p[1]).reshape(-1) for p in (scale, zero)]
         axis = check_parameters(c.shape, flat[0] if flat[0] is not None else np.ones(1),
                                 flat[1], param_axis(use.op, len(c.shape)), f"{use.op} weight")

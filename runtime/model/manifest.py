@@ -18,7 +18,7 @@ model's tensor (ONNX or TFLite: runtime.model.front_ends), and a JSON manifest i
   when its format names one (TFLite's ``OHWI``), the ``consumer`` node, the
   ``origin`` (initializer, Constant node, folded chain) and the ``steps`` that
   turn the ONNX tensor into the logical one (``mapping`` says it in words). A
-  buffer entry (``--keep-buffers``) has ``layout: "buffer"``, a plain ``tag``,
+  buffer entry (what no image layout takes) has ``layout: "buffer"``, a plain ``tag``,
   ``dims``, ``reason``, and the ``role`` it would have had on an image (null for
   a weight no image layout takes). A tiled
   entry (an image over ``--max-image`` in every layout of its kind) is an image
@@ -60,6 +60,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..algebra.catalog import image_layout
+from ..algebra.layout import ImageDesc
 from ..algebra.tiles import plan_of
 from ..errors import ClayoutError
 from .graph import printable
@@ -129,6 +130,25 @@ def tile_key(name: str, tile) -> str:
     """The tensor key of ``tile`` (row R, column C) of the weight ``name``:
     ``NAME.tile-R-C``, as ``clayout to-image --max-image`` names its files."""
     return f"{name}.tile-{tile.row}-{tile.col}"
+
+
+def keys_of(p) -> list[str]:
+    """The file's keys of a stored tensor (a runtime.model.plan.Placement):
+    its name, or its tiles' keys in row-major order."""
+    return [tile_key(p.name, t) for t in p.tiles] if p.tiles else [p.name]
+
+
+def array_shapes(p) -> list[tuple[int, ...]]:
+    """The host array shape of each key of ``keys_of(p)``, from the plan
+    alone: an image's (ImageDesc.array_shape), each tile's (height, width
+    and the lanes), a buffer's logical dims."""
+    if p.kind == "buffer":
+        return [tuple(p.dims)]
+    image = ImageDesc(image_layout(p.layout), p.dims, p.dtype)
+    if not p.tiles:
+        return [image.array_shape]
+    lanes = (image.lanes,) if image.layout.lanes != 1 else ()
+    return [(t.height, t.width) + lanes for t in p.tiles]
 
 
 def stored_image(tensors: dict, entry: dict):

@@ -40,6 +40,7 @@ from ..algebra.tiles import Tile, as_limits, tile_plan
 from ..errors import ClayoutError
 from .accounting import Accounting, account
 from .integer_weights import attach_parameters
+from .left_out import LeftOut
 from .graph import printable
 from .weights import FLOAT_DTYPES, Weight, float_dtype, roles
 from .winograd_weights import fits, winograd_layout, winograd_layouts, winograd_note
@@ -63,7 +64,7 @@ class Options:
     dtype: str | None = None             # --dtype f32 / f16; None: the weights' own float type
     max_image: tuple[int, int] = MAX_IMAGE
     engine: object = None                # --engine: a name or an engine object
-    keep_buffers: bool = False
+    keep_buffers: bool = True            # False: --images-only (fails naming what needs a buffer)
     tiles: bool = True                   # False: --no-tiles
     quantized: str = "fold"
     winograd: str | None = None          # --winograd: an engine or one Winograd layout's name
@@ -165,8 +166,8 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
     sources: {stored tensor's name: the array it holds} (the ONNX weight as
     read, a folded DequantizeLinear's float value, kept integers, a
     parameter), for runtime.model.apply.convert_plan and ``--verify``.
-    Whatever the conversion would refuse (weights that cannot go on an
-    image without --keep-buffers, clashing names) is refused here."""
+    Whatever the conversion would refuse (with --images-only, constants
+    the model needs that no image takes; clashing names) is refused here."""
     layouts = winograd_layouts(options.winograd, options.dtype)
     eng = engines.get(options.engine)
     constants = front_ends.read_constants(model, path)
@@ -206,8 +207,8 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
                 images.append((w, layout, fallback, why))
         elif (w.compute and w.tensor.consumer) or _needed_elsewhere(w, by_name):
             buffers.append((w, w.reason))
-    if buffers and not options.keep_buffers:
-        raise _unplaced_error(buffers)
+    if buffers and not options.keep_buffers:   # --images-only: each one named
+        raise LeftOut(buffers)
     _check_keys(path, [w for w, *_ in images + buffers], splits, constants)
     placements = [_image(w, layout, fallback, why, splits.get(w.name), dt, eng.limits)
                   for w, layout, fallback, why in images]
@@ -227,7 +228,7 @@ def plan_model(model, path: str, options: Options = Options()) -> tuple[ModelPla
 
 def _needed_elsewhere(w: Weight, by_name: dict) -> bool:
     """A float constant with no image role that a live operator reads: a
-    buffer with --keep-buffers (its value is the model's, whatever its shape:
+    plain buffer unless --images-only (its value is the model's, whatever its shape:
     a scalar, a (1, 4, 4) attention constant), never dropped without saying so."""
     c = by_name.get(w.name)
     return (c is not None and c.live and bool(c.uses) and w.role is None and not w.claimed
@@ -282,29 +283,6 @@ def _buffer(w: Weight, why: str, dt) -> Placement:
 
 def _skipped(w: Weight) -> Placement:
     return Placement(w, None, "", (), 0, w.reason)
-
-
-def _unplaced_error(unplaced, per_reason: int = 3, reasons: int = 6) -> ClayoutError:
-    """One line naming what would not be stored, grouped by reason (the
-    first few names of each, with their shape and the operator reading them)."""
-    groups: dict[str, list] = {}
-    for w, why in unplaced:
-        groups.setdefault(why, []).append(w)
-    shown = []
-    for why, ws in list(groups.items())[:reasons]:
-        names = ", ".join(f"{printable(w.name)!r} {w.tensor.shape} "
-                          f"({printable(w.tensor.consumer)})" for w in ws[:per_reason])
-        more = f", ... ({len(ws)} in all)" if len(ws) > per_reason else ""
-        shown.append(f"{names}{more}: {printable(why)}")
-    if len(groups) > reasons:
-        shown.append(f"and {sum(len(ws) for ws in list(groups.values())[reasons:])} more "
-                     f"for {len(groups) - reasons} other reasons")
-    hint = ("raise --max-image, drop --no-tiles to split them into tiles, or pass "
-            "--keep-buffers" if any(w.role is not None for w, _ in unplaced) else
-            "pass --keep-buffers")
-    return ClayoutError(f"{len(unplaced)} weight(s) cannot go on an image: {'; '.join(shown)}; "
-                        f"{hint} to store them as plain buffers (every constant the model needs "
-                        "is then in the file)")
 
 
 def _check_keys(path: str, weights, splits, constants) -> None:

@@ -143,6 +143,28 @@ def fold_dequantize(q, scale, zero_point, axis: int, block_size: int, node: str,
     return dequantize(q, scale, zero_point, axis), source
 
 
+def scaled_integers(q, q_name: str, scale, scale_name: str, value, node: str):
+    """The QuantSource of a weight stored as integers times a scale without a
+    DequantizeLinear (``Mul(Cast(q), scale)``, weight-only int8 exports):
+    ``value`` (what the folded Mul made) is the rule's ``q * scale`` (zero
+    point 0) bit for bit, and ``scale`` is one element or runs along one axis
+    of ``q``; else None (the value stays a plain float constant)."""
+    if q.dtype.name not in IMAGE_INT or scale.dtype.name not in SCALE_DTYPES or \
+            scale.ndim > q.ndim or value.shape != q.shape:
+        return None
+    padded = (1,) * (q.ndim - scale.ndim) + scale.shape
+    big = [a for a, d in enumerate(padded) if d != 1]
+    if len(big) > 1 or (big and padded[big[0]] != q.shape[big[0]]):
+        return None
+    axis = big[0] if big else None
+    flat = scale.reshape(-1)
+    want = dequantize(q, flat, None, axis)
+    if want.dtype != value.dtype or not np.array_equal(
+            want.view(f"u{want.itemsize}"), np.ascontiguousarray(value).view(f"u{want.itemsize}")):
+        return None
+    return QuantSource(q, q_name, flat, scale_name, None, "", axis, node)
+
+
 # -- moving with the folded steps -----------------------------------------------------------
 def axis_after(shape, axis: int, move) -> int | None:
     """Where axis ``axis`` of a tensor of ``shape`` lies after ``move`` (a

@@ -5,6 +5,7 @@ accounting's and --verify's lines.
 """
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 
@@ -100,6 +101,33 @@ def by_op(manifest: dict) -> dict[str, list[int]]:
     return dict(sorted(counts.items(), key=lambda kv: kv[0] not in COMPUTE_OPS))
 
 
+def buffer_kinds(manifest: dict, shown: int = 4) -> str:
+    """Why the manifest's buffers are buffers, counted by kind, most first:
+    "201 scalars, 6 Resize inputs" ('' without buffers). A buffer is a
+    weight over every layout's limit with --no-tiles (it has a role), a
+    compute op's weight no layout takes ("LSTM weights"), a one-element
+    constant ("scalars"), or another op's input ("Resize inputs")."""
+    counts: dict[str, int] = {}
+    for e in manifest["tensors"]:
+        if e["layout"] != "buffer":
+            continue
+        op = (e.get("consumer") or "").split(" ")[0] or "unused"
+        if e.get("role") is not None:
+            kind = ("weight", " over --max-image (--no-tiles)")
+        elif op in COMPUTE_OPS:
+            kind = (f"{op} weight", "")
+        elif math.prod(e["dims"]) == 1:
+            kind = ("scalar", "")
+        else:
+            kind = (f"{op} input", "")
+        counts[kind] = counts.get(kind, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    parts = [f"{n} {noun}{'s' * (n > 1)}{tail}" for (noun, tail), n in ranked[:shown]]
+    if len(ranked) > shown:
+        parts.append(f"{sum(n for _, n in ranked[shown:])} others")
+    return ", ".join(parts)
+
+
 def summary(manifest: dict, output: str) -> str:
     """One line: what was written, and its :func:`totals`."""
     return f"wrote {printable(output)}: {totals(manifest)}"
@@ -122,10 +150,29 @@ def totals(manifest: dict) -> str:
     split = f" ({', '.join(notes)})" if notes else ""
     ops = ", ".join(f"{op} {'/'.join(map(str, n))}"
                     for op, n in by_op(manifest).items())
+    why = buffer_kinds(manifest)
+    why = f"; the buffers hold what no image layout takes: {why}" if why else ""
     return (f"{len(images)} images{split}, {buffers} buffers "
             f"({total} bytes of {kinds or manifest['dtype']}), {len(manifest['skipped'])} "
-            f"skipped; by op (placed/buffers/skipped): {ops or 'none'}; "
+            f"skipped{why}; by op (placed/buffers/skipped): {ops or 'none'}; "
             f"manifest in metadata key {MANIFEST_KEY!r}; engine {manifest['engine']}")
+
+
+def memory_line(estimate: dict, here: bool = False) -> str:
+    """``--dry-run``'s line on the peak memory the conversion will take
+    (runtime.model.stream.peak_estimate): what converting adds to the process
+    that has read the model (the same for every run of the same model and
+    options), and with ``here`` the whole, as this process measures it (a
+    terminal's reader wants the number; a log keeps the line the same)."""
+    def mib(n: int) -> str:
+        return f"{n / 2**20:.1f} MiB"
+    more = estimate["largest"] + estimate["writing"] + estimate["ahead"]
+    line = (f"peak memory: reading the model, then {mib(more)} more to convert "
+            f"({mib(estimate['largest'])} for the tensor being converted: read from the file, "
+            f"moved, placed; {mib(estimate['writing'])} for the image being written; "
+            f"{mib(estimate['ahead'])} for the tensor read ahead); {mib(estimate['held'])} of "
+            "the model's constants stay in memory")
+    return line + (f"; about {estimate['total'] / 2**20:.0f} MiB in all here" if here else "")
 
 
 def accounting_line(manifest: dict) -> str:
@@ -148,6 +195,9 @@ def verified_line(manifest: dict, verified: int) -> str:
     exact = verified - winograd
     fmt = {"tflite": "TFLite"}.get(manifest.get("source_format"), "ONNX")
     dequantize = "DEQUANTIZE" if fmt == "TFLite" else "DequantizeLinear"
+    if any(str(e["dequantized"].get("node", "")).startswith("Mul ") for e in tensors
+           if "dequantized" in e):   # int8 weights stored as Mul(Cast(q), scale)
+        dequantize += " or Cast -> Mul"
     parts = [(exact - folded - kept - params, f"to their {fmt} weights"),
              (folded, f"to (q - zero_point) * scale of their {dequantize}"),
              (kept, "to their integers q"),

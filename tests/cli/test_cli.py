@@ -421,11 +421,15 @@ def test_max_image_fallback_and_failure(tmp_path, capsys):
     assert same_bits(back, model.weight_arrays(str(path))["fc.w"])
     assert "1 images (1 in 19 tiles)" in out
 
-    # ... unless --no-tiles: then it fails and leaves the output as it was
+    # ... unless --no-tiles: then it is a buffer, or with --images-only it fails and leaves
+    # the output as it was
+    images, manifest, out = convert(tmp_path, capsys, path, "--max-image", "16,16",
+                                    "--no-tiles")
+    assert manifest["tensors"][0]["layout"] == "buffer" and "1 weight over --max-image (--no-tiles)" in out
     (tmp_path / "keep.safetensors").write_bytes(b"old")
     code, _, err = run(capsys, "model", path, "-o", tmp_path / "keep.safetensors",
-                       "--max-image", "16,16", "--no-tiles")
-    assert code == 1 and "'fc.w'" in err and "16,16" in err and err.count("\n") == 1
+                       "--max-image", "16,16", "--no-tiles", "--images-only")
+    assert code == 1 and "left out: 'fc.w'" in err and "16,16" in err and err.count("\n") == 2
     assert (tmp_path / "keep.safetensors").read_bytes() == b"old"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 

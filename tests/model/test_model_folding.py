@@ -178,12 +178,12 @@ def lstm_model(tmp_path):
 def test_an_lstm_through_slice_concat_unsqueeze_keeps_every_weight(tmp_path, capsys):
     path = lstm_model(tmp_path)
     out = tmp_path / "w.safetensors"
-    code, _, err = run(capsys, "model", path, "-o", out)   # nothing dropped silently
-    assert code == 1 and "3 weight(s) cannot go on an image" in err, err
+    code, _, err = run(capsys, "model", path, "-o", out, "--images-only")   # named, each
+    assert code == 1 and "3 constant(s) the model needs cannot go on an image" in err, err
     for name in ("'W' (1, 12, 5) (LSTM rnn input 1)", "'R' (1, 12, 3) (LSTM rnn input 2)",
                  "'B' (1, 24) (LSTM rnn input 3)"):
-        assert name in err, (name, err)
-    code, stdout, err = run(capsys, "model", path, "-o", out, "--keep-buffers", "--verify")
+        assert f"clayout: left out: {name}" in err, (name, err)
+    code, stdout, err = run(capsys, "model", path, "-o", out, "--verify")   # buffers by default
     assert code == 0, err
     tensors, manifest = read_manifest(out)
     feeds = {"x": RNG.standard_normal((2, 1, INPUT)).astype(np.float32)}
@@ -243,27 +243,28 @@ def test_a_constant_through_an_op_clayout_does_not_evaluate_is_named(tmp_path, c
     nodes = [const("k", k), helper.make_node("Sin", ["k"], ["s"], name="sine"),
              helper.make_node("Add", ["x", "s"], ["y"])]
     path = save(tmp_path, nodes, ["y"], [helper.make_tensor_value_info("x", F32, [5])])
+    code, _, err = run(capsys, "model", path, "-o", tmp_path / "w.safetensors",
+                       "--images-only")
+    assert code == 1 and err.count("\n") == 2, err
+    assert "left out: 'k' (5,) (Sin sine input 0): Sin input 0 has no image role; every input " \
+        "of Sin sine is a constant, but clayout does not evaluate Sin" in err
     code, _, err = run(capsys, "model", path, "-o", tmp_path / "w.safetensors")
-    assert code == 1 and err.count("\n") == 1, err
-    assert "'k' (5,) (Sin sine input 0): Sin input 0 has no image role; every input of Sin " \
-        "sine is a constant, but clayout does not evaluate Sin" in err
-    code, _, err = run(capsys, "model", path, "-o", tmp_path / "w.safetensors", "--keep-buffers")
     assert code == 0, err
 
 
 def test_dead_constants_are_named_and_the_rest_kept(tmp_path, capsys):
     """A constant no output needs is dead; a (1, 4, 4) constant a Mul reads is
-    the model's: kept with --keep-buffers, named without."""
+    the model's: kept as a buffer by default, named with --images-only."""
     attn = RNG.standard_normal((1, 4, 4)).astype(np.float32)
     nodes = [const("attn", attn), const("unused_w", np.ones((3, 3), np.float32)),
              helper.make_node("Mul", ["x", "attn"], ["y"]),
              helper.make_node("MatMul", ["x", "unused_w"], ["dead_end"])]
     path = save(tmp_path, nodes, ["y"], [helper.make_tensor_value_info("x", F32, [1, 4, 4])])
-    code, _, err = run(capsys, "model", path, "-o", tmp_path / "w.safetensors")
+    code, _, err = run(capsys, "model", path, "-o", tmp_path / "w.safetensors",
+                       "--images-only")
     assert code == 1 and "'attn' (1, 4, 4) (Mul Mul#2 input 1)" in err and \
         "is not a per-channel vector" in err, err
-    code, out, err = run(capsys, "model", path, "-o", tmp_path / "w.safetensors",
-                         "--keep-buffers")
+    code, out, err = run(capsys, "model", path, "-o", tmp_path / "w.safetensors")
     assert code == 0, err
     tensors, manifest = read_manifest(tmp_path / "w.safetensors")
     assert np.array_equal(tensors["attn"].reshape(1, 4, 4), attn)
@@ -294,7 +295,7 @@ def test_the_accounting_rule():
     a = account([placed, dead, empty, src, made], {"p": "image", "made": "buffer"})
     assert a.totals() == {"float_constants": 4, "float_elements": 9, "placed": 3,
                           "folded": 4, "kept": 0, "dead": 2, "empty": 0}
-    with pytest.raises(ClayoutError, match="1 float constant.*'l' .5 elements.*--keep-buffers"):
+    with pytest.raises(ClayoutError, match="1 float constant.*'l' .5 elements.*--images-only"):
         account([placed, lost], {"p": "image"})
 
 

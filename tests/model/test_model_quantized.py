@@ -8,7 +8,7 @@
 - Integer operators: ConvInteger and MatMulInteger after DynamicQuantizeLinear
   (the scale found after them), QLinearConv (and its int32 bias),
   QLinearMatMul; the cases clayout cannot store exit 1 naming the weight.
-- LSTM and GRU weights: a failure naming them, or buffers with --keep-buffers.
+- LSTM and GRU weights: buffers by default, or a failure naming them with --images-only.
 - 1-D convolutions on conv2d_filter as (O, I, 1, K); 3-D refused.
 - The weights' own float type as the default dtype.
 Every stored image is compared with the reference engine's image of a
@@ -77,7 +77,9 @@ def fails(tmp_path, capsys, argv, *words):
     before = sorted(p.name for p in tmp_path.iterdir())
     code, out, err = run(capsys, "model", *argv)
     assert code == 1 and out == "", (out, err)
-    assert err.startswith("clayout: error: ") and err.count("\n") == 1, err
+    *listed, last = err.splitlines()   # with --images-only: one line per constant left out
+    assert last.startswith("clayout: error: ") and err.endswith("\n"), err
+    assert all(line.startswith("clayout: left out: ") for line in listed), err
     for w in words:
         assert w in err, (w, err)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
@@ -226,7 +228,8 @@ def test_qdq_unsupported_forms_name_the_weight(tmp_path, capsys):
           "DequantizeLinear 'dq' of 'q'", "scale of shape (3,)", "(4,) (per axis)")
     path = build(tmp_path, nodes, {"q": q.astype(np.int16), "s": floats(4),
                                    "z": ints(np.int16, 4)}, opset=21)
-    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--quantized", "keep"],
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--quantized", "keep",
+                             "--images-only"],
           "'w' (4, 3, 1, 1)", "int16 values", "--quantized fold")
     images, manifest, _ = convert(tmp_path, capsys, path)   # folding int16 is fine
     assert entry_of(manifest, "w")["dtype"] == "f32"
@@ -296,10 +299,11 @@ def test_qlinear_conv_and_matmul(tmp_path, capsys):
                                    "bs": b_scale, "bz": b_zero, **act},
                  inputs=[helper.make_tensor_value_info("x", TensorProto.UINT8, None)],
                  outputs=[helper.make_tensor_value_info("z", TensorProto.UINT8, None)])
-    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors"],
-          "3 weight(s) cannot go on an image", "'xs' () (QLinearConv qconv input 1)",
-          "an activation's quantization parameter", "--keep-buffers")
-    images, manifest, out = convert(tmp_path, capsys, path, "--keep-buffers")
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--images-only"],
+          "3 constant(s) the model needs cannot go on an image",
+          "left out: 'xs' () (QLinearConv qconv input 1)",
+          "an activation's quantization parameter", "drop --images-only")
+    images, manifest, out = convert(tmp_path, capsys, path)
     e = expect(images, manifest, "w", "conv2d_filter", w, "s8")
     expect(images, manifest, "w.scale", "argument", w_scale, "f32")
     expect(images, manifest, "w.zero_point", "argument", w_zero, "s8")
@@ -328,10 +332,10 @@ def test_integer_weights_that_cannot_be_stored_are_named(tmp_path, capsys):
     path = build(tmp_path, nodes, {"w": w}, inputs=[
         helper.make_tensor_value_info("x", TensorProto.UINT8, None)],
         outputs=[helper.make_tensor_value_info("y", TensorProto.INT32, None)])
-    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors"],
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--images-only"],
           "'w' (4, 3, 2, 2, 2) (ConvInteger conv3d input 1)", "a 3-D convolution",
-          "--keep-buffers")
-    stored, manifest, out = convert(tmp_path, capsys, path, "--keep-buffers")
+          "drop --images-only")
+    stored, manifest, out = convert(tmp_path, capsys, path)
     e = entry_of(manifest, "w")
     assert (e["layout"], e["dtype"], e["tag"]) == ("buffer", "s8", "abcde")
     assert np.array_equal(stored["w"], w) and "ConvInteger 0/1/0" in out
@@ -341,7 +345,7 @@ def test_integer_weights_that_cannot_be_stored_are_named(tmp_path, capsys):
     path = build(tmp_path, nodes, {"b": ints(np.int8, 4, 4)}, inputs=[
         helper.make_tensor_value_info("x", TensorProto.INT8, None)],
         outputs=[helper.make_tensor_value_info("y", TensorProto.INT32, None)])
-    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors"],
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--images-only"],
           "'b' (4, 4) (MatMulInteger mm input 1)", "zero point 'x'", "not a constant")
 
 
@@ -358,11 +362,12 @@ def test_recurrent_weights(tmp_path, capsys, op):
              helper.make_node("MatMul", ["y", "fc"], ["z"])]
     arrays["fc"] = floats(hidden, 2)
     path = build(tmp_path, nodes, arrays)
-    err = fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors"],
-                "3 weight(s) cannot go on an image", f"'W' (1, {gates * hidden}, 3) ({op} rnn "
-                "input 1)", "'R'", "'B'", "pass --keep-buffers")
+    err = fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--images-only"],
+                "3 constant(s) the model needs cannot go on an image",
+                f"left out: 'W' (1, {gates * hidden}, 3) ({op} rnn input 1)", "'R'", "'B'",
+                "drop --images-only")
     assert "'fc'" not in err
-    stored, manifest, out = convert(tmp_path, capsys, path, "--keep-buffers")
+    stored, manifest, out = convert(tmp_path, capsys, path)   # buffers, by default
     for name, tag in (("W", "abc"), ("R", "abc"), ("B", "ab")):
         e = entry_of(manifest, name)
         assert (e["layout"], e["tag"], tuple(e["dims"]), e["role"]) == \
@@ -396,7 +401,7 @@ def test_conv1d(tmp_path, capsys):
 def test_conv3d_is_refused(tmp_path, capsys):
     path = build(tmp_path, [helper.make_node("Conv", ["x", "w"], ["y"], name="c3")],
                  {"w": floats(4, 2, 3, 3, 3)})
-    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors"],
+    fails(tmp_path, capsys, [path, "-o", tmp_path / "o.safetensors", "--images-only"],
           "'w' (4, 2, 3, 3, 3) (Conv c3 input 1): Conv weight of rank 5 (a 3-D convolution): "
           "image layouts take 1-D and 2-D convolutions only")
 

@@ -172,9 +172,9 @@ def test_unknown_custom_op_constants_are_listed(tmp_path, capsys):
          T("anchors", (4, 4), data=weights(4, 4)), T("out", (1, 4))]
     path, _ = write(tmp_path, t, [Op("FULLY_CONNECTED", [0, 1], [2]),
                                   Op("TFLite_Detection_PostProcess", [2, 3], [4], custom=True)])
-    err = convert(capsys, path, code=1)   # the model needs them: named, and refused
+    err = convert(capsys, path, "--images-only", code=1)   # the model needs them: named
     assert "'anchors' (4, 4) (TFLite_Detection_PostProcess #1 input 1): custom op" in err
-    _, _, by, skipped, stdout = convert(capsys, path, "--keep-buffers")
+    _, _, by, skipped, stdout = convert(capsys, path)
     assert set(by) == {"fc/w", "anchors"} and by["anchors"]["layout"] == "buffer"
     assert by["anchors"]["consumer"] == "TFLite_Detection_PostProcess #1 input 1"
     assert by["anchors"]["reason"] == (
@@ -183,14 +183,14 @@ def test_unknown_custom_op_constants_are_listed(tmp_path, capsys):
     assert "TFLite_Detection_PostProcess 0/1/0" in stdout
 
 
-def test_a_weight_with_no_role_fails_unless_kept(tmp_path, capsys):
+def test_a_weight_with_no_role_is_a_buffer_unless_images_only(tmp_path, capsys):
     t = [T("x", (1, 2, 3)), T("fc/w", (4, 2, 3), data=weights(4, 2, 3)), T("out", (1, 4))]
     path, _ = write(tmp_path, t, [Op("FULLY_CONNECTED", [0, 1], [2])])
     before = files(tmp_path)
-    err = convert(capsys, path, code=1)
+    err = convert(capsys, path, "--images-only", code=1)
     assert "'fc/w' (4, 2, 3) (FULLY_CONNECTED #0 input 1): FULLY_CONNECTED weight of rank 3" in err
-    assert "--keep-buffers" in err and files(tmp_path) == before
-    images, _, by, _, _ = convert(capsys, path, "--keep-buffers")
+    assert "drop --images-only" in err and files(tmp_path) == before
+    images, _, by, _, _ = convert(capsys, path)
     assert by["fc/w"]["layout"] == "buffer"
 
 

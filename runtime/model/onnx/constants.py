@@ -37,6 +37,7 @@ from .. import quantization
 from ...errors import ClayoutError
 from ..graph import Constant, GraphIndex, Use, printable
 from .fold import FOLDED_OPS, MOVES, cast_type, evaluate, foldable
+from ..tensor_data import values
 from .reader import attr, tensor_array
 
 # -- walking the graphs ----------------------------------------------------------------
@@ -118,11 +119,29 @@ class _Reader:
                     to)
             elif quant is not None:   # a selection or arithmetic: its parameters no longer hold
                 quant = None
+            elif node.op_type == "Mul":   # Mul(Cast(q), scale): quantized without a DequantizeLinear
+                quant = self.scaled(sources, arrays[0], f"Mul {printable(label)}")
         except ClayoutError as exc:
             shown = ", ".join(repr(printable(s.name)) for s in sources if s is not None)
             raise ClayoutError(f"{self.where}: {node.op_type} {printable(label)!r} of the "
                                f"constants {shown}: {exc}") from None
         return [(a, quant) for a in arrays]
+
+    def scaled(self, sources, value, node: str):
+        """The QuantSource of ``Mul(Cast(q), scale)`` (either order) of an
+        integer constant q and a float scale, or None."""
+        if len(sources) != 2 or any(s is None or s.array is None for s in sources):
+            return None
+        value = values(value)
+        for cast, scale in (sources, sources[::-1]):
+            q = self.found.get(cast.folded_from[0]) if len(cast.folded_from) == 1 else None
+            if q is not None and q.array is not None and \
+                    cast.origin.rsplit(" -> ", 1)[-1].startswith("Cast "):
+                found = quantization.scaled_integers(values(q.array), q.name,
+                                                     values(scale.array), scale.name, value, node)
+                if found is not None:
+                    return found
+        return None
 
     def graph(self, graph, prefix: str, scope: dict, ids: ChainMap) -> tuple[list, list]:
         """Read one graph's constants (and its subgraphs'); (its nodes for the
@@ -160,8 +179,8 @@ class _Reader:
                     index.consumers.setdefault(name, []).append((node, label))
             record = _Node(reads, [prefix + out for out in node.output if out])
             nodes.append(record)
-            if foldable(node, data):
-                self.made(node, label, prefix, local, sources, data)
+            if foldable(node, data):   # evaluated: a large tensor's values read now
+                self.made(node, label, prefix, local, sources, [values(d) for d in data])
                 ids.update((out, prefix + out) for out in node.output if out)
                 continue
             note = "" if not data or any(d is None for d in data) or \

@@ -2,7 +2,10 @@
 fields or external data, every byte count checked before anything is
 allocated), node attributes, and the graph's inputs and outputs.
 
-External data must lie inside the model's folder.
+External data must lie inside the model's folder. A tensor of at least
+runtime.model.tensor_data.LAZY_BYTES in a file (external data, or a large
+inline tensor that runtime.model.onnx.inline left in the model file) is a
+FileSpan, read when its conversion needs it.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from ...fileio import input_size
 from ...limits import check_host_bytes
 from ..formats import refuse_foreign
 from ..graph import printable
+from ..tensor_data import LAZY_BYTES, FileSpan
+from . import inline
 
 # onnx (the optional model extra) is imported inside functions: need_onnx() says
 # what to install; the others run only on a model it loaded.
@@ -49,10 +54,20 @@ def _np_dtype(tensor, where: str):
                            f"{tensor.data_type}, which clayout cannot read") from None
 
 
-def _external_bytes(tensor, nbytes: int, folder: str, where: str) -> bytes:
+def _external_span(tensor, nbytes: int, folder: str, where: str,
+                   dtype: np.dtype) -> tuple[str, int]:
+    """(file, offset) of an external tensor's ``nbytes`` bytes, every claim
+    checked against the file; a tensor inline.py moved out of a large inline
+    model lies in the model's own file (``where``)."""
     info = {e.key: e.value for e in tensor.external_data}
     location = info.get("location", "")
     shown = f"tensor {tensor.name!r}"
+    if location == inline.IN_MODEL_FILE:   # its raw_data, where the model file holds it
+        if int(info["length"]) != nbytes:
+            raise ClayoutError(f"{where}: tensor {tensor.name!r} with dims "
+                               f"{tuple(tensor.dims)} needs {nbytes} bytes of {dtype.name}, "
+                               f"its data has {info['length']}")
+        return where, int(info["offset"])
     real_folder = os.path.realpath(folder)
     path = os.path.realpath(os.path.join(real_folder, location))
     if not location or os.path.isabs(location) or \
@@ -78,9 +93,7 @@ def _external_bytes(tensor, nbytes: int, folder: str, where: str) -> bytes:
         raise ClayoutError(f"{needs} from offset {offset} of {location!r}, a {size}-byte file "
                            f"that holds only {max(size - offset, 0)} bytes from that offset; a "
                            "truncated data file?")
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(nbytes)
+    return path, offset
 
 
 def tensor_array(tensor, where: str, folder: str) -> np.ndarray | None:
@@ -97,7 +110,9 @@ def tensor_array(tensor, where: str, folder: str) -> np.ndarray | None:
     if tensor.data_location == onnx.TensorProto.EXTERNAL:   # read into memory: checked first
         check_host_bytes(nbytes, f"{where}: tensor {printable(tensor.name)!r} with dims {dims}",
                          "a corrupt model?")
-        raw = _external_bytes(tensor, nbytes, folder, where)
+        span = FileSpan(*_external_span(tensor, nbytes, folder, where, dtype), dims,
+                        dtype.newbyteorder("<"))
+        return span if nbytes >= LAZY_BYTES else span.read()   # large: read when converted
     elif tensor.HasField("raw_data"):
         raw = tensor.raw_data
     else:
@@ -152,8 +167,10 @@ def load(path: str):
     onnx = need_onnx()
     input_size(path, "an ONNX model")
     refuse_foreign(path)   # a .tflite, .pt, .npy, .safetensors: named, not a protobuf error
-    try:
-        model = onnx.load(path, load_external_data=False)
+    try:   # large inline tensors stay in the file (inline.py), read when converted
+        data = inline.stripped(path, LAZY_BYTES)
+        model = onnx.load(path, load_external_data=False) if data is None else \
+            onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf DecodeError and friends
         text = " ".join(str(exc).split()) or type(exc).__name__
         raise ClayoutError(f"{path}: not an ONNX model (the protobuf does not parse: "

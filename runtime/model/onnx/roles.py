@@ -29,7 +29,7 @@ ARGUMENT_INPUTS = {"Conv": (2,), "ConvTranspose": (2,), "Gemm": (2,),
                    "InstanceNormalization": (1, 2), "LayerNormalization": (1, 2),
                    "Add": (0, 1), "Sub": (0, 1), "Mul": (0, 1), "Div": (0, 1)}
 # ops whose float constant inputs are weights: one with no image role never goes
-# unnoticed (the command fails naming it, or --keep-buffers stores it as a buffer)
+# unnoticed (a plain buffer, or with --images-only the command fails naming it)
 FLOAT_COMPUTE_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU", "RNN",
                      "Attention", "MultiHeadAttention")
 COMPUTE_OPS = FLOAT_COMPUTE_OPS + tuple(INTEGER_OPS)

@@ -44,6 +44,7 @@ from ..graph import Constant, Use, printable
 from .file import tensor_array
 from .fold import FOLDED_OPS, MOVES, PASSED_ON, evaluate, foldable
 from .sparse import densify
+from ..tensor_data import values
 
 
 
@@ -104,7 +105,7 @@ def _constant(t, name: str, where: str) -> Constant:
         array = densify(array, tuple(t.shape), t.sparsity, name)
         origin += " (sparse, densified)"
     if t.quantization is not None and array.dtype.kind in "iu":   # the reader: a scale
-        return _dequantized(t, array, name, origin, where)
+        return _dequantized(t, values(array), name, origin, where)   # folded now, held
     return Constant(name, array, array.dtype.name, tuple(t.shape), origin)
 
 
@@ -128,13 +129,13 @@ def _fold(op, inputs: list, out, name: str, label: str, where: str) -> Constant:
     if op.op in PASSED_ON:
         return _passed_on(op, inputs[0], out, name, label, where)
     try:
-        array = evaluate(op, [c.array for c in inputs], out)
+        array = evaluate(op, [values(c.array) for c in inputs], out)
     except ClayoutError as exc:
         shown = ", ".join(repr(printable(c.name)) for c in inputs)
         raise ClayoutError(f"{where}: {op.op} {label} of the constants {shown}: {exc}") from None
     quant = None
     if op.op in MOVES and inputs[0].quant is not None:   # its integers moved along
-        rest = [c.array for c in inputs[1:]]
+        rest = [values(c.array) for c in inputs[1:]]
         quant = quantization.follow(op.op, inputs[0].quant,
                                     lambda a: evaluate(op, [a] + rest, replace(out, dtype=a.dtype.name)))
     data = inputs if op.op in ("CONCATENATION", "PACK") else inputs[:1]

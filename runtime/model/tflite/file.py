@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import math
+import mmap
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ import numpy as np
 from . import schema
 from ...errors import ClayoutError
 from ...fileio import input_size
-from ...limits import check_host_bytes
+from ..tensor_data import LAZY_BYTES, FileSpan, release_pages
 from .flatbuffer import FlatBuffer, Table
 from .sparse import DimMeta, Sparsity
 
@@ -58,7 +59,8 @@ class Tensor:
     shape: tuple[int, ...]
     dtype: str                 # numpy name, else the TFLite type in lower case, or "type N"
     buffer: int                # buffer index
-    data: bytes | None         # the constant bytes of its buffer, None when the buffer is empty
+    data: bytes | FileSpan | None   # its buffer's bytes (a large one's FileSpan in the
+    #                                 model file), None when the buffer is empty
     quantization: Quantization | None   # None when absent or with no scale
     sparsity: Sparsity | None
     is_variable: bool
@@ -117,28 +119,29 @@ def load(path: str) -> TFLiteModel:
     """Read and check the TensorFlow Lite model at ``path``; anything that is
     not one (missing, a folder, empty, another format, truncated, corrupt) is a
     one-line ClayoutError."""
-    size = input_size(path, "a TensorFlow Lite model")
-    try:
-        check_host_bytes(size, f"reading the TensorFlow Lite model {path}",
-                         "a model this large cannot be read on this machine")
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise ClayoutError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse(data, path)
+    input_size(path, "a TensorFlow Lite model")
+    try:   # mapped, not read: the tables are parsed, a buffer's bytes read when converted
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return parse(data, path, in_file=True)
+    except (OSError, ValueError) as exc:
+        raise ClayoutError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") \
+            from None
 
 
-def parse(data: bytes, path: str = "<bytes>") -> TFLiteModel:
-    """The model in ``data`` (the bytes of a .tflite file; ``path`` names it in errors)."""
+def parse(data, path: str = "<bytes>", in_file: bool = False) -> TFLiteModel:
+    """The model in ``data`` (the bytes of a .tflite file, or the file mapped
+    into memory; ``path`` names it in errors). ``in_file``: ``data`` is the
+    file at ``path``, so a buffer of at least LAZY_BYTES is a FileSpan, read
+    when converted, instead of bytes copied now."""
     if len(data) < 8 or data[4:8] != IDENTIFIER:
         raise ClayoutError(f"{path}: not a TensorFlow Lite model (no TFL3 identifier at byte 4)")
-    buf = FlatBuffer(bytes(data), path, "TensorFlow Lite model")
+    buf = FlatBuffer(data if in_file else bytes(data), path, "TensorFlow Lite model")
     fields = schema.MODEL
     model = buf.root("the model")
     version = model.scalar(fields["version"], "I", 0, "version")
     codes = [_opcode(t) for t in model.tables(fields["operator_codes"], "operator_codes",
                                                "operator code {}")]
-    buffers = _Buffers(buf, model.tables(fields["buffers"], "buffers", "buffer {}"))
+    buffers = _Buffers(buf, model.tables(fields["buffers"], "buffers", "buffer {}"), in_file)
     description = model.string(fields["description"], "description")
     subgraphs = tuple(_subgraph(t, k, codes, buffers)
                       for k, t in enumerate(model.tables(fields["subgraphs"], "subgraphs",
@@ -159,7 +162,14 @@ def tensor_array(tensor: Tensor) -> np.ndarray | None:
     if len(tensor.data) % dtype.itemsize:
         raise ClayoutError(f"tensor {tensor.name!r}: its {len(tensor.data)} bytes are not a "
                            f"whole number of {tensor.dtype} values")
-    values = np.frombuffer(tensor.data, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False)
+    if isinstance(tensor.data, FileSpan) and tensor.sparsity is None:   # read when converted
+        if len(tensor.data) != math.prod(tensor.shape) * dtype.itemsize:
+            raise ClayoutError(f"tensor {tensor.name!r} with shape {tensor.shape} of "
+                               f"{tensor.dtype} needs {math.prod(tensor.shape)} values, its "
+                               f"data holds {len(tensor.data) // dtype.itemsize}")
+        return tensor.data.view(dtype, tensor.shape)
+    data = tensor.data.read().tobytes() if isinstance(tensor.data, FileSpan) else tensor.data
+    values = np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False)
     if tensor.sparsity is not None:
         return values
     if values.size != math.prod(tensor.shape):
@@ -170,10 +180,12 @@ def tensor_array(tensor: Tensor) -> np.ndarray | None:
 
 # -- the tables -----------------------------------------------------------------------------
 class _Buffers:
-    """The model's buffers, each read (its bytes sliced) once, when a tensor uses it."""
+    """The model's buffers, each read (its bytes sliced) once, when a tensor
+    uses it; with ``in_file`` one of at least LAZY_BYTES is a FileSpan of the
+    model file instead (its bytes read when converted)."""
 
-    def __init__(self, buf: FlatBuffer, tables: list[Table]):
-        self.buf, self.spans, self.bytes = buf, [], {}
+    def __init__(self, buf: FlatBuffer, tables: list[Table], in_file: bool = False):
+        self.buf, self.spans, self.bytes, self.in_file = buf, [], {}, in_file
         for t in tables:
             fields = schema.BUFFER
             start, count = t.vector(fields["data"], 1, "data")
@@ -183,6 +195,8 @@ class _Buffers:
             # offset > 1 and size > 0; offset 1 / size 0 are sentinels
             self.spans.append((offset, size, True) if offset > 1 and size > 0
                               else (start, count, False))
+            if in_file and count >= LAZY_BYTES:   # its data is read when converted
+                release_pages(buf.data, start, count)
 
     def __len__(self) -> int:
         return len(self.spans)
@@ -196,7 +210,10 @@ class _Buffers:
                 raise ClayoutError(f"{self.buf.path}: buffer {index}{user} claims {size} bytes "
                                    f"at offset {start}, past the end of the {self.buf.size}-byte "
                                    "file (truncated?)")
-            self.bytes[index] = self.buf.data[start:start + size] if size else None
+            if self.in_file and size >= LAZY_BYTES:
+                self.bytes[index] = FileSpan(self.buf.path, start, (size,), np.dtype("u1"))
+            else:
+                self.bytes[index] = bytes(self.buf.data[start:start + size]) if size else None
         return self.bytes[index]
 
     def check_unused(self) -> None:

@@ -52,7 +52,7 @@ WEIGHT_INPUT = {op: 1 for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTE
                 + TRANSPOSED_CONV_OPS}
 FLOAT_TYPES = ("float32", "float16", "float64", "bfloat16")
 # operators whose constant inputs are weights: one with no image role never
-# goes unnoticed (the command fails naming it, or --keep-buffers stores it)
+# goes unnoticed (a plain buffer, or with --images-only the command fails naming it)
 COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL", "CONV_3D",
                "CONV_3D_TRANSPOSE", "EMBEDDING_LOOKUP") + TRANSPOSED_CONV_OPS + SEQUENCE_OPS
 
