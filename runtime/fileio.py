@@ -319,3 +319,29 @@ def npy_writer(arr: np.ndarray):
 def save_npy(path: str, arr: np.ndarray, inputs=()) -> None:
     """Write ``arr`` as a .npy file atomically (see ``atomic_write``)."""
     atomic_write(path, npy_writer(arr), inputs)
+
+# -- tiles of an image over a limit, one .npy each -------------------------------------------
+def tile_path(path: str, tile) -> str:
+    """OUT.npy -> OUT.tile-R-C.npy: the file of the tile at row R, column C."""
+    stem = path[:-4] if path.endswith(".npy") else path
+    return f"{stem}.tile-{tile.row}-{tile.col}.npy"
+
+
+def save_tiles(path: str, arrays, plan, inputs=()) -> list[str]:
+    """One .npy per tile beside ``path``, all written before any is renamed
+    into place: a failure leaves every old tile file as it was."""
+    paths = [tile_path(path, tile) for tile in plan.tiles]
+    atomic_write_all([(p, npy_writer(arr)) for p, arr in zip(paths, arrays)], inputs)
+    return paths
+
+
+def load_tiles(path: str, plan):
+    """The tuple of tiles ``to-image --max-image`` wrote for ``path`` under ``plan``."""
+    paths = [tile_path(path, t) for t in plan.tiles]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise ClayoutError(f"the {plan.layout.name} image {plan.image[0]}x{plan.image[1]} over "
+                           f"--max-image {plan.max_image[0]},{plan.max_image[1]} comes as "
+                           f"{len(paths)} tiles {paths[0]} .. {paths[-1]}; missing: "
+                           + ", ".join(missing))
+    return tuple(load_npy(p) for p in paths)

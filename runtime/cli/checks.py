@@ -1,5 +1,5 @@
 """What the ``clayout`` command line checks before any work (runtime.cli,
-runtime.cli.commands): the dtype options of each command and the output's
+its command modules): the dtype options of each command and the output's
 extension (the refusal of an image with no elements is the doors', with the
 command line's wording: runtime/doors/parse.py ``Wording``). Each failure is a
 ClayoutError: one line, exit 1, nothing written."""

@@ -32,6 +32,8 @@ from ..algebra.tiles import plan_of
 from ..api import to_image
 from ..engine import choose_engine
 from ..errors import ClayoutError
+from .args import add_engine
+from .checks import check_output_kind
 from ..model import manifest as mf, report
 
 SAMPLE = "data/sample_cnn.onnx"
@@ -283,3 +285,21 @@ def _ppocr(tmp: str, engine) -> bool:
     print(f"{'found in the cache' if cached else 'PyPI reachable, fetched'}: converting {det} "
           f"({os.path.getsize(det)} bytes; every weight in a Constant node, 0 initializers)")
     return _convert_and_check(det, os.path.join(tmp, "ppocr_det.safetensors"), engine, 12)
+
+
+# -- the command ---------------------------------------------------------------------------
+def register(command) -> None:
+    p = command("demo", cmd_demo, "convert the bundled sample CNN and check the round trip")
+    add_engine(p, default="auto",
+                   help="engine (default auto: OpenCL when a device exists, else cpu)")
+    p.add_argument("-o", "--output", metavar="OUT.safetensors",
+                   help="keep the converted file here (default: a temporary folder)")
+    p.add_argument("--ppocr", action="store_true",
+                   help="also fetch PaddleOCR's PP-OCRv4 detector from PyPI (cached in "
+                   "$CLAYOUT_CACHE or ~/.cache/clayout) and convert it, when PyPI is reachable")
+
+
+def cmd_demo(args) -> int:
+    if args.output:
+        check_output_kind(args)
+    return run(args)

@@ -24,7 +24,11 @@ import numpy as np
 from ..algebra.catalog import image_layout
 from ..algebra.layout import ImageDesc, ImageLayout
 from ..api import to_image
+from ..algebra import catalog
 from ..errors import ClayoutError
+from ..fileio import atomic_write, check_output
+from .args import parse_dims
+from .checks import check_output_kind
 
 INSTALL_HINT = "clayout show needs matplotlib: pip install 'clayout[plot]'"
 CHANNEL_DIM = {"activation": 1, "filter": 0, "depthwise": 1, "argument": 0}
@@ -133,7 +137,6 @@ def lane_label(names: list[str], dims, flat: int) -> str:
 def figure(layout, dims, formula: str | None = None):
     """The labelled matplotlib Figure of ``layout`` for logical ``dims``."""
     Figure, FigureCanvasAgg = require_matplotlib()
-    from matplotlib.patches import Patch, Rectangle
     layout = image_layout(layout)
     names = list(ImageDesc(layout, dims).layout.placed_names)   # the 5-D form for 5-D dims
     # a Winograd layout: the lanes hold U's elements (o, i, u, v), so its placement is drawn
@@ -143,7 +146,6 @@ def figure(layout, dims, formula: str | None = None):
         raise ClayoutError(f"layout {layout.name!r} with dims {dims} is an empty "
                            f"{'x'.join(map(str, image.shape))} {image.storage.name}; "
                            "nothing to draw")
-    cdim = CHANNEL_DIM.get(layout.kind, 1 if len(dims) > 1 else 0)
     cells, xlabels, ylabels, layer_starts, note = drawn(image, element_map(layout, dims))
     height, width = cells.shape[:2]
     if max(width, height) > MAX_IMAGE_SIDE:
@@ -155,16 +157,26 @@ def figure(layout, dims, formula: str | None = None):
     # lane k of pixel (x, y) sits at sub-cell (k % 2, k // 2) of its cell
     grid = cells.reshape(height, width, ly, lx).transpose(0, 2, 1, 3).reshape(height * ly, width * lx)
     labelled = grid.size <= MAX_LABELLED_LANES
-
     lane_w, lane_h = (0.72, 0.36) if labelled else (0.12, 0.12)
     fig_w = min(max(width * lx * lane_w + 1.4, 8.0), 24)   # the title needs about 8 inches
     fig_h = min(max(height * ly * lane_h + 2.9, 4.0), 18)
     fig = Figure(figsize=(fig_w, fig_h), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    _lanes(ax, layout, dims, names, grid, (width, height), (lx, ly), labelled)
+    _axes(ax, image, (width, height), xlabels, ylabels, layer_starts)
+    fig.suptitle(_title(image, names, note, formula), fontsize=9)
+    _legend(fig, layout, dims, names)
+    return fig
+
+
+def _lanes(ax, layout, dims, names, grid, size, lanes, labelled) -> None:
+    """The lanes as coloured cells: padding hatched, each labelled with its
+    logical index where there is room, pixel borders thick, lane borders thin."""
+    from matplotlib.patches import Rectangle
+    (width, height), (lx, ly) = size, lanes
     rgb = colours(layout, dims, grid)
-    ax.imshow(rgb, extent=(0, width, height, 0), aspect="auto",
-              interpolation="nearest")
+    ax.imshow(rgb, extent=(0, width, height, 0), aspect="auto", interpolation="nearest")
     pads = np.argwhere(grid == -1)
     if len(pads) <= 4096:   # hatch padding lanes so they read as "empty" in grey print too
         for gy, gx in pads:
@@ -192,7 +204,12 @@ def figure(layout, dims, formula: str | None = None):
         if ly == 2 and labelled:
             for y in range(height):
                 ax.axhline(y + 0.5, color="white", linewidth=0.5)
-    for z, x0 in enumerate(layer_starts):   # a 3-D storage: each layer framed and named
+
+
+def _axes(ax, image, size, xlabels, ylabels, layer_starts) -> None:
+    """Ticks and labels of x and y; each layer of a 3-D storage framed and named."""
+    width, height = size
+    for z, x0 in enumerate(layer_starts):
         ax.axvline(x0, color="crimson", linewidth=3)
         ax.text(x0 + 0.05, -0.08, f"z={z}", ha="left", va="bottom", fontsize=9, color="crimson",
                 transform=ax.get_xaxis_transform())
@@ -207,6 +224,11 @@ def figure(layout, dims, formula: str | None = None):
     ax.set_xlabel("x within the row (pixels)" if on_buffer else "x (image column, pixels)")
     ax.set_ylabel("first x of the row" if on_buffer else "y (image row, pixels)")
 
+
+def _title(image, names, note, formula) -> str:
+    """The figure's title: the layout, its tag and placement, the dims, the
+    storage and lanes, and the pixel formula."""
+    layout, dims = image.layout, image.dims
     dims_text = ", ".join(f"{n.upper()}={d}" for n, d in zip(names, dims))
     lanes_text = {4: "RGBA: each pixel's lanes R G / B A", 1: "one channel (CL_R)",
                   2: "RG: each texel's lanes R G", 3: "RGB: each texel's lanes R G / B"}.get(
@@ -215,13 +237,18 @@ def figure(layout, dims, formula: str | None = None):
         lanes_text += ", the innermost dim whole in one texel"
     size = " x ".join(map(str, image.shape))
     placing = f"rows {layout.rows}" + (f", layers {layout.layers}" if layout.layers else "")
-    title = (f"{layout.name}   tag {layout.tag}, {placing}   {dims_text}\n"
-             f"{image.storage.name} {size} pixels, {lanes_text}"
-             + (f"\n{note}" if note else "") + "\n"
-             f"pixel ({', '.join(image.storage.coords)}), lane k -> "
-             f"{formula or 'custom layout: from the tag'}")
-    fig.suptitle(title, fontsize=9)
+    return (f"{layout.name}   tag {layout.tag}, {placing}   {dims_text}\n"
+            f"{image.storage.name} {size} pixels, {lanes_text}"
+            + (f"\n{note}" if note else "") + "\n"
+            f"pixel ({', '.join(image.storage.coords)}), lane k -> "
+            f"{formula or 'custom layout: from the tag'}")
 
+
+def _legend(fig, layout, dims, names) -> None:
+    """What a lane's colour says: the channel's hue, the shade of its
+    position, the hatch of a padding lane."""
+    from matplotlib.patches import Patch
+    cdim = CHANNEL_DIM.get(layout.kind, 1 if len(dims) > 1 else 0)
     others = ", ".join(n for i, n in enumerate(names) if i != cdim)
     channel = names[cdim]
     handles = []
@@ -239,9 +266,32 @@ def figure(layout, dims, formula: str | None = None):
                          label="padding lane\n(block tail, always 0)"))
     fig.legend(handles=handles, loc="outside lower center", fontsize=8, ncols=4,
                title="colour of a lane", title_fontsize=8, frameon=True)
-    return fig
 
 
 def save_png(fig, file) -> None:
     """Write ``fig`` as PNG to an open binary file (or a path)."""
     fig.savefig(file, format="png", dpi=100)
+
+
+# -- the command ---------------------------------------------------------------------------
+def register(command) -> None:
+    p = command("show", cmd_show, "draw an image layout as a labelled PNG (needs matplotlib: "
+                "pip install 'clayout[plot]')")
+    p.add_argument("layout", metavar="NAME")
+    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+    p.add_argument("-o", "--output", required=True, metavar="PIC.png")
+
+
+def cmd_show(args) -> int:
+    """Draw the layout as a labelled PNG (needs the optional matplotlib extra)."""
+    require_matplotlib()   # before any work: without it, one line and nothing written
+    check_output(args.output)
+    check_output_kind(args)
+    layout = image_layout(args.layout)
+    image = ImageDesc(layout, args.dims)
+    fig = figure(layout, image.dims, formula=catalog.formula(layout))
+    atomic_write(args.output, lambda f: save_png(fig, f))
+    px_w, px_h = (round(v) for v in fig.get_size_inches() * fig.dpi)
+    print(f"wrote {args.output}: {px_w}x{px_h} PNG of the {'x'.join(map(str, image.shape))} "
+          f"{image.layout.name} {image.storage.noun} (dims {','.join(map(str, image.dims))})")
+    return 0

@@ -23,9 +23,31 @@ from ..algebra.storage import Limits
 from ..algebra.tags import parse_tag
 from ..errors import ClayoutError
 from ..limits import host_limit, human
+from ..cpu import geometry, native
+from .args import parse_dims, parse_size
 from .checks import PROG
 
 LIMITS = ((8192, 8192), (16384, 16384))   # checked by `info`: OpenCL's minimum, common mobile GPUs
+
+
+def register(command) -> None:
+    """info, caches and devices: what clayout knows of layouts, its caches, the machine."""
+    p = command("info", cmd_info, "describe an image layout for some dims, or list an "
+                "engine's layouts (--engine NAME)")
+    p.add_argument("layout", metavar="NAME", nargs="?")
+    p.add_argument("--dims", type=parse_dims, metavar="D")
+    p.add_argument("--engine", metavar="ENGINE", dest="peer",
+                   help="an inference engine whose image layouts clayout names ("
+                   + ", ".join(peers.PEERS) + "): alone, list them with its own names; "
+                   "with 'any' and --role, choose among them under its own limits")
+    p.add_argument("--role", choices=tuple(placement.ROLES),
+                   help="with the layout 'any': choose for this role (reason on stderr)")
+    p.add_argument("--max-image", type=parse_size, metavar="W,H",
+                   help="a 2-D image limit for 'any' (default: the engine's device, "
+                   "else none; arrays and 3-D images get OpenCL's minimums within "
+                   "it); also prints the tiles of a 2-D image over it")
+    command("caches", cmd_caches, "list every cache clayout keeps: entries, size, variable")
+    command("devices", cmd_devices, "list OpenCL devices and their image limits")
 
 
 def layout_arg(args):
@@ -276,3 +298,39 @@ def load_every_module() -> list[tuple[str, str]]:
         except ImportError as exc:
             skipped.append((mod.name, str(exc)))
     return skipped
+
+
+# -- devices -----------------------------------------------------------------------------
+def cpu_lines() -> list[str]:
+    """What the cpu engine runs on and with: the machine's caches and cores
+    as read from the OS, and its path (compiled moves or numpy) and why."""
+    return [f"cpu: {geometry.MACHINE.describe()}; {geometry.THREADS} worker thread(s)",
+            f"cpu engine: {native.status()}"]
+
+
+def cmd_devices(args) -> int:
+    for line in cpu_lines():
+        print(line)
+    try:
+        from ..opencl.device import device_list   # pyopencl: only when it is installed
+        found, reason = device_list()
+    except Exception as exc:  # import errors, a missing ICD loader
+        found, reason = None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if not found:
+        print(f"no OpenCL device found ({reason}); clayout uses the cpu engine")
+        return 0
+    for plat, dev, info in found:
+        image = f"images up to {info['image2d'][0]}x{info['image2d'][1]}" \
+            if info["image_support"] else "no image support"
+        print(f"{info['ctx']}  {plat.strip()}: {dev.strip()} [{info['type']}, "
+              f"{info['version'].strip()}] {image}, max alloc {info['max_alloc'] >> 20} MiB, "
+              f"fp16 {'yes' if info['fp16'] else 'no'}, images over buffers "
+              f"{'yes' if info['from_buffer'] else 'no'}")
+    if len(found) > 1:
+        print("choose one with PYOPENCL_CTX=P:D (the number before it); by default the "
+              "first with image support")
+    try:
+        print("engine auto: " + engines.choose_engine("auto")[1])
+    except ClayoutError as exc:
+        print(f"engine auto: unavailable ({exc})")
+    return 0

@@ -23,12 +23,32 @@ from ..algebra.output import output_rule
 from ..algebra.desc import MemoryDesc
 from ..algebra.layout import ImageDesc
 from ..engine import opencl_available
+from .args import parse_dims, parse_wh
 from ..errors import ClayoutError
 
 RESULTS = ("tensor", "argmax", "softmax", "sigmoid", "threshold")
 
 
-def add_arguments(p, parse_dims, parse_wh) -> None:
+def register(command) -> None:
+    """kernel and accessor: the OpenCL C clayout renders."""
+    add_arguments(command("kernel", cmd_kernel, "print the OpenCL C kernel of one "
+                          "conversion (--src and --dst, --src and --layout, --layout and "
+                          "--dst), frame (--frame) or read_output (--read-output); with --gpu "
+                          "NAME --access, what a GPU's memory system makes of it"))
+    p = command("accessor", cmd_accessor, "print the OpenCL C accessor of a layout: functions "
+                "that read (and write) it by logical index, a header to #include")
+    p.add_argument("layout", metavar="LAYOUT", nargs="?",
+                   help="an image layout (named or 'TAG:ROWS[:LANES]'); or --tag for a buffer")
+    p.add_argument("--tag", metavar="TAG", help="a buffer layout instead of an image layout")
+    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+    p.add_argument("--dtype", metavar="T", default="f32", help="the tensor's dtype (f32)")
+    p.add_argument("--write", action="store_true", help="store functions too (write access)")
+    p.add_argument("--generic", action="store_true",
+                   help="numbers as arguments: one program for every shape of the layout")
+    p.add_argument("--name", default="t", metavar="N", help="the prefix of every symbol (t)")
+
+
+def add_arguments(p) -> None:
     p.add_argument("--dims", type=parse_dims, metavar="D",
                    help="logical dims (not with --frame: the frame's output gives them)")
     p.add_argument("--src", metavar="TAG")
@@ -238,3 +258,20 @@ def _family(chosen: str) -> tuple[bool, str]:
     device = default().device
     tiled, why = family_of(device)
     return tiled, f"{device.name}: {why}"
+
+
+def cmd_accessor(args) -> int:
+    """Print the accessor of an image layout (LAYOUT) or a buffer (--tag)."""
+    from ..opencl.accessor import accessor   # pyopencl and mako: this command only
+    if (args.layout is None) == (args.tag is None):
+        raise ClayoutError("give an image layout (LAYOUT) or a buffer layout (--tag TAG), "
+                           "not both and not neither")
+    side = MemoryDesc(args.dims, args.dtype, tag=args.tag) if args.tag else \
+        ImageDesc(image_layout(args.layout), args.dims, args.dtype)
+    acc = accessor(side, name=args.name, access="write" if args.write else "read",
+                   generic=args.generic)
+    print(acc.source, end="")
+    if acc.values:   # the numbers this shape passes after the storage
+        print(f"// arguments for dims {','.join(map(str, args.dims))}: "
+              + " ".join(f"{args.name}_n{i}={int(v)}" for i, v in enumerate(acc.values)))
+    return 0

@@ -8,7 +8,7 @@ Dims are always logical and comma-separated (``1,64,224,224``). A plain-tagged
 it). Outputs are written to a temporary file in the same folder and renamed
 into place, so a failure never leaves a half-written file. This module runs
 the command runtime/cli/parser.py parses; each command runs in
-runtime.cli.commands and its siblings.
+its command module (runtime/cli/convert.py and its siblings).
 
 Example::
 

@@ -19,13 +19,20 @@ import numpy as np
 from ..errors import ClayoutError
 from ..fileio import atomic_write, check_output, load_npy, save_npy
 from ..doors.read_output import read_output
+from .args import add_engine, parse_dims
 from .checks import PROG
 
 KINDS = {".npy": "a .npy array (the tensor, or the argmax indices)",
          ".csv": "a CSV of a threshold's elements", ".png": "an argmax class mask"}
 
 
-def add_arguments(p, parse_dims, engines_names, engine_help) -> None:
+def register(command) -> None:
+    add_arguments(command("output", cmd_output, "a network's output read back as its tensor, "
+                          "argmax or the values above a threshold, in one pass "
+                          "(docs/outputs.md)"))
+
+
+def add_arguments(p) -> None:
     p.add_argument("input", metavar="IN.npy", help="the output: an image array in its layout "
                    "(as to-image writes it) or a buffer in its tag")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
@@ -42,7 +49,7 @@ def add_arguments(p, parse_dims, engines_names, engine_help) -> None:
     p.add_argument("--top-k", type=int, metavar="K", help="with --threshold: the K largest")
     p.add_argument("--dst", metavar="TAG", help="the tensor's tag (default: plain, nchw at 4-D)")
     p.add_argument("--dtype", default="f32", metavar="T", help="the tensor's dtype: f32, f16")
-    p.add_argument("--engine", choices=engines_names, help=engine_help)
+    add_engine(p)
     p.add_argument("--no-check-padding", dest="check_padding", action="store_false",
                    help="read an image whose padding lanes are not zero (another engine's "
                    "garbage); by default a non-zero padding lane is refused as wrong --dims")
@@ -182,4 +189,4 @@ def mask_png(indices: np.ndarray, classes: int) -> bytes:
     return buf.getvalue()
 
 
-__all__ = ["add_arguments", "cmd_output", "mask_png", "palette"]
+__all__ = ["register", "cmd_output", "mask_png", "palette"]

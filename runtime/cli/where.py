@@ -22,7 +22,9 @@ import re
 from ..algebra.catalog import image_layout
 from ..algebra.layout import ImageDesc, ImageLayout
 from ..algebra.tags import LETTERS
+from ..algebra import catalog
 from ..errors import ClayoutError
+from .args import parse_dims
 
 _TOKEN = re.compile(r"ceil|[A-Z]+|[a-z]|\d+|\S")
 
@@ -197,3 +199,24 @@ def explain(layout, dims, pixel=None, index=None, formula=None) -> list[str]:
     lines.append(f"tag       {layout.tag}: offset {how} = {offset} = "
                  + ", ".join(f"{label} {digit}" for label, digit in digits))
     return lines
+
+
+# -- the command ---------------------------------------------------------------------------
+def register(command) -> None:
+    p = command("where", cmd_where, "which logical index a pixel lane holds (--pixel), or "
+                "where an index lives (--index), with the formulas")
+    p.add_argument("layout", metavar="NAME")
+    p.add_argument("--dims", type=parse_dims, required=True, metavar="D")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--pixel", type=parse_dims, metavar="X,Y[,LANE]",
+                       help="the pixel's coordinates, then the lane: X,Y on a 2-D image, "
+                       "X,Y,Z on an array or a 3-D image, X on a buffer")
+    group.add_argument("--index", type=parse_dims, metavar="I,J,K,L")
+
+
+def cmd_where(args) -> int:
+    layout = image_layout(args.layout)
+    formula = catalog.formula(layout)
+    for line in explain(layout, args.dims, pixel=args.pixel, index=args.index, formula=formula):
+        print(line)
+    return 0

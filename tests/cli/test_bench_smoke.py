@@ -131,7 +131,7 @@ def test_output_rows_tiny(cl_engine):
 def test_clayout_bench_finds_the_checkouts_tools(capsys):
     """`clayout bench` runs tools/bench.py of the checkout it runs from (it
     looked in runtime/ and always said the build had none)."""
-    from runtime.cli.commands import bench_script
+    from runtime.cli.bench import bench_script
     from conftest import run
     assert bench_script() == ROOT / "tools" / "bench.py"
     code, out, err = run(capsys, "bench", "--help")

@@ -477,7 +477,7 @@ def test_devices_without_pyopencl(capsys, monkeypatch):
 
 
 def test_bench(capsys, monkeypatch, tmp_path):
-    from runtime.cli import commands
+    from runtime.cli import bench as commands
     monkeypatch.setattr(commands, "bench_script", lambda: None)
     code, _, err = run(capsys, "bench")
     assert code == 1 and err.startswith("clayout: error: clayout bench runs tools/bench.py of "
