@@ -30,7 +30,6 @@ import numpy as np
 from .algebra.catalog import image_layout
 from .algebra.checks import as_ints, round_up
 from .algebra.layout import ImageDesc
-from .algebra.pitch import pixel_bytes
 from .contract import Engine
 from .cpu import engine as cpu_engine
 from .errors import ClayoutError
@@ -178,7 +177,7 @@ def image_pitch(layout, dims, dtype="f32", device=None) -> int:
         raise ClayoutError(f"image_pitch: layout {side.layout.name!r} is on "
                            f"{side.storage.name} storage; a row pitch applies to layouts on "
                            "image2d storage (a 2-D image over a buffer)")
-    return round_up(side.width, max(1, pitch_alignment(device))) * pixel_bytes(side)
+    return round_up(side.width, max(1, pitch_alignment(device))) * side.pixel_bytes
 
 
 def pitch_alignment(device) -> int:

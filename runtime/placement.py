@@ -46,7 +46,6 @@ from .algebra import catalog, dtypes, peers
 from .algebra.catalog import NAMED, ROLES
 from .algebra.layout import ImageDesc, ImageLayout
 from .algebra.storage import STORAGES, Limits, Storage, size_text
-from .algebra.tiles import image_limit
 from .errors import ClayoutError
 
 # what a reason says when no limits were given and the engine has none
@@ -218,7 +217,7 @@ def resolve_limits(limits=None, engine=None) -> Limits | None:
         return eng.limits
     if isinstance(limits, Limits):
         return limits
-    return Limits.of(image_limit(limits, "image limits"))
+    return Limits.of(limits, "image limits")
 
 
 def candidates(role: str) -> tuple[str, ...]:

@@ -328,11 +328,11 @@ def check_fits(image: ImageDesc, limits) -> None:
 
 
 def _limits_arg(limits) -> None:
-    """Below the doors a limit is a Limits (runtime.algebra.tiles.as_limits
+    """Below the doors a limit is a Limits (runtime.algebra.storage.Limits.of
     converts a (width, height) once, where it is given)."""
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits {limits!r}: a storage.Limits or None (a door converts a "
-                        "(width, height) with as_limits)")
+                        "(width, height) with Limits.of)")
 
 
 def _size(image: ImageDesc) -> str:

@@ -32,7 +32,8 @@ class DType:
     np: np.dtype         # numpy dtype holding the values on the host
     bits: np.dtype       # unsigned integer dtype of the same width
     is_float: bool
-    cl_scalar: str       # OpenCL C type of one buffer element (bf16: ushort bits)
+    cl_scalar: str       # C type of one buffer element (bf16: ushort bits): the OpenCL
+    #                      kernels' and the cpu library's (templates/cpu_common.c names them)
 
     @property
     def itemsize(self) -> int:

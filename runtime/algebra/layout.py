@@ -267,9 +267,15 @@ class ImageDesc:
         return tuple(reversed(self.shape)) + ((self.lanes,) if self.layout.lanes != 1 else ())
 
     @property
+    def pixel_bytes(self) -> int:
+        """Bytes of one pixel: its lanes times the dtype's size (the one place
+        it is said: a row pitch, a tile's rectangle, an image's size)."""
+        return self.lanes * self.dtype.itemsize
+
+    @property
     def nbytes(self) -> int:
         """Bytes of the image: every pixel's lanes, padding lanes included."""
-        return self.width * self.height * self.depth * self.lanes * self.dtype.itemsize
+        return self.width * self.height * self.depth * self.pixel_bytes
 
     def with_dtype(self, dtype) -> ImageDesc:
         return ImageDesc(self.layout, self.dims, dtype)

@@ -22,11 +22,6 @@ from .layout import ImageDesc
 from ..errors import ClayoutError
 
 
-def pixel_bytes(side: ImageDesc) -> int:
-    """Bytes of one pixel of ``side``: its lanes times the dtype's size."""
-    return side.lanes * side.dtype.itemsize
-
-
 def pitch_pixels(side: ImageDesc, row_pitch, what: str) -> int:
     """``row_pitch`` (bytes from one row of the 2-D image ``side`` to the
     next) in pixels, or one ClayoutError naming the value, the row's bytes
@@ -37,7 +32,7 @@ def pitch_pixels(side: ImageDesc, row_pitch, what: str) -> int:
                            f"on image2d storage (a 2-D image over a pitched buffer); layout "
                            f"{side.layout.name!r} is on {side.storage.name} storage: leave "
                            "row_pitch out")
-    pixel = pixel_bytes(side)
+    pixel = side.pixel_bytes
     row = side.width * pixel
     allowed = f"allowed: a multiple of {pixel} bytes >= {row}"
     if isinstance(row_pitch, (bool, np.bool_)) or not isinstance(row_pitch, (int, np.integer)):
@@ -85,10 +80,10 @@ def unpitched(arr: np.ndarray, side: ImageDesc, pitch: int, what: str) -> np.nda
         arr = arr.reshape(shape)
     if arr.shape != shape:
         raise ClayoutError(f"{what}: image of shape {arr.shape} is not {side.describe()} at a "
-                           f"row pitch of {pitch * pixel_bytes(side)} bytes: expected {shape} "
-                           f"(height, row_pitch // {pixel_bytes(side)} pixels[, lanes]) or "
+                           f"row pitch of {pitch * side.pixel_bytes} bytes: expected {shape} "
+                           f"(height, row_pitch // {side.pixel_bytes} pixels[, lanes]) or "
                            f"1-D of {int(np.prod(shape))} elements")
     return np.ascontiguousarray(arr[:, :side.width])
 
 
-__all__ = ["pixel_bytes", "pitch_pixels", "pitched_shape", "pitched", "unpitched"]
+__all__ = ["pitch_pixels", "pitched_shape", "pitched", "unpitched"]

@@ -195,12 +195,26 @@ class Limits:
     max_alloc: int | None = None
 
     @classmethod
-    def of(cls, value) -> Limits | None:
+    def of(cls, value, what: str = "max_image") -> Limits | None:
+        """A caller's limit argument as Limits (None stays None): a Limits, or
+        a 2-D (max width, max height) of positive pixel counts, from which
+        the other storages get the OpenCL minimums; else one ClayoutError
+        naming ``what``. The one conversion of a (width, height) to Limits."""
         if value is None or isinstance(value, Limits):
             return value
-        w, h = (int(v) for v in value)
+        try:
+            w, h = (int(v) for v in value)
+        except (TypeError, ValueError):
+            raise ClayoutError(f"{what} {value!r}: expected (max width, max height) in pixels, "
+                               "e.g. (16384, 16384), or a runtime.Limits") from None
+        if w < 1 or h < 1:
+            raise ClayoutError(f"{what} {value!r}: width and height must be at least 1")
         return cls((w, h), (min(w, MIN_IMAGE3D), min(h, MIN_IMAGE3D), MIN_IMAGE3D),
                    MIN_ARRAY_SIZE, MIN_IMAGE_BUFFER)
+
+    def holds_2d(self, other: Limits) -> bool:
+        """Whether ``other``'s 2-D image limit is within this one's."""
+        return all(o <= b for o, b in zip(other.image2d, self.image2d))
 
     # -- the bounds a Storage names (its ``bound``), x first
     @property

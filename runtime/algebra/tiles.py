@@ -58,10 +58,11 @@ class Tile:
 
 @dataclass(frozen=True)
 class TilePlan:
-    """How the image ``side`` is cut for the limit ``max_image``."""
+    """How the image ``side`` is cut for ``limits`` (a Limits: ``max_image``
+    is its 2-D (width, height))."""
     side: ImageDesc
     image: tuple[int, int]        # (width, height) of the unlimited image
-    max_image: tuple[int, int]
+    limits: Limits                # the limit it was cut for
     rows: int
     cols: int
     tiles: tuple[Tile, ...]
@@ -78,6 +79,11 @@ class TilePlan:
     def lanes(self) -> int:
         """Values per pixel (a single texture's: its C)."""
         return self.side.lanes
+
+    @property
+    def max_image(self) -> tuple[int, int]:
+        """The 2-D limit the image was cut by: (max width, max height)."""
+        return self.limits.image2d
 
     @property
     def split(self) -> bool:
@@ -122,29 +128,6 @@ class TilePlan:
 MAX_TILES = 1 << 16   # more tiles than this is a mistake in the dims or the limit
 
 
-def image_limit(value, what: str = "max_image") -> tuple[int, int]:
-    """``value`` as a (max width, max height) pair of positive pixel counts."""
-    if isinstance(value, Limits):
-        return value.image2d
-    try:
-        width, height = (int(v) for v in value)
-    except (TypeError, ValueError):
-        raise ClayoutError(f"{what} {value!r}: expected (max width, max height) in pixels, "
-                           "e.g. (16384, 16384), or a runtime.Limits") from None
-    if width < 1 or height < 1:
-        raise ClayoutError(f"{what} {value!r}: width and height must be at least 1")
-    return width, height
-
-
-def as_limits(value, what: str = "max_image") -> Limits | None:
-    """A door's limit argument as Limits (None stays None): a Limits, or a
-    2-D (max width, max height) from which the other storages get the
-    OpenCL minimums (storage.Limits.of). The one conversion below a door."""
-    if value is None or isinstance(value, Limits):
-        return value
-    return Limits.of(image_limit(value, what))
-
-
 def tile_plan(image: ImageDesc, limits) -> TilePlan:
     """The tiles of ``image`` (an ImageDesc on a storage that tiles) under
     ``limits`` (a Limits, or a 2-D (W, H) limit), by the rule in this module's
@@ -154,7 +137,8 @@ def tile_plan(image: ImageDesc, limits) -> TilePlan:
         raise ClayoutError(f"tile_plan takes an ImageDesc (runtime.ImageDesc(layout, dims)), "
                            f"got {type(image).__name__}")
     layout, dims = image.layout, image.dims
-    limit = max_w, max_h = image_limit(limits)
+    bound = Limits.of(limits)
+    max_w, max_h = bound.image2d
     if not image.storage.tiles:
         raise ClayoutError(f"max_image tiles 2-D images; layout {layout.name!r} places dims "
                            f"{dims} on storage {image.storage.name} (whose own limits are "
@@ -173,7 +157,7 @@ def tile_plan(image: ImageDesc, limits) -> TilePlan:
     tiles = tuple(Tile(r * cols + c, r, c, c * max_w, r * max_h,
                        min(max_w, width - c * max_w), min(max_h, height - r * max_h))
                   for r in range(rows) for c in range(cols))
-    return TilePlan(image, (width, height), limit, rows, cols, tiles)
+    return TilePlan(image, (width, height), bound, rows, cols, tiles)
 
 
 _LANE_AXIS = {4: ", 4", 1: "", 0: ", C"}   # a single texture's lanes are its C

@@ -10,7 +10,7 @@ from .. import placement
 from ..algebra import catalog, dtypes, hostarray, tiles
 from ..algebra.catalog import image_layout
 from ..algebra.desc import MemoryDesc
-from ..algebra.storage import image_text
+from ..algebra.storage import Limits, image_text
 from ..doors.calls import ToTilesCall
 from ..doors.parse import Wording, image_side, parse_from_image, parse_reorder, parse_to_image
 from ..fileio import check_output, load_npy, load_tiles, save_npy, save_tiles, tile_path
@@ -120,7 +120,7 @@ def cmd_from_image(args) -> int:
                             engine=args.engine, check_padding=args.check_padding,
                             wording=cli_wording(args.input), tiles=plan if split else None)
     if plan is None and args.max_image is not None:   # not cut: it must fit the limits
-        catalog.check_fits(call.src, tiles.as_limits(args.max_image))
+        catalog.check_fits(call.src, Limits.of(args.max_image))
     out = call.apply()
     save_npy(args.output, out, [args.input])
     dst = args.dst or layout.default_tag(len(call.dst.dims))   # the tag as the user gave it

@@ -66,8 +66,6 @@ CHOICES = ("auto", "compiled", "numpy")
 FLAGS = ("-O3", "-std=c11", "-pthread", "-fPIC", "-shared", "-fsigned-char",
          "-ffp-contract=off", "-fno-fast-math")
 NATIVE = ("-march=native",)     # dropped where the compiler refuses it
-C_STORAGE = {"f32": "float", "f16": "ushort", "bf16": "ushort", "s32": "int", "s8": "char",
-             "u8": "uchar"}
 MOVE_TYPES = {1: "uint8_t", 2: "uint16_t", 3: "clayout_b3", 4: "uint32_t", 6: "clayout_b6",
               8: "uint64_t", 12: "clayout_b12", 16: "clayout_b16"}
 BLOCKS = {4: ((16, "defined(__AVX512F__)"), (8, "defined(__AVX__)"), (4, "defined(__SSE2__)")),
@@ -130,7 +128,7 @@ def families() -> tuple[Family, ...]:
         for d in dtypes.NAMES:
             if s != d:
                 out.append(Family(convert_name(s, d), f"{s} -> {d} by the dtype rules",
-                                  C_STORAGE[s], C_STORAGE[d], dtypes_c.convert_expr(s, d, "x"),
+                                  dtypes.dtype(s).cl_scalar, dtypes.dtype(d).cl_scalar, dtypes_c.convert_expr(s, d, "x"),
                                   dtypes.dtype(d).itemsize, False))
     return tuple(out)
 

@@ -31,7 +31,8 @@ from ..algebra.desc import MemoryDesc
 from ..algebra.frame import frame_side, frame_target
 from ..algebra.hostarray import dims_from_shape, host_input, physical_shape
 from ..algebra.layout import ImageDesc, ImageLayout
-from ..algebra.tiles import as_limits, plan_of, tile_plan
+from ..algebra.storage import Limits
+from ..algebra.tiles import plan_of, tile_plan
 from .calls import Call, FrameCall, FromImageCall, FromTilesCall, HostFrameIntoMemoryCall, \
     ReorderCall, ToImageCall, ToTilesCall
 from .checks import SIDES, check_out_side, check_padding_lanes, checked_image, held, \
@@ -140,7 +141,7 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
     image = image_side(layout, desc.dims, dtype if dtype is not None else src_dt)
     if not wording.empty_images:
         refuse_empty(image, what)
-    limits = as_limits(max_image)
+    limits = Limits.of(max_image)
     if limits is not None and not image.storage.tiles:   # not cut: must fit the limits
         check_fits(image, limits)
         limits = None
@@ -157,7 +158,10 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
                                "max_image= do not go together (tiles are new arrays); pass "
                                "one of them")
         plan = tile_plan(image, limits)
-        _check_device_limit(eng, plan.max_image)
+        if eng.limits is not None and not eng.limits.holds_2d(plan.limits):
+            (w, h), (mw, mh) = eng.limits.image2d, plan.max_image
+            raise ClayoutError(f"max_image {mw}x{mh} is over the device's image limit {w}x{h}; "
+                               "give at most that")
         if plan.split:
             return ToTilesCall(desc, image, eng, flat, wait_for=wait_list(wait_for, "to_image"),
                                tiles=plan)
@@ -167,15 +171,6 @@ def parse_to_image(array, layout, src=None, dtype=None, engine=None, dims=None, 
         host_out(out, shape, image.dtype, arr, "to_image")
     return ToImageCall(desc, image, eng, flat, out, wait_for=wait_list(wait_for, "to_image"),
                        pitch=pitch)
-
-
-def _check_device_limit(engine, max_image) -> None:
-    limits = engine.limits
-    if limits is not None and (max_image[0] > limits.image2d[0] or
-                               max_image[1] > limits.image2d[1]):
-        w, h = limits.image2d
-        raise ClayoutError(f"max_image {max_image[0]}x{max_image[1]} is over the "
-                           f"device's image limit {w}x{h}; give at most that")
 
 
 # -- from_image -----------------------------------------------------------------------------

@@ -36,7 +36,8 @@ from .. import placement
 from ..algebra import catalog, dtypes
 from ..algebra.catalog import image_layout
 from ..algebra.layout import ImageDesc
-from ..algebra.tiles import Tile, as_limits, tile_plan
+from ..algebra.storage import Limits
+from ..algebra.tiles import Tile, tile_plan
 from ..errors import ClayoutError
 from .accounting import Accounting, account
 from .integer_weights import attach_parameters
@@ -76,7 +77,7 @@ class Options:
             raise ClayoutError(f"--quantized {self.quantized!r}; allowed: "
                                f"{', '.join(QUANTIZED_FORMS)}")
         object.__setattr__(self, "max_image", tuple(self.max_image))
-        object.__setattr__(self, "limits", as_limits(self.max_image, "--max-image"))
+        object.__setattr__(self, "limits", Limits.of(self.max_image, "--max-image"))
 
     limits = None   # the target's Limits from max_image (set once, in __post_init__)
 
@@ -258,8 +259,7 @@ def _image(w: Weight, layout, fallback: str, why: str, split, dt, limits) -> Pla
     size = layout.image_shape(w.dims)
     if split is not None:   # its tiles: each no larger than the cut's limit
         nbytes = sum(math.prod(split.shape(t)) for t in split.tiles) * image.dtype.itemsize
-        on_host = limits is not None and any(
-            m > b for m, b in zip(split.max_image, limits.image2d))
+        on_host = limits is not None and not limits.holds_2d(split.limits)
     else:
         nbytes = image.nbytes
         on_host = limits is not None and limits.refusal(image) is not None

@@ -64,7 +64,7 @@ def buffer_pitch(side, nbytes: int, row_pitch) -> int:
     number of pixels >= the width), None: dense rows, the width. A buffer
     too small for the image's rows at that pitch is a ClayoutError (in
     bytes, the unit the caller used)."""
-    pixel = side.lanes * side.dtype.itemsize
+    pixel = side.pixel_bytes
     pitch = side.width if row_pitch is None else row_pitch
     rows = side.height * side.depth
     need = pitch * rows * pixel
@@ -82,7 +82,7 @@ def misaligned(side, pitch: int, pitch_align: int, base_align: int, address: int
     ``side`` at ``pitch`` pixels starting at ``address`` (None: the
     driver's own allocation, aligned by it); None: it can. The reason has
     no per-call number, so that it is told once per engine."""
-    pixel = side.lanes * side.dtype.itemsize
+    pixel = side.pixel_bytes
     wrong = []
     if pitch_align > 1 and pitch % pitch_align:
         wrong.append(f"the row pitch (row_pitch=, else the row's own bytes) is not a multiple "
@@ -142,7 +142,7 @@ def view_buffer(memory, side, buffer, row_pitch=None) -> BufferView:
     if not side.storage.views_buffer:
         _no_pitch(side, row_pitch)
     pitch = buffer_pitch(side, buffer.size, row_pitch)    # too small: refused
-    row_bytes = pitch * side.lanes * side.dtype.itemsize
+    row_bytes = pitch * side.pixel_bytes
     if side.storage.views_buffer:
         why = image_from_buffer_refusal(device)
         if why is None:
@@ -164,7 +164,7 @@ def _image_over(memory, side, buffer, pitch: int) -> cl.Image:
     desc = cl.ImageDescriptor()
     desc.image_type = cl.mem_object_type.IMAGE2D
     desc.shape = (side.width, side.height)
-    desc.pitches = (pitch * side.lanes * side.dtype.itemsize,)
+    desc.pitches = (pitch * side.pixel_bytes,)
     desc.buffer = buffer
     memory._count("images")
     # flags 0: the image takes the buffer's own access flags
@@ -183,11 +183,11 @@ def _image_copy(memory, side, buffer, pitch: int) -> cl.Image:
     if buffer.associated_memobject is not None:   # no sub-buffer of a sub-buffer in OpenCL
         source, start = buffer.associated_memobject, int(buffer.offset)
     if pitch != side.width:
-        row = side.width * side.lanes * side.dtype.itemsize
+        row = side.width * side.pixel_bytes
         dense = memory.buffer(row * side.height)
         wait = [cl.enqueue_copy(queue, dense, source, src_origin=(start, 0),
                                 dst_origin=(0, 0), region=(row, side.height),
-                                src_pitches=(pitch * side.lanes * side.dtype.itemsize,),
+                                src_pitches=(pitch * side.pixel_bytes,),
                                 dst_pitches=(row,))]
         source, start = dense, 0
     event = cl.enqueue_copy(queue, image, source, offset=start,

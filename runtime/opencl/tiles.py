@@ -18,7 +18,7 @@ def _rect(tile, image) -> dict:
     """enqueue_copy arguments of one tile's rectangle inside the dense buffer
     of the ImageDesc ``image`` (a pixel is its lanes: 4, 1, or a single
     texture's C)."""
-    pixel = image.lanes * image.dtype.itemsize
+    pixel = image.pixel_bytes
     return dict(buffer_origin=(tile.x0 * pixel, tile.y0, 0), host_origin=(0, 0, 0),
                 region=(tile.width * pixel, tile.height, 1),
                 buffer_pitches=(image.width * pixel, 0),
@@ -52,8 +52,7 @@ def from_tiles(engine, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
     with memory.lease_buffer(src.memory.size) as image_buf, \
             memory.lease_buffer(out.nbytes) as dst_buf:
         for tile, arr in zip(tile_plan.tiles, parts):
-            if np.asarray(arr).nbytes != tile.height * tile.width * src.lanes * \
-                    src.dtype.itemsize:
+            if np.asarray(arr).nbytes != tile.height * tile.width * src.pixel_bytes:
                 raise ClayoutError(f"tile {tile.index} has shape {np.asarray(arr).shape}; "
                                    f"{src.describe()} tiles are (height, width"
                                    f"{'' if src.layout.lanes == 1 else f', {src.lanes}'}) "
