@@ -20,6 +20,11 @@ from runtime.reference import engine as reference
 from strategies import (SETTINGS, any_descs, assert_same_bits, fill, halo_descs, small_dims,
                         sub_of, submemory_descs, tagged_descs)
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/ops.py", "runtime/algebra/strides.py", "runtime/engine.py",
+           "runtime/reference/__init__.py", "runtime/reference/engine.py",
+           "runtime/algebra/desc.py")
+
 CPU, REF = engine.get("cpu"), engine.get("reference")
 
 

@@ -20,6 +20,10 @@ from runtime.algebra.dtypes import CANONICAL_NAN, NAMES, dtype, image_dtype
 from conftest import bits
 from strategies import NP, SETTINGS, assert_same_bits, fill
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/__init__.py", "runtime/algebra/dtypes.py",
+           "runtime/algebra/dtypes_c.py")
+
 FORMAT = {"f32": (24, -126, 127), "f16": (11, -14, 15), "bf16": (8, -126, 127)}
 FLOATS = tuple(FORMAT)
 INTS = ("s32", "s8", "u8")

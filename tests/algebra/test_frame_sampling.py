@@ -22,6 +22,12 @@ from conftest import bits, in_threads
 from runtime import ClayoutError, FrameArgumentWarning
 from doors.test_frames import MEAN, STD, frame, within_reference
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/__init__.py", "runtime/algebra/frame.py",
+           "runtime/algebra/frame_axis.py", "runtime/algebra/frame_taps.py", "runtime/engine.py",
+           "runtime/opencl/baking.py", "runtime/opencl/moves.py", "runtime/opencl/programs.py",
+           "runtime/cli/frame.py", "runtime/opencl/frame.py", "runtime/reference/frame.py")
+
 CASES = [  # (format, frame (w, h), kwargs)
     ("rgb", (97, 65), dict(size=(31, 17), resize="area")),
     ("nv21", (98, 66), dict(size=(31, 17), resize="area", fit="letterbox", fill=114)),

@@ -17,6 +17,10 @@ from conftest import to_img, from_img
 
 from strategies import FEW, SETTINGS, assert_same_bits, fill, small_dims
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/catalog.py", "runtime/algebra/kinds.py", "runtime/algebra/pixels.py",
+           "runtime/algebra/storage.py", "runtime/engine.py", "runtime/reference/formulas.py")
+
 CPU, REF = engine.get("cpu"), engine.get("reference")
 # the layouts that place the tensor itself; the Winograd ones (a transform
 # stage before the placement) have their own table in test_winograd.py

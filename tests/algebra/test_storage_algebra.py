@@ -11,6 +11,9 @@ import runtime
 from runtime import ClayoutError, ImageDesc, ImageLayout, image_layout
 from strategies import FEW, SETTINGS, assert_same_bits, small_dims
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/storage.py",)
+
 STORAGE_LAYOUTS = ("tflite_buffer", "tflite_image_buffer", "tflite_texture_2d",
                    "tflite_single_texture_2d", "tflite_texture_array", "tflite_texture_3d",
                    "in_out_channel", "texture_2d")

@@ -11,6 +11,9 @@ from runtime.algebra.tags import MAX_DIMS, Tag
 
 from strategies import SETTINGS, small_dims, tags
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/tags.py",)
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "onednn_format_tags.txt"
 
 

@@ -15,6 +15,10 @@ from conftest import bits
 from runtime import ClayoutError, ImageDesc, ImageLayout, MemoryDesc, Transform
 from runtime.algebra.conversion import Apply, Move, stages
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/conversion.py", "runtime/algebra/transform.py",
+           "runtime/opencl/transform.py")
+
 G23 = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
 WINO = ImageLayout("test_winograd", "Acdb4a", 3, kind="filter",
                    transform=Transform("F(2,3)", G23, axes=(2, 3)))

@@ -10,6 +10,9 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "tools"))
 import bench  # noqa: E402  (tools/bench.py)
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/", "runtime/cli/bench.py")
+
 
 def test_cpu_rows_tiny():
     rows = bench.cpu_rows(["tiny"], repeat=1, inner=1)  # asserts naive numpy == fast path

@@ -13,6 +13,9 @@ import runtime
 
 from conftest import bits, needs, run, same_bits
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/cli/args.py", "runtime/cli/frame.py", "runtime/frame_files.py")
+
 RNG = np.random.default_rng(11)
 MEAN, STD = "123.675,116.28,103.53", "58.395,57.12,57.375"
 MEAN_T, STD_T = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)

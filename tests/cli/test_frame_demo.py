@@ -22,6 +22,12 @@ from runtime import Memory, MemoryDesc
 from runtime.cli import demo
 from runtime.errors import ClayoutError
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/cli/__init__.py", "runtime/cli/demo.py", "runtime/compute/__init__.py",
+           "runtime/compute/network.py", "runtime/errors.py", "runtime/model/manifest.py",
+           "runtime/algebra/frame.py", "runtime/cli/frame.py", "runtime/opencl/frame.py",
+           "runtime/reference/frame.py")
+
 onnx = needs("onnx")
 needs("onnxruntime")
 

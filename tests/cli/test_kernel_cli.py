@@ -8,6 +8,9 @@ import pytest
 
 from conftest import run
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/cli/kernel.py",)
+
 KEYS = {"kernel", "family", "global_size", "local_size", "loads", "stores", "active_lanes",
         "local_wavefronts_per_request", "occupancy", "waves", "image_rows_per_warp"}
 BENCH = [("--src", "nhwc", "--dst", "nchw"), ("--src", "nchw", "--dst", "nhwc"),

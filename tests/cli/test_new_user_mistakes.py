@@ -18,6 +18,9 @@ from runtime.algebra.storage import STORAGES, Limits
 
 from conftest import ROOT, needs, run, run_sub
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/cli/checks.py",)
+
 X = np.arange(30, dtype=np.float32).reshape(1, 5, 2, 3)   # nchw 1x5x2x3
 TAG_RULE = ("a tag is letters a..l (upper case: blocked outer part) followed by blocks "
             "like 16b")

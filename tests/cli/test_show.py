@@ -13,6 +13,10 @@ from runtime.reference import formulas
 
 from conftest import require, run
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/catalog.py", "runtime/cli/figure.py",
+           "runtime/reference/formulas.py")
+
 # the plot extra (`make test` installs it): the tests that draw ask require() for it
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 

@@ -22,6 +22,9 @@ from runtime.cli.where import explain
 from conftest import run, to_img
 from strategies import MOVED, SETTINGS, small_dims
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/catalog.py", "runtime/algebra/pixels.py", "runtime/cli/where.py")
+
 REF = engine.get("reference")
 CUSTOM = ("acBd4b:2", "aBcd4b:1", "Acdb4a:3", "bcda:3:1")
 

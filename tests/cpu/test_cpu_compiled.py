@@ -20,6 +20,11 @@ from runtime import ClayoutError, MemoryDesc, reorder
 from runtime.cpu import compiled, machine, native
 from runtime.cpu.engine import CpuEngine
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/desc.py", "runtime/cpu/__init__.py", "runtime/cpu/compiled.py",
+           "runtime/cpu/engine.py", "runtime/cpu/geometry.py", "runtime/cpu/machine.py",
+           "runtime/cpu/native.py")
+
 COMPILED = CpuEngine("compiled")
 
 

@@ -16,6 +16,12 @@ from runtime.cpu import geometry
 from runtime.reference.engine import read
 from strategies import fill, scaled, small_tiles
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/desc.py", "runtime/cpu/__init__.py", "runtime/cpu/blocked.py",
+           "runtime/cpu/copy.py", "runtime/cpu/engine.py", "runtime/cpu/geometry.py",
+           "runtime/cpu/methods.py", "runtime/cpu/plan.py", "runtime/cpu/rows.py",
+           "runtime/reference/engine.py")
+
 DIMS = (2, 20, 37, 61)  # odd H and W, C % 16 != 0
 pytestmark = pytest.mark.usefixtures("cpu_path")   # each test on both paths
 

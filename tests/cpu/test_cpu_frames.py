@@ -27,6 +27,12 @@ from runtime.algebra.frame_formats import FORMATS as FRAME_FORMATS
 from runtime.cpu import frames, native
 from runtime.cpu.engine import CpuEngine
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/desc.py", "runtime/algebra/frame.py",
+           "runtime/algebra/frame_formats.py", "runtime/algebra/frame_sample.py",
+           "runtime/cpu/__init__.py", "runtime/cpu/engine.py", "runtime/cpu/frames.py",
+           "runtime/cpu/native.py")
+
 FORMATS = ("rgb", "bgr", "rgba", "bgra", "gray", "nv12", "nv21", "i420")
 YUV = ("nv12", "nv21", "i420")
 # resize, antialias: the four methods a user picks

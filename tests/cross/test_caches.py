@@ -13,6 +13,11 @@ from runtime import ClayoutError, MemoryDesc
 from runtime import cache
 from runtime.algebra import layout
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/layout.py", "runtime/cache.py", "runtime/cpu/plan.py",
+           "runtime/opencl/plan.py", "runtime/opencl/programs.py", "runtime/settings.py",
+           "runtime/sources.py")
+
 # the child converts 10,000 times, cycling through 500 distinct shapes and three
 # kinds of conversion (in runs of 50, so that a program cache of 2 evicts and
 # builds a program again every 50 conversions, not at every one: a build costs

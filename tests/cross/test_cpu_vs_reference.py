@@ -25,6 +25,10 @@ from strategies import (FEW, MOVED as NAMED, SETTINGS, any_descs, assert_same_bi
                         fill_modes, halo_descs, image_dtype_names, seeds, small_dims,
                         strided_descs, submemory_descs, tagged_descs, tags)
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/dtypes.py", "runtime/contract.py", "runtime/cpu/geometry.py",
+           "runtime/reference/__init__.py", "runtime/reference/engine.py")
+
 REF = engine.get("reference")
 pytestmark = pytest.mark.usefixtures("cpu_path")   # every test on both paths of the cpu engine
 

@@ -22,6 +22,9 @@ from pathlib import Path
 from conftest import IMPLEMENTATIONS, IN_CI, THOROUGH, child_result, start_child
 import differential
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/", "runtime/doors/prepare.py")
+
 HERE = Path(__file__).resolve().parents[1]   # tests/, where differential.py is
 SEED = int(os.environ.get("CLAYOUT_DIFFERENTIAL_SEED", "38"))
 COUNT = 500 if THOROUGH else 70

@@ -20,6 +20,9 @@ from conftest import bits, run
 from runtime import ClayoutError, ImageDesc
 from runtime.algebra.catalog import NAMED
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/cli/main.py",)
+
 REF = runtime.engine.get("reference")
 cli_main = importlib.import_module("runtime.cli.main")   # the module (runtime.cli.main is main())
 

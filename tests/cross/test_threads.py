@@ -20,6 +20,9 @@ from conftest import THOROUGH, bits, from_img, image_side, to_img
 from runtime import Memory, MemoryDesc, from_image, reorder, to_image
 from runtime import engine as engines
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/cpu/pool.py", "runtime/opencl/engine.py", "runtime/opencl/moves.py")
+
 CALLS = 40 if THOROUGH else 16
 # per thread: dims (tails everywhere), buffer dtype, image dtype, layout, reorder target
 JOBS = [

@@ -9,6 +9,9 @@ from runtime import ClayoutError, Memory, MemoryDesc
 
 from conftest import needs, run
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/__init__.py", "runtime/api.py", "runtime/model/manifest.py")
+
 X = np.arange(36, dtype=np.float32).reshape(1, 6, 2, 3) + 1   # NCHW, no zero element
 
 

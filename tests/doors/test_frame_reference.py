@@ -10,6 +10,11 @@ from runtime.reference.frame import frame_values, yuv_to_rgb
 
 from conftest import needs
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/frame_axis.py", "runtime/reference/__init__.py",
+           "runtime/reference/frame.py", "runtime/algebra/frame.py", "runtime/cli/frame.py",
+           "runtime/opencl/frame.py")
+
 cv2 = needs("cv2")
 
 MEAN = (123.675, 116.28, 103.53)        # ImageNet, per channel

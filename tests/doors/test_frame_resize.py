@@ -18,6 +18,10 @@ import runtime
 from runtime.reference.frame import frame_values
 from conftest import needs
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/frame_taps.py", "runtime/reference/frame.py",
+           "runtime/algebra/frame.py", "runtime/cli/frame.py", "runtime/opencl/frame.py")
+
 cv2 = needs("cv2")
 Image = needs("PIL.Image")
 

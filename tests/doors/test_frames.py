@@ -26,6 +26,9 @@ import runtime
 from conftest import ROOT, bits, child_result, in_threads, needs, start_child, tiered
 from runtime import ClayoutError
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/engine.py", "runtime/opencl/frame.py", "runtime/cpu/frames.py")
+
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 PACKED = {"rgb": 3, "bgr": 3, "rgba": 4, "bgra": 4, "gray": 1}

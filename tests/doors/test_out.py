@@ -10,6 +10,9 @@ from conftest import bits
 from runtime import ClayoutError, Memory, MemoryDesc, from_image, reorder, to_image
 from runtime import engine as engines
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/doors/checks.py",)
+
 DIMS = (2, 17, 3, 4)
 # (src desc, dst desc): block tails, gaps + offset0, halo with a fill, a dtype change
 REORDERS = [

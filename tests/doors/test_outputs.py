@@ -18,6 +18,10 @@ from runtime.algebra.output import CAP, above
 
 from conftest import in_threads, needs, tiered
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/output.py", "runtime/algebra/output_math.py", "runtime/cli/demo.py",
+           "runtime/cpu/outputs.py", "runtime/doors/read_output.py", "runtime/opencl/output.py")
+
 ACTIVATIONS = sorted(n for n, lay in NAMED.items() if lay.kind == "activation")
 SIGMOID_BOUND = 2.0 ** -22          # absolute, docs/outputs.md
 

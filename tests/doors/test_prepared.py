@@ -17,6 +17,7 @@ from runtime.opencl.engine import OpenCLEngine
 
 from conftest import in_threads, same_bits
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
 MODULES = ("runtime/doors/prepare.py", "runtime/doors/prepared_call.py", "runtime/api.py",
            "runtime/doors/read_output.py", "runtime/settings.py", "runtime/limits.py")
 

@@ -31,6 +31,9 @@ from conftest import bits, image_side
 from runtime import BufferCopyWarning, ClayoutError, Memory
 from runtime.algebra.checks import round_up
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/checks.py", "runtime/algebra/pitch.py")
+
 # layout, dims: activations with channel tails, filters, a vector, a one-channel image
 CASES = [("in_out_channel", (2, 1, 3, 5)), ("in_out_channel", (2, 3, 5, 7)),
          ("in_out_channel", (2, 5, 3, 3)), ("in_out_channel", (2, 17, 5, 7)),

@@ -17,6 +17,7 @@ from runtime import ClayoutError, MemoryDesc
 
 from conftest import run
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
 MODULES = ("runtime/doors/parse.py", "runtime/doors/checks.py", "runtime/doors/read_output.py",
            "runtime/algebra/checks.py", "runtime/algebra/catalog.py")
 

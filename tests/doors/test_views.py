@@ -20,6 +20,9 @@ from runtime import ClayoutError, ImageLayout, Memory, MemoryDesc
 from runtime import engine as engines
 from runtime.algebra import hostarray
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/hostarray.py", "runtime/api.py")
+
 pytestmark = pytest.mark.usefixtures("cpu_path")   # the cpu engine on both of its paths
 
 

@@ -21,6 +21,10 @@ onnx = needs("onnx")
 ort = needs("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/cli/demo.py", "runtime/compute/__init__.py", "runtime/compute/network.py",
+           "runtime/compute/ops.py", "runtime/model/manifest.py")
+
 TOL = 1e-5
 ACTIVATIONS = ["in_out_channel", "texture_2d", "in_out_height", "nhwc"]
 FILTERS = ["conv2d_filter", "weight_height", "OIhw8i16o2i"]

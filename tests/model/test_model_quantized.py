@@ -36,6 +36,10 @@ from runtime import model
 
 from conftest import ROOT, bits, run, with_facts
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/model/__init__.py", "runtime/model/integer_weights.py",
+           "runtime/model/quantization.py")
+
 RNG = np.random.default_rng(14)
 
 

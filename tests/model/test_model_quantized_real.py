@@ -33,6 +33,9 @@ from runtime.model.manifest import read_manifest
 
 from conftest import bits
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/model/integer_weights.py",)
+
 CONV_OPS = ("Conv", "ConvTranspose", "ConvInteger")
 
 

@@ -23,6 +23,9 @@ from conftest import needs
 onnx = needs("onnx")
 from onnx import helper, numpy_helper  # noqa: E402
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/model/apply.py",)
+
 WEIGHT_OPS = ("Conv", "ConvTranspose", "MatMul", "BatchNormalization")
 COUNTS = {"det": 128, "rec": 103}      # weights of WEIGHT_OPS in each graph
 

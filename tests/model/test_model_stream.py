@@ -39,6 +39,10 @@ from runtime.model.onnx import inline  # noqa: E402
 from runtime.model.tensor_data import LAZY_BYTES, FileSpan, values  # noqa: E402
 from runtime.errors import ClayoutError  # noqa: E402
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/model/onnx/inline.py", "runtime/model/safetensors_file.py",
+           "runtime/model/stream.py", "runtime/model/tensor_data.py")
+
 SAMPLE = ROOT / "runtime" / "data" / "sample_cnn.onnx"
 QUANTIZED = ROOT / "runtime" / "data" / "sample_quantized.onnx"
 RNG = np.random.default_rng(54)

@@ -25,6 +25,9 @@ from runtime.model.manifest import read_manifest
 from tests.conftest import run, same_bits
 from conftest import needs
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/model/apply.py",)
+
 tflite = needs("tflite")
 interpreter_module = needs("ai_edge_litert.interpreter")
 

@@ -18,6 +18,9 @@ from runtime.algebra.catalog import NAMED
 from conftest import run
 from strategies import FEW, MOVED, SETTINGS, assert_same_bits, fill, small_dims
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/tiles.py", "runtime/placement.py")
+
 # tiles cut 2-D images (arrays, 3-D images and buffers are not split)
 FLAT = sorted(n for n, layout in MOVED.items() if layout.storage.plain and layout.lanes)
 

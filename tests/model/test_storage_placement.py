@@ -11,6 +11,9 @@ from runtime.cli.where import explain
 
 from conftest import run
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/storage.py", "runtime/cli/where.py", "runtime/placement.py")
+
 BIG = (1, 64, 512, 512)   # in_out_channel 8192x512, texture_2d 512x8192: over 2048x2048
 
 

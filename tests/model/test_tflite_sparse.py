@@ -26,6 +26,9 @@ tflite = needs("tflite")
 needs("ai_edge_litert.interpreter")
 from tests.tflite_builder import T, Op, build, run_litert  # noqa: E402
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/model/tflite/__init__.py", "runtime/model/tflite/sparse.py")
+
 DTYPES = ["float32", "float16", "int8"]     # what LiteRT's DENSIFY takes
 
 

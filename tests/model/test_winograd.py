@@ -22,6 +22,9 @@ from runtime import ClayoutError, ImageDesc
 from strategies import FEW
 from runtime.winograd import ENGINES, WINOGRAD_LAYOUTS, convert_bound, convert_winograd
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/winograd.py",)
+
 P = math.sqrt(2) / 2
 
 

@@ -19,6 +19,10 @@ from runtime.opencl import images, programs
 from runtime.opencl.accessor import accessor
 from strategies import FEW, MOVED, small_dims
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/accessor.py", "runtime/opencl/accessor_args.py",
+           "runtime/opencl/images.py", "runtime/opencl/programs.py")
+
 VALUE = {"f32": np.float32, "f16": np.float32, "bf16": np.float32, "s32": np.int32,
          "s8": np.int32, "u8": np.uint32}
 CTYPE = {np.float32: "float", np.int32: "int", np.uint32: "uint"}

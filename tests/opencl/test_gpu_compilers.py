@@ -17,6 +17,9 @@ from runtime.opencl.plan import plan
 
 from opencl.test_gpu_goals import MOVES, SIZES, _cases
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/gpu_asm.py",)
+
 H100 = gpus.GPUS["h100"]
 
 

@@ -17,6 +17,9 @@ from runtime import ImageDesc, MemoryDesc, image_layout
 from runtime.opencl.access import model_move
 from runtime.opencl.gpus import GPUS
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/access.py", "runtime/opencl/tiled.py")
+
 H100 = GPUS["h100"]
 MOVES = {"NCHW->NHWC": ("nchw", "nhwc"), "NHWC->NCHW": ("nhwc", "nchw"),
          "NCHW->nChw16c": ("nchw", "nChw16c"), "nChw16c->NCHW": ("nChw16c", "nchw"),

@@ -14,6 +14,9 @@ from tests.conftest import IMPLEMENTATIONS, needs, run
 
 from runtime.opencl import vendors
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/vendors.py",)
+
 
 def test_prepare_writes_a_corrected_icd_beside_the_systems(tmp_path):
     prefix, system = tmp_path / "venv", tmp_path / "system"

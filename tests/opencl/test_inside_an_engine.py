@@ -16,6 +16,7 @@ from runtime.opencl.engine import OpenCLEngine
 
 from conftest import same_bits
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
 MODULES = ("runtime/opencl/events.py", "runtime/opencl/baking.py", "runtime/opencl/engine.py",
            "runtime/opencl/memory.py", "runtime/doors/calls.py", "runtime/doors/checks.py")
 

@@ -18,6 +18,10 @@ from runtime.opencl.engine import OpenCLEngine
 from runtime.opencl import programs
 from conftest import THOROUGH, from_img, image_side, to_img
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/baking.py", "runtime/opencl/launch.py", "runtime/opencl/moves.py",
+           "runtime/opencl/plan.py", "runtime/cli/kernel.py")
+
 ACTIVATIONS = [(1, 3, 5, 7), (2, 17, 3, 4), (1, 8, 2, 2), (3, 5, 7, 1), (1, 1, 1, 1),
                (2, 16, 4, 4), (1, 33, 9, 2), (4, 3, 2, 8), (1, 64, 3, 3), (2, 2, 2, 2),
                (1, 5, 1, 9), (3, 7, 4, 5), (1, 12, 6, 6), (2, 9, 5, 3), (1, 4, 8, 1),

@@ -12,6 +12,10 @@ from runtime.opencl import plan as cl_plan
 from runtime.opencl import programs, render
 from conftest import ROOT, child_dir, child_result, image_side, start_child
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/__init__.py", "runtime/opencl/cell.py", "runtime/opencl/plan.py",
+           "runtime/opencl/render.py")
+
 DIMS = {"activation": [(2, 5, 3, 3), (1, 17, 2, 5), (3, 4, 1, 1), (2, 3)],
         "filter": [(5, 3, 2, 3), (17, 1, 1, 1)], "depthwise": [(2, 5, 3, 3)],
         "argument": [(7,), (4,)]}

@@ -29,6 +29,10 @@ from runtime.algebra.storage import Limits
 from runtime.opencl import programs
 from strategies import scaled
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/storage.py", "runtime/memory.py", "runtime/opencl/__init__.py",
+           "runtime/opencl/images.py", "runtime/opencl/plan.py")
+
 STORAGE_LAYOUTS = ["tflite_buffer", "tflite_image_buffer", "tflite_texture_2d",
                    "tflite_single_texture_2d", "tflite_texture_array", "tflite_texture_3d",
                    "in_out_channel", "texture_2d"]

@@ -30,6 +30,10 @@ from runtime.algebra.catalog import WINOGRAD
 from runtime.algebra.conversion import Apply
 from runtime.reference.engine import forward
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/conversion.py", "runtime/opencl/__init__.py",
+           "runtime/opencl/transform.py", "runtime/reference/engine.py")
+
 CHANNELS = (1, 3, 5, 17)
 SPECIAL = np.array([0.0, -0.0, 1e-40, -3e-42, 1.4e-45, 1.17e-38, -1.1754942e-38, 3e38, -3.4e38,
                     np.inf, -np.inf, np.nan, 1.0, -2.5, 7.0], np.float32)

@@ -22,6 +22,9 @@ from strategies import assert_same_bits, fill
 
 from opencl import kernel_corpus
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/opencl/trace.py", "runtime/opencl/trace_run.py")
+
 REF = engines.get("reference")
 
 

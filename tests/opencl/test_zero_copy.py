@@ -42,6 +42,10 @@ from runtime.opencl import shared  # needs pyopencl
 from runtime.opencl.engine import OpenCLEngine
 from runtime.opencl.memory import DeviceMemory
 
+# the modules of runtime/ this file holds up (tests/README.md's table is made from these)
+MODULES = ("runtime/algebra/pitch.py", "runtime/doors/checks.py", "runtime/memory.py",
+           "runtime/opencl/memory.py", "runtime/opencl/shared.py")
+
 mf = cl.mem_flags
 DIMS = (1, 17, 5, 7)
 WIDE = (1, 4, 3, 64)    # in_out_channel 64x3: dense rows a multiple of Intel's 64-pixel alignment
