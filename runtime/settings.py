@@ -1,7 +1,7 @@
 """Settings read from the environment (cache sizes, byte limits, the
 specialization thresholds, the OpenCL engine's options): one reader per
 kind of value, one message for a value that is not allowed. An engine reads
-its settings once, when it is made (runtime.opencl.device.Options); what a
+its settings once, when it is made (runtime.opencl.device.EngineOptions); what a
 call needs (the default engine, the host memory limit) is read once per
 process through ``setting`` and kept until ``refresh()`` (the command line
 refreshes at each command; a test that changes the environment, through

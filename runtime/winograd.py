@@ -67,7 +67,7 @@ def _placed_values(image, side: ImageDesc) -> np.ndarray:
     if arr.shape != side.array_shape:
         raise ClayoutError(f"the image of {side.describe()} is an array of shape "
                            f"{side.array_shape}; got {arr.shape}")
-    placed = side.placement()
+    placed = side.stored()
     values = api.from_image(arr, placed.layout, placed.dims, dtype="f32", engine="cpu")
     return values.astype(np.float64)
 
@@ -99,7 +99,7 @@ def convert_winograd(image, src_layout, dst_layout, dims, dtype=None) -> np.ndar
                            f"not {dst.dtype.name}")
     g = src_l.transform.exact_inverse(_placed_values(image, src), src.dims)
     values = dtypes.host_array(dst_l.transform.exact(g), dst.dtype, "Winograd image")
-    placed = dst.placement()
+    placed = dst.stored()
     return api.to_image(values.reshape(-1), placed.layout, LETTERS[:len(placed.dims)],
                         dtype=dst.dtype, engine="cpu", dims=placed.dims)
 

@@ -70,7 +70,7 @@ def stages(src, dst) -> tuple[Move | Apply, ...]:
         logical = MemoryDesc(dst.dims, "f32")
         placed = MemoryDesc(dst.placed, "f32")
         return (Move(src, logical), Apply(dst.transform, logical, placed),
-                Move(placed, dst.placement()))
+                Move(placed, dst.stored()))
     if src.is_image and src.transform is not None:
         _float_only(src)
         if not dst.dtype.is_float:
@@ -78,7 +78,7 @@ def stages(src, dst) -> tuple[Move | Apply, ...]:
                                f"a float buffer (f32, f16, bf16), not {dst.dtype.name}")
         placed = MemoryDesc(src.placed, "f32")
         logical = MemoryDesc(src.dims, dst.dtype)
-        return (Move(src.placement(), placed), Apply(src.transform, placed, logical, True),
+        return (Move(src.stored(), placed), Apply(src.transform, placed, logical, True),
                 Move(logical, dst))
     return (Move(src, dst),)
 

@@ -7,13 +7,13 @@ or YUV 4:2:0); ``from_frame`` turns it into a model input of logical dims
 * **colour**: the frame's pixel at (x, y) as R, G, B (YUV to RGB by a
   ``YUV`` matrix of runtime/algebra/frame_formats.py, or the packed
   channels picked), each clamped to [0, 255], never rounded;
-* **sample**: the output pixel's source taps and weights (``Axis``,
+* **sample**: the output pixel's source taps and weights (``SampleAxis``,
   runtime/algebra/frame_axis.py: crop, resize, the letterbox's border),
   along x and along y;
 * **normalize**: (p·scale - mean) / std per output channel, in the output order.
 
 ``FramePlan`` is the side: the frame's shape and format plus the three
-stages. Its sample stage is one table per axis (``Axis.table``) that every
+stages. Its sample stage is one table per axis (``SampleAxis.table``) that every
 fast path reads; every engine reads the plan, none recomputes it.
 
 >>> p = frame_plan((720 * 3 // 2, 1280), "nv21", size=(320, 320))
@@ -33,7 +33,7 @@ from . import dtypes
 from .catalog import NAMED, buffer_tag, image_layout
 from .checks import as_ints
 from .desc import MemoryDesc
-from .frame_axis import Axis, methods
+from .frame_axis import SampleAxis, methods
 from .frame_formats import FORMATS, YUV, YUVS, FrameFormat, frame_format, yuv_matrix
 from .tags import close_names, did_you_mean, parse_tag
 
@@ -55,8 +55,8 @@ class FramePlan:
     height: int
     width: int
     crop: tuple[int, int, int, int]
-    x: Axis
-    y: Axis
+    x: SampleAxis
+    y: SampleAxis
     fit: str
     resize: str
     yuv: YUV | None
@@ -260,8 +260,8 @@ def frame_plan(shape, format, *, size=None, crop=None, fit="stretch", fill=0, re
         sw, sh = w_out, h_out
     px, py = (w_out - sw) // 2, (h_out - sh) // 2
     mx, my = methods(resize, antialias, (cw, ch), (sw, sh))
-    x = Axis("x", w_out, cx, cw, sw, px, mx)
-    y = Axis("y", h_out, cy, ch, sh, py, my)
+    x = SampleAxis("x", w_out, cx, cw, sw, px, mx)
+    y = SampleAxis("y", h_out, cy, ch, sh, py, my)
     rgb = (0, 1, 2) if order == "rgb" else (2, 1, 0)
     source = (0,) if channels == 1 else rgb
     return FramePlan(fmt, height, width, (cx, cy, cw, ch), x, y, fit, resize, matrix, source,
@@ -343,5 +343,5 @@ def frame_target(layout, dtype):
     return image
 
 
-__all__ = ["FrameFormat", "FORMATS", "frame_format", "YUV", "YUVS", "Axis", "FramePlan",
+__all__ = ["FrameFormat", "FORMATS", "frame_format", "YUV", "YUVS", "SampleAxis", "FramePlan",
            "frame_plan", "frame_side", "frame_target", "FITS", "RESIZES", "ORDERS", "DTYPES"]

@@ -1,7 +1,7 @@
 """The sample stage of a frame along one axis (docs/frames.md, "Sample"):
 which source pixels each output pixel reads, and with which weights.
 
-An ``Axis`` is frozen data: the crop along the axis (``start``,
+An ``SampleAxis`` is frozen data: the crop along the axis (``start``,
 ``length`` L pixels), the size it is scaled to (``scaled`` S pixels,
 placed at ``pad`` of ``out``: the letterbox) and the method. Its one rule
 is ``table()``: for each output index d in [0, S), the first source pixel
@@ -33,7 +33,7 @@ The methods, with exact integer numerators (no drift on long axes):
   normalized by the sum over the pixels inside the crop (a ratio).
   Enlarging, it is ``bilinear``.
 
->>> Axis("x", 2, 0, 6, 2, 0, "area").table()[1]
+>>> SampleAxis("x", 2, 0, 6, 2, 0, "area").table()[1]
 array([[0.33333334, 0.33333334, 0.33333334, 0.        ],
        [0.33333334, 0.33333334, 0.33333334, 0.        ]], dtype=float32)
 """
@@ -46,7 +46,7 @@ METHODS = ("copy", "nearest", "bilinear", "area", "area-zoom", "bilinear-aa")
 
 
 @dataclass(frozen=True)
-class Axis:
+class SampleAxis:
     """The sample stage along one axis (x or y): output index o in [0,
     ``out``) reads the frame at ``start`` + a crop index. The crop
     (``length`` pixels) is scaled to ``scaled`` pixels placed at ``pad``
@@ -151,4 +151,4 @@ def methods(resize: str, antialias: bool, lengths, sizes) -> tuple[str, str]:
     return out[0], out[1]
 
 
-__all__ = ["Axis", "METHODS", "methods"]
+__all__ = ["SampleAxis", "METHODS", "methods"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cache import memoized
-from .frame import Axis, FramePlan
+from .frame import SampleAxis, FramePlan
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def fill_border(plan: FramePlan, out: np.ndarray) -> None:
 
 
 @memoized("frame sample taps", "CLAYOUT_FRAME_CACHE", 256)
-def _axis_table(axis: Axis):
+def _axis_table(axis: SampleAxis):
     """``axis.table()``, computed once per axis."""
     return axis.table()
 

@@ -280,7 +280,7 @@ class ImageDesc:
     def with_dtype(self, dtype) -> ImageDesc:
         return ImageDesc(self.layout, self.dims, dtype)
 
-    def placement(self) -> ImageDesc:
+    def stored(self) -> ImageDesc:
         """This image with its transform left out: the layout placing the
         transform's output (``placed``) as it is (itself when there is none)."""
         if self.transform is None:

@@ -140,7 +140,7 @@ def figure(layout, dims, formula: str | None = None):
     layout = image_layout(layout)
     names = list(ImageDesc(layout, dims).layout.placed_names)   # the 5-D form for 5-D dims
     # a Winograd layout: the lanes hold U's elements (o, i, u, v), so its placement is drawn
-    image = ImageDesc(layout, dims).placement()
+    image = ImageDesc(layout, dims).stored()
     layout, dims = image.layout, image.dims
     if 0 in image.shape:
         raise ClayoutError(f"layout {layout.name!r} with dims {dims} is an empty "

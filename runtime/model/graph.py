@@ -8,7 +8,7 @@ came from), each with the :class:`Use` records of the operators that read it.
 after (roles, quantized weights, placement, the manifest) reads only these
 records, so both formats take one code path.
 
-A :class:`Role` is what one use makes of a constant: its role (filter,
+A :class:`ConstantRole` is what one use makes of a constant: its role (filter,
 depthwise, fc_weight, argument), clayout's logical dims, and the ``steps``
 (numpy reshapes and transposes, in order) from the stored tensor to the
 logical one. Each front end has its table of roles
@@ -89,7 +89,7 @@ class Constant:
 
 
 @dataclass(frozen=True)
-class Role:
+class ConstantRole:
     """What one use of a constant makes of it: its role (None: none), the
     logical dims, the steps from the stored tensor and those in words, the
     stored tensor's layout in the format's own letters ("OHWI"); or why it
@@ -102,17 +102,18 @@ class Role:
     source_layout: str = ""
 
 
-def argument_role(op: str, index: int, shape: tuple, elementwise: bool, source: str) -> Role:
+def argument_role(op: str, index: int, shape: tuple, elementwise: bool,
+                  source: str) -> ConstantRole:
     """A per-channel vector input (a bias, a scale, a PRelu slope): an
     ``argument`` image of its one non-unit dim; a scalar of an ``elementwise``
     op is a kernel argument, anything larger no vector. ``source`` names the
     format in the mapping ("ONNX", "TFLite")."""
     big = [d for d in shape if d != 1]
     if not big and elementwise:             # broadcast to every element, not one per channel
-        return Role(reason="scalar constant: pass it as a kernel argument")
+        return ConstantRole(reason="scalar constant: pass it as a kernel argument")
     if len(big) > 1:
-        return Role(reason=f"{op} input {index} of shape {tuple(shape)} is not a per-channel "
+        return ConstantRole(reason=f"{op} input {index} of shape {tuple(shape)} is not a per-channel "
                     "vector")
     length = big[0] if big else 1           # a bias of one output channel is still a vector
-    return Role("argument", (length,), (Reshape((length,)),),
+    return ConstantRole("argument", (length,), (Reshape((length,)),),
                 "as stored" if len(shape) == 1 else f"{source} {tuple(shape)} flattened")

@@ -103,7 +103,7 @@ class _Writer:
             self._raise()
 
 
-class _Reader:
+class _ReadAhead:
     """Reads the next tensor's FileSpan on a thread of its own while the
     current one converts, when it is at most PREFETCH_BYTES (a larger one is
     read when its turn comes: memory before speed)."""
@@ -135,7 +135,7 @@ def _arrays_in_file_order(plan, sources, file: FileLayout, progress):
     owner = {key: p for p in plan.stored for key in mf.keys_of(p)}
     order = list({owner[s.key].name: owner[s.key] for s in file.slots}.values())
     waiting: dict[str, np.ndarray] = {}
-    reader = _Reader(sources)
+    reader = _ReadAhead(sources)
     try:
         yield from _converted(plan, file, owner, order, reader, waiting, progress)
     finally:

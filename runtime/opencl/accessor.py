@@ -121,7 +121,7 @@ def accessor(layout, dims=None, *, dtype="f32", name: str = "t", access: str = "
         raise ClayoutError(f"access {access!r}; allowed: read, write")
     side = _side(layout, dims, dtype)
     if side.is_image and side.transform is not None:
-        side = side.placement()   # the values stored: indexed by the transform's output dims
+        side = side.stored()   # the values stored: indexed by the transform's output dims
     if side.is_image and side.storage.image_object and side.lanes not in images.ORDERS:
         raise ClayoutError(f"no accessor of {side.describe()}: {images.NO_RGB}")
     taken = _own_names(side, access, bool(generic))

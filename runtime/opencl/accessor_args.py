@@ -53,7 +53,7 @@ def _held(mem, side, what: str):
     if mem.engine.domain == "host":
         raise ClayoutError(f"{what} takes a Memory on an OpenCL engine; got {mem!r}, whose "
                            "storage is a host array (make it with engine='opencl')")
-    held = mem.side.placement() if mem.side.is_image else mem.side
+    held = mem.side.stored() if mem.side.is_image else mem.side
     if held != side:
         raise ClayoutError(f"{what} takes a Memory of that side (layout, dims and dtype); got "
                            f"{mem.side.describe()}: build the accessor from the Memory's "

@@ -7,7 +7,7 @@ is one clear line that names the cpu engine.
 A :class:`Device` is the engine's device as a frozen record: its context
 and queue, the facts the engine's choices depend on (type, host-unified
 memory, local memory, image limits, alignments, allocation sizes), read
-once, and the engine's :class:`Options`, read once from its arguments and
+once, and the engine's :class:`EngineOptions`, read once from its arguments and
 the environment. Everything the engine decides (runtime/opencl/moves.py:
 the access, the kernel family, the host path) is a function of these.
 """
@@ -133,7 +133,7 @@ DEFAULT_SPECIALIZE_AFTER = 8
 
 
 @dataclass(frozen=True)
-class Options:
+class EngineOptions:
     """What an engine's caller (or the environment) chose, read once when the
     engine is made: ``image_access`` (auto, direct, staged), ``host_in_place``
     (None: the device decides), ``tiled`` (the tiled kernel family:
@@ -154,7 +154,7 @@ class Options:
 
     @classmethod
     def read(cls, image_access: str = "auto", host_in_place: bool | None = None,
-             tiled: bool | None = None) -> "Options":
+             tiled: bool | None = None) -> "EngineOptions":
         """The options of an engine made with these arguments (None: the
         environment's, else the device decides)."""
         if image_access not in IMAGE_ACCESS:
@@ -206,10 +206,10 @@ class Device:
     max_work_group: int
     extensions: frozenset
     alignments: tuple[int, int] | None
-    options: Options = field(default_factory=Options)
+    options: EngineOptions = field(default_factory=EngineOptions)
 
     @classmethod
-    def open(cls, context: cl.Context, queue: cl.CommandQueue, options: Options,
+    def open(cls, context: cl.Context, queue: cl.CommandQueue, options: EngineOptions,
              alignments=None) -> "Device":
         """The record of ``queue``'s device (``alignments``: a function
         reading the image alignments of a cl.Device, runtime.opencl.shared)."""

@@ -38,7 +38,7 @@ from . import events, host, images, programs, tiles
 from . import output as output_kernel
 from . import transform as transform_kernel
 from .contexts import engine_of, live, register, track  # noqa: F401  (live: re-exported)
-from .device import IMAGE_ACCESS, Device, Options, pick_context
+from .device import IMAGE_ACCESS, Device, EngineOptions, pick_context
 from .memory import DeviceMemory
 from .moves import access_of, host_path, move_plan
 from .plan import ByteCopy
@@ -67,7 +67,7 @@ class OpenCLEngine(Engine):
         ``tiled``: moves that transpose run the tiled kernel family (True) or
         the direct one (False); None (default): ``CLAYOUT_OPENCL_TILED``,
         else the device's facts (runtime/opencl/moves.py)."""
-        options = Options.read(image_access, host_in_place, tiled)
+        options = EngineOptions.read(image_access, host_in_place, tiled)
         if queue is not None:
             context = queue.context
         if context is None:

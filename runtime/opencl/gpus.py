@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..algebra.storage import Limits
 from ..errors import ClayoutError
-from .device import Device, Options
+from .device import Device, EngineOptions
 
 
 @dataclass(frozen=True)
@@ -108,4 +108,4 @@ def device(record: Gpu, base: Device) -> Device:
         host_unified=False, in_order=True, image_support=True, limits=limits,
         max_alloc=record.global_memory // 4, global_memory=record.global_memory,
         local_memory=record.local_per_group, local_is_dedicated=True,
-        max_work_group=record.max_work_group, extensions=frozenset(), options=Options())
+        max_work_group=record.max_work_group, extensions=frozenset(), options=EngineOptions())

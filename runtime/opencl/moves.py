@@ -30,7 +30,7 @@ device and 5.1 back for 64 MiB, against host memcpy plus a pinned copy of
 about the same; CLAYOUT_OPENCL_HOST_PATH=staging forces the pinned route,
 for the bench to measure both).
 
->>> from runtime.opencl.device import Device, Options          # doctest: +SKIP
+>>> from runtime.opencl.device import Device, EngineOptions          # doctest: +SKIP
 >>> p = move_plan(MemoryDesc((1, 8, 2, 2)), ImageDesc(image_layout("in_out_channel"),
 ...               (1, 8, 2, 2)), device)                        # doctest: +SKIP
 >>> p.access, p.why                                             # doctest: +SKIP

@@ -84,7 +84,7 @@ PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096)
 
 def bake_rule() -> tuple[int, int]:
     """(specialize_bytes(), specialize_after()) as the environment says now;
-    an engine reads them once (runtime.opencl.device.Options) and passes them."""
+    an engine reads them once (runtime.opencl.device.EngineOptions) and passes them."""
     return specialize_bytes(), specialize_after()
 
 

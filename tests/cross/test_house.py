@@ -116,3 +116,73 @@ def test_every_optional_package_goes_through_needs():
             if m and f'needs("{m.group(1)}' not in text.split(line, 1)[0]:
                 wrong.append(f"{path.name}:{n}: {line.strip()}")
     assert not wrong, wrong
+
+
+# -- the words of docs/architecture.md ----------------------------------------------------------
+def _classes() -> dict[str, list[tuple[str, ast.ClassDef]]]:
+    """{class name: [(module path, its definition)]} of the whole package."""
+    found: dict = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append((path.relative_to(ROOT).as_posix(), node))
+    return found
+
+
+def glossary_problems(text: str, classes: dict) -> list[str]:
+    """What docs/architecture.md's "Words" table names that the code does not
+    have: a module (its "where" column), a class (a `CamelCase` name), a
+    member (`Class.member`)."""
+    import re
+    table = text[text.index("## Words"):]
+    table = table[:table.index("\n\n", table.index("| word |"))]
+    wrong = []
+    for row in table.splitlines()[2:]:
+        if not row.startswith("| ") or row.startswith("|---"):
+            continue
+        *_, means, where = [c.strip() for c in row.strip("|").split("|")]
+        for module in re.findall(r"`([\w/]+\.py)`", where):
+            if not (ROOT / module).is_file():
+                wrong.append(f"module {module}")
+        for name, member in re.findall(r"`([A-Z][A-Za-z0-9]+)(?:\.(\w+))?(?:\(\))?`", means):
+            if name not in classes:
+                wrong.append(f"class {name}")
+            elif member and not any(member in _members(cls) for _, cls in classes[name]):
+                wrong.append(f"member {name}.{member}")
+    return wrong
+
+
+def _members(cls: ast.ClassDef) -> set:
+    """A class's members: its methods and properties, its fields, what its
+    methods set on ``self``."""
+    names = set()
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+            names |= {t.attr for t in ast.walk(node) if isinstance(t, ast.Attribute) and
+                      isinstance(t.value, ast.Name) and t.value.id == "self" and
+                      isinstance(t.ctx, ast.Store)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+def test_one_class_one_name():
+    """No two classes of the package share a name (Tensor, Options, Role and
+    Axis each named two things)."""
+    twice = {name: [p for p, _ in where] for name, where in _classes().items()
+             if len(where) > 1}
+    assert twice == {}
+
+
+def test_the_words_name_what_the_code_has():
+    text = (ROOT.parent / "docs" / "architecture.md").read_text()
+    classes = _classes()
+    assert glossary_problems(text, classes) == []
+    words = text[text.index("## Words"):]   # the checks can fail: three names broken
+    broken = words.replace("`algebra/side.py`", "`algebra/sides.py`", 1).replace(
+        "`SampleAxis`", "`FrameAxis`", 1).replace("`ImageDesc.stored`", "`ImageDesc.placement`", 1)
+    assert sorted(glossary_problems(broken, classes)) == [
+        "class FrameAxis", "member ImageDesc.placement", "module algebra/sides.py"]

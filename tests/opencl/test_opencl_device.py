@@ -23,7 +23,7 @@ from runtime.errors import ClayoutError
 
 cl = needs("pyopencl")
 from runtime.opencl import images, moves, pinned  # noqa: E402
-from runtime.opencl.device import Device, Options  # noqa: E402
+from runtime.opencl.device import Device, EngineOptions  # noqa: E402
 from runtime.opencl.engine import OpenCLEngine  # noqa: E402
 from runtime.opencl.pool import size_class  # noqa: E402
 
@@ -188,7 +188,7 @@ def test_the_options_are_checked_when_the_engine_is_made(cl_engine, monkeypatch)
             with pytest.raises(ClayoutError, match=words):
                 OpenCLEngine(queue=cl_engine.queue)
     with pytest.raises(ClayoutError, match="image_access 'fast'; allowed: auto, direct, staged"):
-        Options.read("fast")
+        EngineOptions.read("fast")
 
 
 def test_size_classes():

@@ -200,20 +200,20 @@ def test_other_records_keep_the_direct_family(cl_engine, facts, words):
 
 
 def test_the_option_and_the_setting_force_a_family(cl_engine, monkeypatch):
-    from runtime.opencl.device import Options
+    from runtime.opencl.device import EngineOptions
     from runtime.opencl.engine import OpenCLEngine
     from runtime.opencl.moves import family_of
     monkeypatch.setenv("CLAYOUT_OPENCL_TILED", "1")
     forced = OpenCLEngine(queue=cl_engine.queue)
     assert forced.device.options.tiled is True and family_of(forced.device)[0]
     monkeypatch.setenv("CLAYOUT_OPENCL_TILED", "0")
-    assert Options.read().tiled is False
-    assert Options.read(tiled=True).tiled is True     # the argument beats the setting
+    assert EngineOptions.read().tiled is False
+    assert EngineOptions.read(tiled=True).tiled is True     # the argument beats the setting
     off = dataclasses.replace(OpenCLEngine(queue=cl_engine.queue).device, **GPU)   # its option kept
     assert family_of(off) == (False, "tiled=False (the engine's option or CLAYOUT_OPENCL_TILED)")
     monkeypatch.setenv("CLAYOUT_OPENCL_TILED", "yes")
     with pytest.raises(runtime.ClayoutError, match="CLAYOUT_OPENCL_TILED"):
-        Options.read()
+        EngineOptions.read()
 
 
 def test_the_default_on_this_machine_is_direct(cl_engine):

@@ -52,7 +52,7 @@ class Quantization:
 
 
 @dataclass(frozen=True)
-class Tensor:
+class TensorEntry:
     """One tensor of a subgraph; ``data`` holds its buffer's bytes when it is a constant."""
     index: int
     name: str
@@ -82,7 +82,7 @@ class Subgraph:
     """One subgraph: its tensors, input and output tensor indices, operators in order."""
     index: int
     name: str
-    tensors: tuple[Tensor, ...]
+    tensors: tuple[TensorEntry, ...]
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     operators: tuple[Operator, ...]
@@ -151,7 +151,7 @@ def parse(data, path: str = "<bytes>", in_file: bool = False) -> TFLiteModel:
     return TFLiteModel(path, version, description, subgraphs)
 
 
-def tensor_array(tensor: Tensor) -> np.ndarray | None:
+def tensor_array(tensor: TensorEntry) -> np.ndarray | None:
     """The numeric array of a constant tensor (little-endian bytes, read
     as the host's numbers): shaped for a dense one, the 1-D packed values of
     a sparse one; None for a non-constant or a type numpy has no dtype for
@@ -296,7 +296,7 @@ def _operator(t: Table, index: int, codes: list, count: int, where: str, path: s
     return Operator(index, op, custom, inputs, outputs, options)
 
 
-def _tensor(t: Table, index: int, buffers: _Buffers, subgraph: int) -> Tensor:
+def _tensor(t: Table, index: int, buffers: _Buffers, subgraph: int) -> TensorEntry:
     fields = schema.TENSOR
     path = buffers.buf.path
     name = t.string(fields["name"], "name")
@@ -320,7 +320,7 @@ def _tensor(t: Table, index: int, buffers: _Buffers, subgraph: int) -> Tensor:
     data = buffers.data(number, f" of {shown}")
     if data is not None:
         _check_size(data, shape, dtype, itemsize, sparsity is not None, f"{path}: {shown}", number)
-    return Tensor(index, name, shape, dtype, number, data, quantization, sparsity,
+    return TensorEntry(index, name, shape, dtype, number, data, quantization, sparsity,
                   t.scalar(fields["is_variable"], "?", False, "is_variable"))
 
 

@@ -20,9 +20,9 @@ CAST               to the output tensor's type
 
 Example::
 
-    >>> from runtime.model.tflite.file import Operator, Tensor
+    >>> from runtime.model.tflite.file import Operator, TensorEntry
     >>> op = Operator(0, "PACK", False, (0, 1), (2,), {"axis": 1, "values_count": 2})
-    >>> out = Tensor(2, "p", (3, 2), "float32", 0, None, None, None, False)
+    >>> out = TensorEntry(2, "p", (3, 2), "float32", 0, None, None, None, False)
     >>> evaluate(op, [np.array([1., 2, 3]), np.array([4., 5, 6])], out).tolist()
     [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]
 """

@@ -37,7 +37,7 @@ Example::
 """
 from __future__ import annotations
 
-from ..graph import Role, argument_role
+from ..graph import ConstantRole, argument_role
 from ..tensor import Reshape, Transpose
 
 OHWI = (Transpose((0, 3, 1, 2)),)
@@ -57,17 +57,17 @@ COMPUTE_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "BATCH_MATMUL"
                "CONV_3D_TRANSPOSE", "EMBEDDING_LOOKUP") + TRANSPOSED_CONV_OPS + SEQUENCE_OPS
 
 
-def _conv(shape: tuple, op: str) -> Role:
+def _conv(shape: tuple, op: str) -> ConstantRole:
     if len(shape) != 4:
-        return Role(reason=f"{op} weight of rank {len(shape)}: expected OHWI (O, kH, kW, I)")
+        return ConstantRole(reason=f"{op} weight of rank {len(shape)}: expected OHWI (O, kH, kW, I)")
     o, kh, kw, i = shape
-    return Role("filter", (o, i, kh, kw), OHWI,
+    return ConstantRole("filter", (o, i, kh, kw), OHWI,
                 f"TFLite OHWI {tuple(shape)} transposed to (O,I,kH,kW)", source_layout="OHWI")
 
 
-def _depthwise(shape: tuple, use) -> Role:
+def _depthwise(shape: tuple, use) -> ConstantRole:
     if len(shape) != 4 or shape[0] != 1:
-        return Role(reason=f"DEPTHWISE_CONV_2D weight of shape {tuple(shape)}: expected "
+        return ConstantRole(reason=f"DEPTHWISE_CONV_2D weight of shape {tuple(shape)}: expected "
                     "(1, kH, kW, C*M)")
     _, kh, kw, cm = shape
     channels = input_channels(use)
@@ -75,10 +75,10 @@ def _depthwise(shape: tuple, use) -> Role:
         mult = int(getattr(use.proto, "options", {}).get("depth_multiplier", 0) or 0)
         channels = cm // mult if mult > 0 and cm % mult == 0 else 0
     if not channels or cm % channels:
-        return Role(reason=f"DEPTHWISE_CONV_2D weight of shape {tuple(shape)}: its input's "
+        return ConstantRole(reason=f"DEPTHWISE_CONV_2D weight of shape {tuple(shape)}: its input's "
                     "channel count is unknown or does not divide C*M")
     mult = cm // channels
-    return Role("depthwise", (mult, channels, kh, kw),
+    return ConstantRole("depthwise", (mult, channels, kh, kw),
                 (Reshape((kh, kw, channels, mult)), Transpose((3, 2, 0, 1))),
                 f"TFLite (1,kH,kW,C*M) with C={channels}, M={mult}: "
                 "[m,c,h,w] = tflite[0,h,w,c*M+m]", source_layout="1HWC")
@@ -94,25 +94,25 @@ def input_channels(use) -> int:
     return int(shape[-1]) if shape and shape[-1] > 0 else 0
 
 
-def _matmul(shape: tuple, use) -> Role:
+def _matmul(shape: tuple, use) -> ConstantRole:
     adj_y = bool(getattr(use.proto, "options", {}).get("adj_y", False))
     if len(shape) == 2 and adj_y:
-        return Role("fc_weight", (shape[0], shape[1], 1, 1), (Reshape((*shape, 1, 1)),),
+        return ConstantRole("fc_weight", (shape[0], shape[1], 1, 1), (Reshape((*shape, 1, 1)),),
                     "BATCH_MATMUL y (N,K) with adj_y, as stored", source_layout="NK")
     if len(shape) == 2:
         dims = (shape[1], shape[0], 1, 1)
-        return Role("fc_weight", dims, (Transpose((1, 0)), Reshape(dims)),
+        return ConstantRole("fc_weight", dims, (Transpose((1, 0)), Reshape(dims)),
                     "BATCH_MATMUL y (K,N) transposed to (N,K)", source_layout="KN")
     if len(shape) == 3 and not adj_y:
         dims = (shape[0] * shape[2], shape[1], 1, 1)
-        return Role("fc_weight", dims, (Transpose((0, 2, 1)), Reshape(dims)),
+        return ConstantRole("fc_weight", dims, (Transpose((0, 2, 1)), Reshape(dims)),
                     "BATCH_MATMUL y (G,K,N) to (G*N,K): [g*N+n, k] = y[g, k, n]",
                     source_layout="GKN")
-    return Role(reason=f"BATCH_MATMUL weight of rank {len(shape)}"
+    return ConstantRole(reason=f"BATCH_MATMUL weight of rank {len(shape)}"
                 + (" with adj_y" if adj_y else "") + ": (K, N), (N, K) and (G, K, N) are mapped")
 
 
-def role_of(shape: tuple, use) -> Role:
+def role_of(shape: tuple, use) -> ConstantRole:
     """What being input ``use.index`` of the TFLite operator ``use.op``
     makes of a constant of ``shape``: its role, dims and steps, or why it
     has none (``use.proto``: the operator record; ``use.graph``: its subgraph)."""
@@ -124,18 +124,18 @@ def role_of(shape: tuple, use) -> Role:
         return _depthwise(shape, use)
     if op == "FULLY_CONNECTED" and index == 1:
         if getattr(use.proto, "options", {}).get("weights_format", 0):
-            return Role(reason="FULLY_CONNECTED weights in the shuffled 4x16 int8 format: "
+            return ConstantRole(reason="FULLY_CONNECTED weights in the shuffled 4x16 int8 format: "
                         "clayout reads the default (O, I) format only")
         if len(shape) != 2:
-            return Role(reason=f"FULLY_CONNECTED weight of rank {len(shape)}: expected (O, I)")
+            return ConstantRole(reason=f"FULLY_CONNECTED weight of rank {len(shape)}: expected (O, I)")
         dims = (shape[0], shape[1], 1, 1)
-        return Role("fc_weight", dims, (Reshape(dims),), "TFLite (O,I) as stored",
+        return ConstantRole("fc_weight", dims, (Reshape(dims),), "TFLite (O,I) as stored",
                     source_layout="OI")
     if op == "BATCH_MATMUL" and index == 1:
         return _matmul(shape, use)
     if op in SEQUENCE_OPS and len(shape) == 2:
         dims = (shape[0], shape[1], 1, 1)
-        return Role("fc_weight", dims, (Reshape(dims),), f"{op} weight (rows, cols) as stored",
+        return ConstantRole("fc_weight", dims, (Reshape(dims),), f"{op} weight (rows, cols) as stored",
                     source_layout="OI")
     if BIAS_INPUT.get(op) == index or (op == "PRELU" and index == 1) or \
             (op in SEQUENCE_OPS and len(shape) == 1):
@@ -143,9 +143,9 @@ def role_of(shape: tuple, use) -> Role:
     if op in ELEMENTWISE_OPS and index in (0, 1):
         return argument_role(op, index, shape, elementwise=True, source="TFLite")
     if getattr(use.proto, "custom", False):
-        return Role(reason=f"custom op {op} input {index}: clayout knows the inputs of no custom "
+        return ConstantRole(reason=f"custom op {op} input {index}: clayout knows the inputs of no custom "
                     "op but Convolution2DTransposeBias")
-    return Role(reason=f"{op} input {index} has no image role")
+    return ConstantRole(reason=f"{op} input {index} has no image role")
 
 
 def is_weight_input(use, dtype: str) -> bool:
@@ -155,7 +155,7 @@ def is_weight_input(use, dtype: str) -> bool:
     return use.op in COMPUTE_OPS and (dtype in FLOAT_TYPES or WEIGHT_INPUT.get(use.op) == use.index)
 
 
-def use_role(shape: tuple, use) -> Role:
+def use_role(shape: tuple, use) -> ConstantRole:
     """The role one use (a runtime.model.graph.Use) gives a constant of ``shape``."""
     return role_of(shape, use)
 
