@@ -106,8 +106,9 @@ class Engine:
         """A camera frame (``frame``: a runtime.algebra.frame.FramePlan;
         ``data``: its u8 array) as the model input ``dst``: the frame's
         stages on the host in float32 (``sample``), then one conversion from
-        the plain f32 NCHW tensor they give."""
-        return self.convert(frame.plain, dst, self.sample(frame, data), out)
+        the plain f32 NCHW tensor they give (a frame's layout is an
+        activation layout or a tag: that conversion is one move)."""
+        return self.move(frame.plain, dst, self.sample(frame, data), out)
 
     def sample(self, frame, data) -> np.ndarray:
         """The frame's colour, sample and normalize stages: (C, H, W) float32

@@ -23,6 +23,7 @@ fast path reads; every engine reads the plan, none recomputes it.
 from __future__ import annotations
 
 import math
+from functools import cached_property
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,16 +71,18 @@ class FramePlan:
 
     is_image = False   # a source side that is neither a buffer nor an image
     is_frame = True
+    # dims, shape, plain and the float32 numbers are made once per plan (a camera's
+    # frames share one plan): cached_property writes the instance's own dict
 
     @property
     def channels(self) -> int:
         return len(self.source)
 
-    @property
+    @cached_property
     def dims(self) -> tuple[int, int, int, int]:
         return (1, self.channels, self.y.out, self.x.out)
 
-    @property
+    @cached_property
     def shape(self) -> tuple[int, ...]:
         """The frame array's shape."""
         return self.format.shape(self.height, self.width)
@@ -97,22 +100,22 @@ class FramePlan:
     def is_zero(self) -> bool:
         return math.prod(self.dims) == 0
 
-    @property
+    @cached_property
     def plain(self) -> MemoryDesc:
         """The model input as the sample stage gives it: plain f32 NCHW."""
         return MemoryDesc(self.dims, "f32")
 
-    @property
+    @cached_property
     def inv_std(self) -> tuple[np.float32, ...]:
         """1/std per output channel, rounded to float32: normalize is
         (p·scale - mean)·inv_std."""
         return tuple(np.float32(1.0 / s) for s in self.std)
 
-    @property
+    @cached_property
     def mean32(self) -> tuple[np.float32, ...]:
         return tuple(np.float32(m) for m in self.mean)
 
-    @property
+    @cached_property
     def scale32(self) -> np.float32:
         return np.float32(self.scale)
 
