@@ -15,13 +15,7 @@ from runtime.opencl import gpus
 from runtime.opencl.access import model_move
 from runtime.opencl.engine import default
 
-MOVES = (("NCHW->NHWC", "nchw", "nhwc"), ("NHWC->NCHW", "nhwc", "nchw"),
-         ("NCHW->nChw16c", "nchw", "nChw16c"), ("nChw16c->NCHW", "nChw16c", "nchw"),
-         ("NHWC->in_out_channel", "nhwc", "image:in_out_channel"),
-         ("NCHW->in_out_channel", "nchw", "image:in_out_channel"),
-         ("OIHW->conv2d_filter", "oihw", "image:conv2d_filter"))
-SIZES = ((1, 64, 512, 512), (1, 3, 224, 224))
-FILTER = (512, 512, 3, 3)
+from gpu_check import FILTER, MOVES, SIZES  # noqa: E402  (the moves a lent GPU times)
 
 
 def cases():

@@ -75,21 +75,24 @@ def done(event, reads=(), writes=()):
     with _LOCK:
         for obj in writes:
             if isinstance(obj, HOLDER):
-                a = getattr(obj, ATTR, None)
-                if a is None:
-                    a = Access()
-                    setattr(obj, ATTR, a)
+                a = _access(obj)
                 a.write, a.reads = recorded, []
         for obj in reads:
             if isinstance(obj, HOLDER):
-                a = getattr(obj, ATTR, None)
-                if a is None:
-                    a = Access()
-                    setattr(obj, ATTR, a)
-                elif len(a.reads) >= PRUNE_AT:   # finished reads order nothing any more
+                a = _access(obj)
+                if len(a.reads) >= PRUNE_AT:   # finished reads order nothing any more
                     a.reads = [e for e in a.reads if e.command_execution_status != COMPLETE]
                 a.reads.append(recorded)
     return event
+
+
+def _access(obj) -> Access:
+    """The record kept on the memory object ``obj`` (made at its first command)."""
+    a = getattr(obj, ATTR, None)
+    if a is None:
+        a = Access()
+        setattr(obj, ATTR, a)
+    return a
 
 
 def last_write(obj):

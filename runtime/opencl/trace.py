@@ -125,12 +125,18 @@ class Accesses:
     # -- the accesses -----------------------------------------------------------------------
     def load(self, buf: str, index: str, dt) -> str:
         """``buf[index]``: one element of a __global (or __constant) buffer."""
-        site = self._site("load", "global", buf, dt, 1, form=f"{buf}[]")
-        return f"{buf}[{self._at(site, index)}]"
+        return self._element("global", buf, index, dt)
 
     def store(self, buf: str, index: str, dt, value: str) -> str:
-        site = self._site("store", "global", buf, dt, 1, form=f"{buf}[] =")
-        return f"{buf}[{self._at(site, index)}] = {value};"
+        return self._element("global", buf, index, dt, value)
+
+    def _element(self, space: str, array: str, index: str, dt, value: str | None = None) -> str:
+        """One element of a buffer or a local array read (``value`` None) or
+        written, through its access site."""
+        kind, form = ("load", f"{array}[]") if value is None else ("store", f"{array}[] =")
+        site = self._site(kind, space, array, dt, 1, form=form)
+        at = f"{array}[{self._at(site, index)}]"
+        return at if value is None else f"{at} = {value};"
 
     def vload_expr(self, dt, n: int, buf: str, index: str, shift: int = 0) -> str:
         """``vloadN(k, buf + (index))``: ``n`` elements of ``dt`` (k = shift / n)."""
@@ -184,12 +190,10 @@ class Accesses:
         return f"{function}({name}, {at}, {value});"
 
     def local_load(self, array: str, slot: str, dt) -> str:
-        site = self._site("load", "local", array, dt, 1, form=f"{array}[]")
-        return f"{array}[{self._at(site, slot)}]"
+        return self._element("local", array, slot, dt)
 
     def local_store(self, array: str, slot: str, dt, value: str) -> str:
-        site = self._site("store", "local", array, dt, 1, form=f"{array}[] =")
-        return f"{array}[{self._at(site, slot)}] = {value};"
+        return self._element("local", array, slot, dt, value)
 
     # -- the record of each ---------------------------------------------------------------
     def _site(self, kind, space, name, dt, count, shift=0, pixel=False, form="") -> Site:
