@@ -146,7 +146,7 @@ def _call(ctx, targets, t, k) -> bytes:
     into one of the thread's Memory objects, read back."""
     src = Memory(MemoryDesc(DIMS), data=_buffer(ctx, _values(1000 * t + k)))
     if k % 2 == 0:
-        runtime.reorder(src, None, targets[0])
+        runtime.reorder(src, None, None, out=targets[0])
         return bits(targets[0].to_numpy()).tobytes()
     runtime.to_image(src, LAYOUT, out=targets[1])
     return bits(targets[1].to_numpy()).tobytes()
