@@ -48,7 +48,10 @@ from . import baking, images, programs
 from .launch import TILE_BYTES, TILE_ITEMS
 from .plan import ByteCopy, Kernel, bake_after, plan, side_key
 
-PLANS = LRU("OpenCL move plans", "CLAYOUT_PLAN_CACHE", 4096)
+# a plan holds its sides and a kernel (its text kept once: runtime/opencl/plan.py): bounded
+# in entries and in bytes, weighed as the sides plus the text
+PLANS = LRU("OpenCL move plans", "CLAYOUT_PLAN_CACHE", 4096,
+            weigh=lambda p: 2048 + len(getattr(p._kernel[0], "source", "")), budget=32 << 20)
 
 
 @dataclass(frozen=True)
@@ -90,19 +93,28 @@ class MovePlan:
     through_buffers: bool
     tiled: bool
     family_why: str
-    _kernel: list = field(repr=False)   # [the kernel now, uses left before baking or None]
+    _kernel: list = field(repr=False)   # [the kernel now, uses left before baking or None,
+    #                                     the generic kernel where baked by use, uses to bake]
     context: object = field(repr=False, default=None)   # where the baked program is built
 
     @property
     def kernel(self) -> Kernel | ByteCopy:
         state = self._kernel
-        left = state[1]
+        now, left, generic = state[0], state[1], state[2]
         if left is not None:      # generic until hot (a race bakes a call early or late: same bits)
             left -= 1
             state[1] = left
             if left <= 0:         # hot: the baked program built off this thread, swapped in
                 state[1] = None
                 baking.later(self._baked, self._build, lambda k: state.__setitem__(0, k))
+        elif generic is not None and now is not generic and \
+                not programs.baked_in_use(self.context, now.source, generic.source):
+            # the full program cache gave the baked program up (it goes first: runtime/cache.py):
+            # the generic one serves until the shape is hot again (twice as many calls each
+            # time: a cache too small for its working set rebuilds less and less) and it is
+            # rebuilt off this thread
+            state[0], state[1], state[3] = generic, state[3], 2 * state[3]
+            return generic
         return state[0]
 
     def _baked(self) -> Kernel | ByteCopy:
@@ -210,7 +222,9 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
         after = bake_after((src.plain if frame else src.memory, dst.memory), rule)
         tiled, family_why = family_of(device)
         kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0, tiled=tiled)
+        by_use = after is not None and after > 0 and isinstance(kernel, Kernel)
         return MovePlan(src, dst, image, access, why, host_path(device), aliased, through,
-                        tiled, family_why, [kernel, after if after else None], device.context)
+                        tiled, family_why, [kernel, after if after else None,
+                                            kernel if by_use else None, after], device.context)
     source = ("frame", src) if src.is_frame else side_key(src)
     return PLANS.get((device.key, source, side_key(dst), aliased, dense), make)
