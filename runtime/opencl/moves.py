@@ -219,7 +219,10 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
         rule = (device.options.specialize_bytes, device.options.specialize_after)
         through = dense or access != "direct"
         frame = src.is_frame
-        after = bake_after((src.plain if frame else src.memory, dst.memory), rule)
+        descs = (src.plain if frame else src.memory, dst.memory)
+        if frame:   # a frame bakes only when hot, whatever its size: a new crop builds nothing
+            rule = (rule[0] if rule[0] < 0 else 1 << 62, rule[1])
+        after = bake_after(descs, rule)
         tiled, family_why = family_of(device)
         kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0, tiled=tiled)
         by_use = after is not None and after > 0 and isinstance(kernel, Kernel)
