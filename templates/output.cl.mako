@@ -84,7 +84,16 @@ __kernel void ${name}(${src.params},
 %   if result == "tensor":
     ${channels("dst_store(dst_ARGS, n, c" + dst_args + ", " + value + ");")}
 %   else:
-<% k = "p" if keys_are_p else "x" %>
+<%
+    if keys_are_p:   # the key is the activated value: computed in both passes
+        count = "const float k = " + value + "; mine += k >= bound;"
+        write = ("const float k = " + value + "; if (k >= bound) { if (at < cap) { flat[at] = (n * "
+                 + C + " + c) * " + S + " + s; val[at] = k; key[at] = k; } at++; }")
+    else:            # the key is x: the count pass activates nothing
+        count = "mine += x >= bound;"
+        write = ("if (x >= bound) { if (at < cap) { flat[at] = (n * " + C + " + c) * " + S
+                 + " + s; val[at] = " + value + "; key[at] = x; } at++; }")
+%>
     /* the group's selected elements counted in local memory, one global
        atomic a group for their place, then written there (any order: the
        host sorts them) */
@@ -93,7 +102,7 @@ __kernel void ${name}(${src.params},
     barrier(CLK_LOCAL_MEM_FENCE);
     int mine = 0;
     if (live) {
-        ${channels("const float p = " + value + "; const float k = " + k + "; mine += k >= bound;")}
+        ${channels(count)}
     }
     const int first = mine ? atomic_add(&group_n, mine) : 0;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -101,7 +110,7 @@ __kernel void ${name}(${src.params},
     barrier(CLK_LOCAL_MEM_FENCE);
     if (mine) {
         int at = group_at + first;
-        ${channels("const float p = " + value + "; const float k = " + k + "; if (k >= bound) { if (at < cap) { flat[at] = (n * " + C + " + c) * " + S + " + s; val[at] = p; key[at] = k; } at++; }")}
+        ${channels(write)}
     }
 %   endif
 % endif
