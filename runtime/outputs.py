@@ -73,6 +73,8 @@ def read_output(src, layout=None, dims=None, *, dequantize=None, activation=None
         # a host array on a device: uploaded into pooled device memory, consumed here
         with eng.host_input(side, data) as storage:
             pending = eng.read_output(side, storage, rule, out, wait_for)
+            if wait:   # finished while the device copy is its own (a top_k over the cap reads
+                pending.result()   # it again)
     else:
         pending = eng.read_output(side, data, rule, out, wait_for)
     return pending.result() if wait else pending

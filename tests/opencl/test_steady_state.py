@@ -200,3 +200,24 @@ def test_outputs_from_many_threads_give_the_single_threaded_results(discrete):
                 got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
                 assert all(np.array_equal(g, w) for g, w in zip(got, want)), (t, k)
     in_threads(work, 8)
+
+
+def test_a_top_k_over_the_cap_from_many_threads_reads_its_own_output(discrete):
+    """More selected than the buffers hold (CAP) with top_k: the kernel runs
+    again with room for all of them, on the output's device copy, which
+    must still be the call's own (before, a host array's pooled copy went
+    back to the pool first, and another thread's upload could land in it:
+    garbage indices)."""
+    from runtime.algebra.output import CAP
+    dims = (1, 3, 160, 160)   # 76,800 elements, all selected: over the cap of 65,536
+    assert np.prod(dims) > CAP
+    xs = [(np.arange(np.prod(dims), dtype=np.float32) % (997 + t)).reshape(dims)
+          for t in range(8)]
+    kw = dict(threshold=-1.0, top_k=5)
+    alone = [runtime.read_output(x, "nchw", dims, engine=discrete, **kw) for x in xs]
+
+    def work(t):
+        for _ in range(3):
+            idx, val = runtime.read_output(xs[t], "nchw", dims, engine=discrete, **kw)
+            assert np.array_equal(idx, alone[t][0]) and np.array_equal(val, alone[t][1]), t
+    in_threads(work, 8)
