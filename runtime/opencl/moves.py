@@ -73,7 +73,8 @@ class HostPath:
             return "in place (the device shares host memory)"
         how = "the driver" if self.pageable == "driver" else \
             f"chunks of {self.chunk >> 10} KiB through {self.stages} pinned stages, pipelined"
-        return f"copied through pooled device memory; pinned arrays directly, pageable ones by {how}"
+        return ("copied through pooled device memory; pinned arrays directly, pageable ones "
+                f"by {how}")
 
 
 @dataclass(frozen=True, eq=False)
