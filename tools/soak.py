@@ -4,14 +4,16 @@ while, the process's resident memory and the call rate reported as it goes.
 Each of ``--threads`` threads (4) loops over the kinds of call an inference
 engine makes: ``to_image``, ``from_image`` and ``reorder`` on host arrays,
 ``from_frame`` with a moving crop, ``read_output`` (argmax, a threshold, a
-tensor result) and a Memory conversion on the device, each on a shape drawn
-at random (``--fixed``: the same few shapes every time, the baseline the
-caches are measured against). Every ``--every`` seconds it prints one line:
-the time, the resident memory (MiB), the calls per second since the last
-line, the programs built (on calling threads and in the background) and the
-entries of the largest caches. At the end: the first and last minute's call
-rates, the peak memory and the memory once the caches were full (the
-median of the last third).
+tensor result) and a Memory conversion on the device, each with its tags,
+layout and result drawn at random from the same few, on a shape drawn at
+random (``--fixed``: the same shape every time, the baseline the caches
+are measured against: the same kinds of call, only the shapes differ).
+Every ``--every`` seconds it prints one line: the time, the resident memory
+(MiB), the calls per second since the last line, the programs built (on
+calling threads and in the background), the programs the cache holds (and
+what they weigh) and the entries of the largest caches. At the end: the
+first and last minute's call rates, the peak memory and the memory once the
+caches were full (the median of the last third).
 
 Run: ``python tools/soak.py --minutes 3`` (``--discrete``: the OpenCL engine
 with ``host_in_place=False``, the path a discrete GPU takes; ``--engine
@@ -66,7 +68,7 @@ def calls(engine, fixed: bool):
 
     def reorder(rng):
         dims = _dims(rng, fixed)
-        a, b = (TAGS[0], TAGS[2]) if fixed else rng.sample(TAGS, 2)
+        a, b = rng.sample(TAGS, 2)
         src = MemoryDesc(dims, tag=a)
         x = np.ones(src.span, np.float32)
         runtime.reorder(x, src, MemoryDesc(dims, tag=b), engine=engine)
@@ -127,7 +129,7 @@ def soak(engine, minutes: float, threads: int, fixed: bool, every: float, out=pr
     samples, last_n, last_t = [], 0, start
     out(f"soak: {threads} threads, {'fixed' if fixed else 'random'} shapes, {minutes} min on "
         f"{engine if isinstance(engine, str) else engine.device.describe()}")
-    out("    s   RSS MiB  calls/s  built(calling/background)  largest caches")
+    out("    s   RSS MiB  calls/s  built (calling/background)  programs held  largest caches")
     end = start + 60 * minutes
     while time.monotonic() < end and not stop.is_set():
         time.sleep(min(every, max(0.0, end - time.monotonic())))
@@ -137,9 +139,12 @@ def soak(engine, minutes: float, threads: int, fixed: bool, every: float, out=pr
         rss = rss_mib()
         samples.append((now - start, rss, rate))
         calling = programs.STATS["builds"] - programs.STATS["builds_in_background"]
-        big = sorted(cache.REGISTRY.values(), key=len, reverse=True)[:3]
-        out(f"{now - start:5.0f} {rss:9.1f} {rate:8.1f}  {calling:6d}/{programs.STATS['builds_in_background']:<6d}"
-            f"              " + ", ".join(f"{c.name} {len(c)}" for c in big))
+        big = sorted(cache.REGISTRY.values(), key=len, reverse=True)[:2]
+        held = programs.PROGRAMS
+        held_mib = getattr(held, "bytes", 0) / 2**20
+        out(f"{now - start:5.0f} {rss:9.1f} {rate:8.1f}  {calling:6d}/"
+            f"{programs.STATS['builds_in_background']:<6d}  {len(held):4d} {held_mib:6.0f} MiB  "
+            + ", ".join(f"{c.name} {len(c)}" for c in big))
     stop.set()
     for w in workers:
         w.join()
@@ -156,8 +161,8 @@ def summary(result: dict, out=print) -> None:
     out(f"calls: {result['calls']}; errors: {len(result['errors'])}")
     for e in result["errors"][:5]:
         out(f"  {e}")
-    out(f"rate: first minute {statistics.mean(first):.1f}/s, last minute "
-        f"{statistics.mean(last):.1f}/s (last / first {statistics.mean(last) / statistics.mean(first):.2f})")
+    a, b = statistics.mean(first), statistics.mean(last)
+    out(f"rate: first minute {a:.1f}/s, last minute {b:.1f}/s (last / first {b / a:.2f})")
     out(f"memory: peak {max(m for _, m, _ in samples):.1f} MiB, caches full (median of the "
         f"last third) {statistics.median(full):.1f} MiB")
 
