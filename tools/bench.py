@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+import bench_discrete
 import bench_frame
 import bench_model
 import bench_output
@@ -225,6 +226,8 @@ def main(argv=None) -> int:
     ap.add_argument("--overhead", action="store_true",
                     help="only the overhead of small calls: prepared and ordinary calls "
                     "against np.copyto, pyopencl's own enqueue and from_image + numpy")
+    ap.add_argument("--cases", help="with --host: the cases to time, comma-separated (e.g. "
+                    "NCHW->NHWC,NCHW->in_out_channel); all by default")
     args = ap.parse_args(argv)
     if args.overhead:
         import bench_overhead
@@ -243,19 +246,31 @@ def main(argv=None) -> int:
     repeat = 3 if args.quick else args.repeat
     frames = lambda: bench_frame.run(repeat=3 * repeat, inner=2 if args.quick else 4,  # noqa: E731
                                      opencl=not args.no_opencl)
+    discrete, why = (None, "") if args.no_opencl else bench_discrete.engines()
     if args.frames:
         frames()
+        if discrete is not None:
+            print()
+            bench_discrete.frame_rows(3 * repeat, 2 if args.quick else 4, engine=discrete)
+        elif why:
+            print(why)
         return 0
     if args.outputs:
+        cases = ("tiny",) if sizes == ["tiny"] else ("seg", "det", "cls")
         bench_output.run(repeat=3 * repeat, inner=2 if args.quick else 3,
-                         opencl=not args.no_opencl,
-                         cases=("tiny",) if sizes == ["tiny"] else ("seg", "det", "cls"))
+                         opencl=not args.no_opencl, cases=cases)
+        if discrete is not None:
+            print()
+            bench_discrete.output_rows(cases, 3 * repeat, 2 if args.quick else 3, engine=discrete)
+        elif why:
+            print(why)
         return 0
     if args.host:
         if not opencl_available():
             print("OpenCL: no device with image support; nothing to measure")
             return 0
-        bench_host.host_in_place_rows(sizes, repeat)
+        bench_host.host_in_place_rows(sizes, repeat,
+                                      cases=args.cases.split(",") if args.cases else None)
         return 0
     if args.paths:
         chosen = args.sizes.split(",") if "--sizes" in (argv or sys.argv) else \
@@ -290,8 +305,14 @@ def main(argv=None) -> int:
     if sizes != ["tiny"]:   # the smoke size is for the bench itself, not for timing frames
         print()
         frames()
+        if discrete is not None:
+            print()
+            bench_discrete.frame_rows(3 * repeat, 4, engine=discrete)
         print()
         bench_output.run(repeat=3 * repeat, opencl=not args.no_opencl)
+        if discrete is not None:
+            print()
+            bench_discrete.output_rows(("seg", "det", "cls"), 3 * repeat, 3, engine=discrete)
     return 0
 
 

@@ -13,7 +13,7 @@ from runtime import ClayoutError, ImageDesc, image_layout
 from runtime.algebra.desc import MemoryDesc
 
 
-def host_in_place_rows(sizes, repeat: int, report=print, engine=None) -> list[dict]:
+def host_in_place_rows(sizes, repeat: int, report=print, engine=None, cases=None) -> list[dict]:
     """Each case at each size (the filter: tools/bench_opencl.py's filter of
     that size, which fits a device image) as the public call on host arrays
     with ``out=``, against the host round-trip floors measured in the same
@@ -25,18 +25,23 @@ def host_in_place_rows(sizes, repeat: int, report=print, engine=None) -> list[di
       arrays (leased device buffers, the driver's copies);
     * ``pinned``: the same from and into ``runtime.empty_pinned`` arrays;
     * ``staging``: ``host_in_place=False`` with CLAYOUT_OPENCL_HOST_PATH=staging
-      (a pageable array through a leased pinned one).
+      (a pageable array pipelined in chunks through pinned stages: what a
+      discrete device does; on a device that shares host memory the plan
+      takes the driver's copy, the ``pageable`` column).
 
     The floors: the source's bytes to the device and the destination's
     bytes back, by the driver's copy from and into pinned arrays (the bus's
     limit) and from and into pageable ones; and the device's own copy of
     the destination's bytes (clEnqueueCopyBuffer, or ...ToImage). Rounds in
     turn, medians of ``repeat`` after the warm-up that bakes a shape's
-    program. Columns: ms, and the call against the floor it should meet."""
+    program. Columns: ms, and each call against the floor it should meet;
+    ``cases``: names of CASES to time (None: all). After each size: host
+    to_image against a reorder of the same bytes, per path."""
     import pyopencl as cl   # only with a device
     from runtime import empty_pinned
     from runtime.opencl import images
     from runtime.opencl.engine import OpenCLEngine, default
+    from runtime.opencl.moves import host_path
     from runtime.opencl.plan import specialize_after
     queue = (engine or default()).queue
     engines = {"in place": OpenCLEngine(queue=queue, host_in_place=True),
@@ -52,13 +57,18 @@ def host_in_place_rows(sizes, repeat: int, report=print, engine=None) -> list[di
             os.environ["CLAYOUT_OPENCL_HOST_PATH"] = old
     discrete = engines["pageable"]
     report(f"device: {discrete.device.describe()}")
+    report(f"pageable path: {discrete.device.describe()}: "
+           f"{host_path(discrete.device).describe()}; staging: "
+           f"{host_path(engines['staging'].device).describe()}")
     report("| case | size | MB | device copy ms | pinned floor ms | pageable floor ms | "
            "in place ms | pageable ms | / pageable floor | pinned ms | / pinned floor | "
-           "staging ms |")
-    report("|---|---|---|---|---|---|---|---|---|---|---|---|")
+           "staging ms | / pageable floor |")
+    report("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for size in sizes:
         for name, src_tag, dst in CASES:
+            if cases is not None and name not in cases:
+                continue
             dims = SIZES[size]
             if src_tag == "oihw":   # a filter of this size, as tools/bench_opencl.py times it
                 c, h = dims[1], dims[2]
@@ -114,11 +124,18 @@ def host_in_place_rows(sizes, repeat: int, report=print, engine=None) -> list[di
                    f"{ms['limit']:.2f} | {ms['pinned floor']:.2f} | {ms['pageable floor']:.2f} | "
                    f"{ms['in place']:.2f} | {ms['pageable']:.2f} | "
                    f"{ms['pageable'] / ms['pageable floor']:.2f} | {ms['pinned']:.2f} | "
-                   f"{ms['pinned'] / ms['pinned floor']:.2f} | {ms['staging']:.2f} |")
+                   f"{ms['pinned'] / ms['pinned floor']:.2f} | {ms['staging']:.2f} | "
+                   f"{ms['staging'] / ms['pageable floor']:.2f} |")
         at = [r for r in rows if r["size"] == size]
         if at:
             report(f"geomean {size}: pageable {geomean(r['pageable'] / r['pageable floor'] for r in at):.2f}"
                    f"x its floor, pinned {geomean(r['pinned'] / r['pinned floor'] for r in at):.2f}"
                    f"x its floor, in place {geomean(r['in place'] / r['limit'] for r in at):.2f}"
                    "x the device copy")
+            pair = {r["case"]: r for r in at}
+            image, plain = pair.get("NCHW->in_out_channel"), pair.get("NCHW->NHWC")
+            if image and plain and image["bytes"] == plain["bytes"]:
+                report(f"host to_image / reorder of the same bytes, {size}: " + ", ".join(
+                    f"{k} {image[k] / plain[k]:.2f}" for k in ("pageable", "pinned", "staging",
+                                                                "in place")) + " (goal <= 1.1)")
     return rows

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -289,6 +290,22 @@ class Pending:
         if self._error is not None:
             raise self._error
         return self._value
+
+    def then(self, release) -> "Pending":
+        """A Pending of the same result that calls ``release()`` once that
+        result is finished (or has failed), or when it is dropped unfinished
+        (whatever the device still does with what ``release`` gives back is
+        ordered before its next use by the memory's events)."""
+        inner = self
+
+        def finish():
+            try:
+                return inner.result()
+            finally:
+                released()
+        pending = Pending(finish, self.done, self.event)
+        released = weakref.finalize(pending, release)
+        return pending
 
     def __repr__(self) -> str:
         return f"<clayout Pending {'done' if self.done() else 'running'}>"

@@ -9,6 +9,8 @@ on the host, the OpenCL engine runs one kernel and reads back only the
 result (runtime/opencl/output.py)."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .. import engine as engines
@@ -152,9 +154,16 @@ class PreparedOutput:
                            else np.empty(0))
         eng, side = self.engine, self.side
         if isinstance(data, np.ndarray) and eng.domain != "host" and not side.is_zero:
-            # a host array on a device: uploaded into pooled device memory, consumed here
-            with eng.host_input(side, data) as storage:
-                pending = self.read(storage, out, wait_for)
+            # a host array on a device: uploaded into pooled device memory, its lease held
+            # until the result is finished (a top_k over the cap reads it again)
+            held = contextlib.ExitStack()
+            with held:
+                pending = self.read(held.enter_context(eng.host_input(side, data)), out,
+                                    wait_for)
+                if wait:
+                    return pending.result()
+                held = held.pop_all()
+            return pending.then(held.close)
         else:
             pending = self.read(data, out, wait_for)
         return pending.result() if wait else pending

@@ -28,9 +28,6 @@ from .moves import move_plan
 from .plan import ByteCopy, plan
 from .trace import Accesses
 
-# read_output's kernel is launched with the driver's choice of group (runtime/opencl/output.py):
-# the model takes 64 x 1, two warps along the positions a work item each
-OUTPUT_LOCAL = (64, 1)
 
 
 @dataclass(frozen=True)
@@ -75,19 +72,22 @@ def model_move(src, dst, record: gpus.Gpu, base, bake: bool | None = None) -> Mo
 
 def model_output(side, rule, record: gpus.Gpu, base) -> Modelled:
     """The model of read_output's kernel reading ``side`` by ``rule``
-    (runtime.algebra.output.OutputRule) on ``record``, in groups of
-    ``OUTPUT_LOCAL``."""
+    (runtime.algebra.output.OutputRule) on ``record``: the program a steady
+    call runs (baked where the output is hot-sized, else generic), in the
+    engine's groups (runtime/opencl/output.py's local_size)."""
     import pyopencl as cl
     from . import output
     from .accessor import accessor
+    from .plan import HOT_BYTES
+    bake = side.memory.size >= HOT_BYTES
     acc = Accesses(trace=True)
-    source = output.render(side, rule, acc)
+    kernel = output.render(side, rule, bake, acc)
     context, mf = base.context, cl.mem_flags
     src_mem = trace_run._memory(base, side, side.is_image and side.storage.image_object)
-    args = accessor(side, name="src").args(src_mem)
+    args = accessor(side, name="src", generic=not bake).args(src_mem)
     if rule.result == "tensor":
         res = cl.Buffer(context, mf.READ_WRITE, max(4, rule.dst.span_bytes))
-        args += accessor(rule.dst, name="dst", access="write").args(res)
+        args += accessor(rule.dst, name="dst", access="write", generic=not bake).args(res)
     elif rule.result == "argmax":
         args += (cl.Buffer(context, mf.READ_WRITE, 4 * rule.batch * rule.spatial),)
     else:
@@ -96,7 +96,9 @@ def model_output(side, rule, record: gpus.Gpu, base) -> Modelled:
         args += (*bufs, rule.bound, np.int32(cap))
     c = rule.channels
     args += (cl.Buffer(context, mf.READ_ONLY, 4 * c), cl.Buffer(context, mf.READ_ONLY, 4 * c))
-    size = (-(-rule.spatial // 64) * 64, rule.batch)
-    run = trace_run.run(base, source, output.NAME, size, OUTPUT_LOCAL, args)
+    args += kernel.numbers
+    group = output.local_size(gpus.device(record, base))
+    size = (-(-rule.spatial // group) * group, rule.batch)
+    run = trace_run.run(base, kernel.source, output.NAME, size, (group, 1), args)
     return Modelled(None, "output", "one work item an output position, its channels in turn",
                     figures(run, tuple(acc.sites), record))

@@ -258,14 +258,22 @@ def _render(side, name: str, access: str, generic: bool, acc: Accesses) -> Acces
     params = ", ".join([param] + extra)
     args = ", ".join([name] + [n for n, _, _ in num.args])
     values = tuple(arg_value(idx if ctype == "idx_t" else ctype, v) for _, ctype, v in num.args)
-    summary = (f"{side.describe()}, {access}" + (", generic (numbers are arguments)"
-                                                  if generic else ""))
+    # a generic accessor's text names no dims: one text (one program) for every shape
+    summary = (f"{side.describe()}, {access}" if not generic else
+               f"{_family(side)}, {access}, generic (numbers are arguments)")
     source = sources.template("accessor.cl.mako").render(
         name=name, summary=summary, guard=f"CLAYOUT_ACCESSOR_{name}",
         helpers=sources.helpers() + acc.helpers, params=params + acc.param, args=args + acc.arg, rank=rank, lane_axis=lane, notes=notes,
         pragmas=images.pragmas(side, access) if image else (),
         sampler=image and access == "read" and images.sampled(side), functions=fns)
     return Accessor(name, side, access, generic, source, params, lane, rank, values, store_one)
+
+
+def _family(side) -> str:
+    """``side`` described without its dims (rank, layout, dtype, storage)."""
+    if side.is_image:
+        return f"{side.layout.name} rank {len(side.dims)} {side.dtype.name} ({side.storage.name})"
+    return f"{side.dtype.name} rank {len(side.dims)} {side.tag or 'strided'}"
 
 
 def _lane_axis(side) -> int | None:

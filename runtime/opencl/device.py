@@ -142,8 +142,10 @@ class EngineOptions:
     reuse; None: a quarter of the device's global memory), ``host_path``
     (CLAYOUT_OPENCL_HOST_PATH: how a host array that is not pinned crosses to
     a discrete device: auto, driver (the driver's copy from pageable memory)
-    or staging (through a pinned buffer)), and the thresholds of a baked
-    program (CLAYOUT_SPECIALIZE_BYTES, CLAYOUT_SPECIALIZE_AFTER)."""
+    or staging (pipelined in chunks through pinned stages)), ``chunk_bytes``
+    (CLAYOUT_OPENCL_CHUNK_BYTES: a pipelined transfer's chunk; None: the
+    plan's), and the thresholds of a baked program (CLAYOUT_SPECIALIZE_BYTES,
+    CLAYOUT_SPECIALIZE_AFTER)."""
     image_access: str = "auto"
     host_in_place: bool | None = None
     tiled: bool | None = None
@@ -151,6 +153,7 @@ class EngineOptions:
     host_path: str = "auto"
     specialize_bytes: int = DEFAULT_SPECIALIZE_BYTES
     specialize_after: int = DEFAULT_SPECIALIZE_AFTER
+    chunk_bytes: int | None = None
 
     @classmethod
     def read(cls, image_access: str = "auto", host_in_place: bool | None = None,
@@ -170,7 +173,9 @@ class EngineOptions:
                    env_choice("CLAYOUT_OPENCL_HOST_PATH", "auto", HOST_PATHS),
                    env_int("CLAYOUT_SPECIALIZE_BYTES", DEFAULT_SPECIALIZE_BYTES, "a byte count"),
                    env_int("CLAYOUT_SPECIALIZE_AFTER", DEFAULT_SPECIALIZE_AFTER,
-                           "a count of calls"))
+                           "a count of calls"),
+                   env_int("CLAYOUT_OPENCL_CHUNK_BYTES", None, "a byte count (1 or more)",
+                           minimum=1))
 
 
 def _info(dev: cl.Device, name: str, default=0):

@@ -157,8 +157,10 @@ class OpenCLEngine(Engine):
     def run_plan(self, p, src, dst, wait_for=None) -> cl.Event:
         """Enqueue a move plan's kernel from ``src`` into ``dst`` (a frame's
         kernel also takes the frame's taps buffer, runtime/opencl/frame.py)."""
-        extra = (frame_c.buffer(self.device.context, p.src),) if p.frame else ()
-        return self.launch(p.kernel, src, dst, wait_for, extra)
+        if not p.frame:
+            return self.launch(p.kernel, src, dst, wait_for)
+        with frame_c.taps(self, p.src) as taps:   # leased: back to the pool once enqueued
+            return self.launch(p.kernel, src, dst, wait_for, (taps,))
 
     def run_kernel(self, source: str, name: str, global_size, args, wait_for=None,
                    local_size=None, reads=(), writes=()) -> cl.Event:

@@ -12,18 +12,28 @@ registers: no intermediate RGB, resized or normalized array.
 
 **The taps buffer.** The sample stage's tables and the frame's numbers,
 packed into one float32 buffer (runtime/algebra/frame_taps.py) that the
-kernel takes after ``dst``. A *generic* frame program reads
-every number from it: its source depends on the frame's format and channel
-order only, so a new crop, frame size, output size or normalization builds
-nothing (a tracker's crop moves every frame). A frame converted again and
-again gets its *baked* program (the header's numbers written in, the tap
-loops of a known length), as every conversion does (runtime/opencl/moves.py).
+kernel takes after ``dst``, leased from the engine's pool for each call
+(``taps``) and written there: a moving crop makes no memory object. A
+*generic* frame program reads every number from it: its source depends on
+the frame's format and channel order, and for resizes of at most two taps
+an axis (copy, nearest, bilinear) on the taps of each, read in
+straight-line code (``family``: PoCL vectorizes across work items only a
+body without inner loops; with loops 1280 x 720 NV21 -> 1280 x 1280
+letterbox bilinear ran 2-3x slower than baked, straight-line as fast);
+wider taps loop. So a new crop, frame size, output size or normalization
+builds nothing (a tracker's crop moves every frame). A frame converted
+again and again gets its *baked* program (the header's numbers written in,
+the taps computed inline where the method allows) when it turns hot,
+built off the calling thread (runtime/opencl/moves.py, baking.py); never
+at once, whatever its size: a new crop runs the generic program.
 
 The function evaluates the same float32 operations, in the same order, as
 the host evaluation (runtime/algebra/frame_sample.py), under
 ``FP_CONTRACT OFF`` (no fused multiply-adds), so the two give the same bits.
 """
 from __future__ import annotations
+
+import contextlib
 
 import pyopencl as cl
 
@@ -32,28 +42,42 @@ from ..algebra.frame import FramePlan
 from ..algebra.frame_taps import HEADER, WORD, header, tables
 from ..cache import LRU, memoized
 from .trace import Accesses
+from . import events
 
 FUNCTION = "clayout_frame"
 PARAM = "__global const float *restrict clayout_taps"
 
-# The taps buffers on the devices: a camera's frames share one (its plan's);
-# a moving crop makes one a frame, each a few KiB, the least recent given back.
-BUFFERS = LRU("OpenCL frame tap buffers", "CLAYOUT_FRAME_CACHE", 64)
+@contextlib.contextmanager
+def taps(engine, plan: FramePlan):
+    """The taps buffer of ``plan`` for the time of a ``with`` block: leased
+    from ``engine``'s pool and written after the commands still pending on
+    it (events: runtime/opencl/events.py), back to the pool at the end, its
+    next lease ordered after the kernel that reads it here."""
+    data = tables(plan)
+    with engine.memory.lease_buffer(data.nbytes, cl.mem_flags.READ_ONLY) as buf:
+        write = cl.enqueue_copy(engine.queue, buf, data, is_blocking=False,
+                                wait_for=events.after((), (buf,)) or None)
+        events.done(write, (), (buf,))
+        yield buf
 
 
-def buffer(context: cl.Context, plan: FramePlan) -> cl.Buffer:
-    """The taps buffer of ``plan`` on ``context`` (made once, cached)."""
-    def make():
-        data = tables(plan)
-        return context, cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                                  hostbuf=data)
-    return BUFFERS.get((context.int_ptr, plan), make)[1]
+# taps per axis up to which a generic program is straight-line code: copy, nearest,
+# bilinear and area-zoom (K <= 2 each, four taps a pixel); wider taps (area, antialiased
+# bilinear: K grows with the scale) loop, so that a crop whose scale moves builds nothing
+STRAIGHT_TAPS = 2
+
+
+def straight(plan: FramePlan) -> bool:
+    """Whether ``plan``'s generic program reads its taps in straight-line code."""
+    return plan.x.taps <= STRAIGHT_TAPS and plan.y.taps <= STRAIGHT_TAPS
 
 
 def family(plan: FramePlan) -> tuple:
-    """What a generic frame program's source depends on: the format and
-    which RGB component each output channel takes."""
-    return (plan.format.name, plan.source)
+    """What a generic frame program's source depends on: the format, which
+    RGB component each output channel takes and, where its taps are
+    straight-line code, how many each axis has (else: loops)."""
+    taps = (plan.x.taps, plan.y.taps) if straight(plan) else "loops"
+    return (plan.format.name, plan.source, taps)
 
 
 def describe(plan: FramePlan, bake: bool) -> str:
@@ -146,9 +170,10 @@ def _axis(axis, n, bake: bool, acc: Accesses):
 
 def _sample_unrolled(plan: FramePlan, n, wanted, x_weight, y_weight,
                      acc: Accesses) -> list[str]:
-    """The taps of a baked program, straight-line (PoCL vectorizes across
-    work items only a body without inner loops): each tap's colour, then
-    per row of taps the x blend, then the y blend, in the host's order."""
+    """The taps, straight-line (PoCL vectorizes across work items only a
+    body without inner loops): each tap's colour, then per row of taps the
+    x blend, then the y blend, in the host's order (the first term the
+    first product, as on the host)."""
     kx, ky = plan.x.taps, plan.y.taps
     lines = [f"const int x{i} = min(xf + {i}, {n('x_last')});" for i in range(kx)]
     lines += [f"const int y{j} = min(yf + {j}, {n('y_last')});" for j in range(ky)]
@@ -189,8 +214,8 @@ def _function(plan: FramePlan, bake: bool, acc: Accesses) -> str:
     x_lines, x_weight = _axis(plan.x, n, bake, acc)
     y_lines, y_weight = _axis(plan.y, n, bake, acc)
     body = x_lines + y_lines
-    body += _sample_unrolled(plan, n, wanted, x_weight, y_weight, acc) if bake else \
-        _sample_loops(n, plan, wanted, x_weight, y_weight, acc)
+    body += _sample_unrolled(plan, n, wanted, x_weight, y_weight, acc) \
+        if bake or straight(plan) else _sample_loops(n, plan, wanted, x_weight, y_weight, acc)
     outs = [f"(p{k} * {n('scale')} - {n(f'mean{c}')}) * {n(f'inv{c}')}"
             for c, k in enumerate(plan.source)]
     fills = [n(f"fill{c}") for c in range(plan.channels)]

@@ -7,11 +7,15 @@ host call took 125 ms with an upload and a download copy, 55 ms without).
 Elsewhere the arrays are copied into device memory leased from the engine's
 pool (runtime/opencl/memory.py) and back: a pinned array
 (runtime.empty_pinned) directly, a pageable one by the driver's copy or
-through a leased pinned array; the upload, the kernel and the read back are
-one chain of events, and the call waits once, for the read back. A host
-image array is exactly the staging buffer's contents where the plan stages
-images, so no image object is made at all; with direct access the image
-object is leased too.
+pipelined in chunks through pinned stages (runtime/opencl/transfer.py);
+the upload, the kernel and the read back are one chain of events, and the
+call waits once, for the read back. Where both ends of a call are host
+arrays on such a device, the plan holds an image side as its dense host
+form (``dense``): the host image array is exactly that buffer's contents,
+so the kernel writes (or reads) a plain buffer and no image object, no
+clEnqueueRead/WriteImage, is involved; an image object only where the
+caller asked for a device image (a Memory). In place, with direct access,
+the image object is leased.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import numpy as np
 import pyopencl as cl
 
 from ..algebra.hostarray import host_shape
-from . import events, images
+from . import events, images, transfer
 from .moves import host_path, move_plan
 
 mf = cl.mem_flags
@@ -36,7 +40,8 @@ def move(engine, src, dst, data, out=None) -> np.ndarray:
     if src.is_zero or dst.is_zero or math.prod(shape) == 0:
         return zeros(out, shape, dst.dtype.np)
     arr = np.ascontiguousarray(data)
-    p = move_plan(src, dst, engine.device)
+    # both ends host arrays: off a host-unified device, the image's dense host form crosses
+    p = move_plan(src, dst, engine.device, dense=not engine.device.host_in_place)
     out = np.empty(shape, dtype=dst.dtype.np) if out is None else out
     source = image_in(engine, src, arr) if src.is_image and p.image_object else \
         array_in(engine, arr, p.host)
@@ -66,19 +71,15 @@ def array_in(engine, arr: np.ndarray, host):
 def upload(engine, buf, flat: np.ndarray, host, wait: bool = False) -> cl.Event:
     """Write ``flat`` into the device buffer ``buf``: a pinned array (or
     the driver's own copy of a pageable one) directly, waiting where
-    ``wait`` says (the caller's array consumed on return); else through a
-    leased pinned array (waiting: the array goes back to the pool). The
-    write follows the commands still pending on ``buf`` (a pooled buffer's
-    last lease)."""
-    queue = engine.queue
-    after = events.after((), (buf,)) or None
+    ``wait`` says (the caller's array consumed on return); else pipelined
+    through pinned stages (runtime/opencl/transfer.py: the array read
+    when it returns). The write follows the commands still pending on
+    ``buf`` (a pooled buffer's last lease)."""
     if host.pageable == "staging" and not engine.memory.is_pinned(flat):
-        with engine.memory.lease_pinned(flat.nbytes) as stage:
-            stage[...] = flat.view(np.uint8)
-            return events.done(cl.enqueue_copy(queue, buf, stage, wait_for=after,
-                                               is_blocking=True), (), (buf,))
-    return events.done(cl.enqueue_copy(queue, buf, flat, wait_for=after, is_blocking=wait),
-                       (), (buf,))
+        return transfer.upload(engine, buf, flat, host)
+    after = events.after((), (buf,)) or None
+    return events.done(cl.enqueue_copy(engine.queue, buf, flat, wait_for=after,
+                                       is_blocking=wait), (), (buf,))
 
 
 @contextlib.contextmanager
@@ -104,15 +105,13 @@ def array_out(engine, out: np.ndarray, host):
 
 def download(engine, flat: np.ndarray, buf, event, host) -> None:
     """Read the device buffer ``buf`` into ``flat`` once ``event`` is
-    done, and wait: directly, or through a leased pinned array."""
-    queue = engine.queue
-    wait = [event] if event is not None else None
+    done, and wait: directly, or pipelined through pinned stages."""
     if host.pageable == "staging" and not engine.memory.is_pinned(flat):
-        with engine.memory.lease_pinned(flat.nbytes) as stage:
-            cl.enqueue_copy(queue, stage, buf, wait_for=wait, is_blocking=True)
-            flat.view(np.uint8)[...] = stage
+        transfer.download(engine, flat, buf, event, host)
         return
-    cl.enqueue_copy(queue, flat, buf, wait_for=wait, is_blocking=True)
+    wait = events.after((buf,), (), [event] if event is not None else None) or None
+    events.done(cl.enqueue_copy(engine.queue, flat, buf, wait_for=wait, is_blocking=True),
+                (buf,))
 
 
 @contextlib.contextmanager

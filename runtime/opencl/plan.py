@@ -79,7 +79,20 @@ def specialize_after() -> int:
 
 USES = LRU("OpenCL conversion counts", "CLAYOUT_PLAN_CACHE", 4096)
 _USES_LOCK = threading.Lock()
-PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096)
+# a planned kernel holds its source (5-20 KiB): bounded in bytes too; the texts themselves
+# are kept once each (``TEXTS``: every shape of a generic family has the same text)
+PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096,
+            weigh=lambda k: 1024 + len(getattr(k, "source", "")), budget=32 << 20)
+TEXTS = LRU("OpenCL kernel texts", "CLAYOUT_TEXT_CACHE", 4096, weigh=len, budget=32 << 20)
+
+
+def shared_text(kernel):
+    """``kernel`` with its source the one kept copy of that text."""
+    source = getattr(kernel, "source", None)
+    if source is None:
+        return kernel
+    text = TEXTS.get(source, lambda: source)
+    return kernel if text is source else replace(kernel, source=text)
 
 
 def bake_rule() -> tuple[int, int]:
@@ -162,8 +175,8 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     def make():
         through_buffers = staged or not (src.is_image or dst.is_image)
         copy = copy_kernel(src.memory, dst.memory) if through_buffers and not aliased else None
-        return copy or render_kernel(_source(src, dst, staged), _target(dst, staged), aliased,
-                                     bake, tiled, trace)
+        return copy or shared_text(render_kernel(_source(src, dst, staged), _target(dst, staged),
+                                                 aliased, bake, tiled, trace))
     return make() if trace else PLANS.get((key, bake), make)
 
 
@@ -180,8 +193,8 @@ def frame_kernel(frame, dst, staged: bool = False, bake: bool = False,
 
     def make():
         plain = _source(frame.plain, dst, staged)
-        return render_kernel(replace(plain, frame=frame), _target(dst, staged), False, bake,
-                             trace=trace)
+        return shared_text(render_kernel(replace(plain, frame=frame), _target(dst, staged),
+                                         False, bake, trace=trace))
     key = frame if bake else (frame_c.family(frame), frame.dims)
     return make() if trace else PLANS.get(("frame", key, side_key(dst), staged, bake), make)
 
@@ -231,3 +244,4 @@ def clear_cache() -> None:
     """Forget every planned kernel and how often each shape was converted."""
     PLANS.clear()
     USES.clear()
+    TEXTS.clear()

@@ -158,3 +158,33 @@ def test_gpu_check_runs_here(default_cl_engine, tmp_path, capsys):
                for r in found["moves"])
     assert {r["footprint"] for r in found["footprints"]} == set(gpu_check.FOOTPRINTS)
     assert {r["family"] for r in found["programs"]} == {"direct", "tiled"}
+
+
+@pytest.mark.slow
+def test_discrete_frame_and_output_rows_tiny(cl_engine):
+    """The discrete path's rows (tools/bench_discrete.py) run, agree between
+    pageable and pinned arrays, and print each path against its floors."""
+    import bench_discrete
+    from runtime.opencl.engine import OpenCLEngine
+    engine = OpenCLEngine(queue=cl_engine.queue, host_in_place=False)
+    lines = []
+    ms = bench_discrete.frame_rows(1, 1, lines.append, engine=engine,
+                                   case=((64, 48), (32, 32)))
+    assert set(ms) == {"repeated", "pinned", "moving crop", "pageable floor", "pinned floor"}
+    assert all(v > 0 for v in ms.values()) and "moving crop / repeated" in lines[-1]
+    found = bench_discrete.output_rows(["tiny"], 1, 1, lines.append, engine=engine)
+    assert found["tiny"]["read_output"] > 0 and "pinned floor" in lines[-1]
+
+
+@pytest.mark.slow
+def test_the_soak_runs_and_reports(cl_engine):
+    """tools/soak.py for two seconds on two threads: no error, a line of
+    memory and rate, and the summary."""
+    import soak
+    from runtime.opencl.engine import OpenCLEngine
+    engine = OpenCLEngine(queue=cl_engine.queue, host_in_place=False)
+    lines = []
+    result = soak.soak(engine, 2 / 60, 2, False, 1.0, lines.append)
+    assert result["errors"] == [] and result["calls"] > 0 and result["samples"]
+    soak.summary(result, lines.append)
+    assert lines[-1].startswith("memory: peak ")

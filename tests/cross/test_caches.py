@@ -160,3 +160,71 @@ def test_env_int_reads_one_whole_number(value, minimum, want, monkeypatch):
     else:
         with pytest.raises(ClayoutError, match=f"CLAYOUT_TEST_NUMBER={want}"):
             env_int("CLAYOUT_TEST_NUMBER", 7, "a count", minimum)
+
+
+def test_a_cache_bounded_in_bytes_holds_its_budget():
+    lru = cache.LRU("test weighed cache", "CLAYOUT_TEST_CACHE", 100, weigh=len, budget=10)
+    try:
+        for key in ("aaaa", "bbbb", "cc", "dddd"):
+            lru.get(key, lambda: key)
+            assert lru.bytes <= 10
+        assert lru.keys() == ["bbbb", "cc", "dddd"] and lru.bytes == 10
+        lru.budget = 6                # shrinking drops the oldest at once
+        assert lru.keys() == ["cc", "dddd"] and lru.bytes == 6
+        lru.clear()
+        assert lru.bytes == 0 and len(lru) == 0
+    finally:
+        del cache.REGISTRY["test weighed cache"]
+
+
+def test_what_is_cheapest_to_make_again_goes_first():
+    """With costs: the cheap entry goes before older dear ones; a dear entry
+    unused for long enough goes too (the floor rises with every eviction)."""
+    lru = cache.LRU("test costed cache", "CLAYOUT_TEST_CACHE", 3, cost=lambda v: v)
+    try:
+        for key, cost in (("dear", 10.0), ("cheap", 0.1), ("mid", 1.0)):
+            lru.get(key, lambda c=cost: c)
+        lru.get("new", lambda: 1.0)                  # full: the cheapest goes, not the oldest
+        assert sorted(lru.keys()) == ["dear", "mid", "new"]
+        for i in range(40):                          # "dear" unused while others come and go
+            lru.get(("other", i), lambda: 1.0)
+        assert "dear" not in lru.keys()
+    finally:
+        del cache.REGISTRY["test costed cache"]
+
+
+def test_a_full_program_cache_builds_nothing_on_the_calling_thread(cl_engine, monkeypatch):
+    """Three families, each with two hot shapes (baked off the calling thread),
+    in a program cache of five: nine programs for five places. The baked
+    ones are given up first (their generic program serves, and they are
+    baked again off the thread), so after the first rounds no calling
+    thread builds. A plain least-recently-used cache gave up generic
+    programs too, and the loop rebuilt them on the calling thread."""
+    from runtime.opencl import baking, programs
+    from runtime.opencl.engine import OpenCLEngine
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "1")
+    eng = OpenCLEngine(queue=cl_engine.queue, host_in_place=False)
+    programs.PROGRAMS.clear()   # five places for this test's programs alone
+    monkeypatch.setattr(programs.PROGRAMS, "_size", 5)
+    calls = []
+    for c in (64, 72):                      # 256 KiB and more: hot after one call
+        dims = (1, c, 32, 32)
+        x = np.ones(dims, np.float32)
+        calls += [lambda x=x, d=dims: runtime.reorder(x, MemoryDesc(d), MemoryDesc(d, tag="nhwc"),
+                                                      engine=eng),
+                  lambda x=x, d=dims: runtime.reorder(x, MemoryDesc(d),
+                                                      MemoryDesc(d, tag="nChw8c"), engine=eng),
+                  lambda x=x: runtime.to_image(x, "in_out_channel", engine=eng)]
+
+    def calling():
+        return programs.STATS["builds"] - programs.STATS["builds_in_background"]
+    for _ in range(3):                      # warm: generic programs, bakes, first evictions
+        for call in calls:
+            call()
+        baking.settle()
+    before = calling()
+    for _ in range(6):
+        for call in calls:
+            call()
+        baking.settle()
+    assert calling() == before and len(programs.PROGRAMS) <= 5

@@ -339,6 +339,27 @@ def under_oclgrind(eng, bad) -> int:
             if any(g.shape != w.shape or np.abs(g.astype(np.float64) - w).max(initial=0) > 1e-6
                    for g, w in zip(got, want)):
                 bad.append(f"read_output {layout} {kw}")
+    # several work-groups (S = 600 over groups of up to 256): each group's local count
+    # and its one global atomic, on the generic program and then the baked one
+    from runtime.algebra.output import output_rule
+    from runtime.opencl import baking, output as cl_output
+    big = logits(rng, (1, 5, 20, 30))
+    for kw in (dict(threshold=0.0), dict(activation="sigmoid", threshold=0.4, top_k=9),
+               dict(argmax=True), dict(activation="softmax", dst="nhwc")):
+        want = read_output(big, "nchw", big.shape, engine="cpu", **kw)
+        plan = cl_output.output_plan(eng, runtime.MemoryDesc(big.shape),
+                                     output_rule(big.shape, "f32", **kw))
+        plan.uses_left = 1   # hot at the next call: baked off the calling thread
+        for step in range(2):
+            runs += 1
+            got = read_output(big, "nchw", big.shape, engine=eng, **kw)
+            baking.settle()
+            got, w = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+            if any(g.shape != x.shape or np.abs(g.astype(np.float64) - x).max(initial=0) > 1e-6
+                   for g, x in zip(got, w)):
+                bad.append(f"read_output (1, 5, 20, 30) {kw} {'baked' if step else 'generic'}")
+        if plan.kernel.generic:
+            bad.append(f"read_output (1, 5, 20, 30) {kw}: not baked")
     return runs
 
 

@@ -151,8 +151,12 @@ def test_a_gpu_record_plans_direct_images_and_the_discrete_path(cl_engine):
                    platform="stand-in")
     image = ImageDesc(image_layout("in_out_channel"), DIMS)
     p = moves.move_plan(MemoryDesc(DIMS), image, gpu)
-    assert (p.access, p.host.in_place, p.host.pageable) == ("direct", False, "driver")
+    assert (p.access, p.host.in_place, p.host.pageable) == ("direct", False, "staging")
+    assert (p.host.chunk, p.host.stages) == (moves.CHUNK_BYTES, moves.STAGES)
     assert "image hardware" in p.why and not p.through_buffers
+    # both ends host arrays there: the image's dense host form, no image object
+    host = moves.move_plan(MemoryDesc(DIMS), image, gpu, dense=True)
+    assert (host.access, host.image_object, host.through_buffers) == ("dense", False, True)
     cpu = stand_in(cl_engine, kind="cpu", host_unified=True, name="stand-in CPU",
                    platform="stand-in")
     p = moves.move_plan(MemoryDesc(DIMS), image, cpu)
