@@ -19,7 +19,6 @@ from . import engine as engines
 from .algebra import dtypes
 from .algebra.desc import MemoryDesc
 from .errors import ClayoutError
-from .algebra.output import Pending
 from .doors.checks import host_out
 from .doors.parse import parse_from_frame, parse_from_image, parse_reorder, parse_to_image
 from .doors.prepared_call import SIGNATURES, keep, signature
@@ -37,8 +36,7 @@ def _run(key, what: str, data, out, wait, wait_for, parse, padding=None):
         raise ClayoutError(f"{what}: wait={wait!r}; allowed: True or False")
     call = parse()
     keep(key, what, call, data, padding(call) if padding is not None else None)
-    result = call.apply()
-    return result if wait else Pending.of(result, getattr(result, "event", None))
+    return call.apply(wait)
 
 
 def reorder(data, src_desc: MemoryDesc, dst_desc: MemoryDesc, engine=None, out=None,

@@ -49,11 +49,19 @@ class Engine:
     reads_views = False
 
     # -- the one conversion -------------------------------------------------------------
-    def convert(self, src, dst, data, out=None) -> np.ndarray:
-        """``data`` (src's memory) converted into dst's memory."""
+    # a device engine whose host conversions can return before their result
+    # (``move(..., wait=False)``: a Pending, the input consumed); a host engine
+    # finishes the work first and its Pending is done
+    enqueues = False
+
+    def convert(self, src, dst, data, out=None, wait: bool = True):
+        """``data`` (src's memory) converted into dst's memory; ``wait=False``
+        (an engine that ``enqueues``): a Pending of it (runtime/algebra/output.py),
+        ``data`` consumed on return."""
         conversion.check(src, dst)
         return self.run_stages(src, dst, data,
-                               lambda s, d, value: self.move(s, d, value, out))
+                               lambda s, d, value: self.move(s, d, value, out) if wait else
+                               self.move(s, d, value, out, wait=False))
 
     def executor(self, src, dst):
         """``run(data, out=None)``: this conversion of host arrays planned once,
@@ -107,7 +115,8 @@ class Engine:
         ``data``: its u8 array) as the model input ``dst``: the frame's
         stages on the host in float32 (``sample``), then one conversion from
         the plain f32 NCHW tensor they give (a frame's layout is an
-        activation layout or a tag: that conversion is one move)."""
+        activation layout or a tag: that conversion is one move). An engine
+        that ``enqueues`` takes ``wait=False`` too (a Pending, as ``convert``'s)."""
         return self.move(frame.plain, dst, self.sample(frame, data), out)
 
     def sample(self, frame, data) -> np.ndarray:

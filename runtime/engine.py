@@ -132,7 +132,7 @@ def choose_engine(name) -> tuple[Engine, str]:
     if fallback is not None:
         return get("cpu"), f"cpu (auto: {fallback})"
     eng = get("opencl")
-    return eng, f"opencl (auto: found an OpenCL device with image support: {eng.device_name})"
+    return eng, f"opencl (auto: found an OpenCL device with image support: {eng.device.name})"
 
 
 def opencl_missing() -> str | None:

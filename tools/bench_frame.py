@@ -226,8 +226,8 @@ def rows(cases, repeat: int, inner: int, opencl: bool = True, engine=None,
     if opencl:
         cl_engine = engine or _opencl(report)
         if cl_engine is not None:
-            from runtime.opencl.plan import specialize_after
-            warm = specialize_after() + 3   # past the shape's baked program
+            # past the shape's baked program
+            warm = cl_engine.device.options.specialize_after + 3
     out = []
     for name in cases:
         (fw, fh), size = CASES[name]
@@ -273,7 +273,7 @@ def header(engine=None) -> str:
             f"{geometry.THREADS} threads" +
             (f", cv2 {cv2.__version__} {cv2.getNumThreads()} threads)" if cv2 else ")"))
     if engine is not None:
-        line += f"; OpenCL: {engine.device_name} ({engine.device.platform})"
+        line += f"; OpenCL: {engine.device.name} ({engine.device.platform})"
     return line
 
 

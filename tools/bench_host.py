@@ -40,9 +40,9 @@ def host_in_place_rows(sizes, repeat: int, report=print, engine=None, cases=None
     import pyopencl as cl   # only with a device
     from runtime import empty_pinned
     from runtime.opencl import images
+    from runtime.opencl.device import EngineOptions
     from runtime.opencl.engine import OpenCLEngine, default
     from runtime.opencl.moves import host_path
-    from runtime.opencl.plan import specialize_after
     queue = (engine or default()).queue
     engines = {"in place": OpenCLEngine(queue=queue, host_in_place=True),
                "pageable": OpenCLEngine(queue=queue, host_in_place=False)}
@@ -113,7 +113,7 @@ def host_in_place_rows(sizes, repeat: int, report=print, engine=None, cases=None
                 return run
             ms = timed_in_turn({"limit": limit, "pinned floor": floor(pin_in, pin_out),
                                 "pageable floor": floor(host_in, host_out), **calls},
-                               repeat, warm=specialize_after() + 3)
+                               repeat, warm=EngineOptions.read().specialize_after + 3)
             got = [np.asarray(calls[k]()).copy() for k in ("in place", "pageable", "pinned",
                                                            "staging")]
             assert all(np.array_equal(g, got[0]) for g in got), \

@@ -47,7 +47,7 @@ from bench_call import geomean, public_call, timed_in_turn
 from runtime.algebra.desc import MemoryDesc
 from runtime import ImageDesc, image_layout
 from runtime.opencl import images
-from runtime.opencl import plan as cl_plan
+from runtime.opencl.device import EngineOptions
 from runtime.opencl.moves import family_of, move_plan
 from runtime.opencl import programs
 from runtime.opencl.engine import OpenCLEngine, default
@@ -115,7 +115,7 @@ def _together_ms(queue, launches: dict, repeats: int) -> dict:
             queue.finish()
         return call
     return timed_in_turn({k: until_idle(f) for k, f in launches.items()}, repeats,
-                         warm=cl_plan.specialize_after() + 3)
+                         warm=EngineOptions.read().specialize_after + 3)
 
 
 def _pow2_local(sizes, total=256):
@@ -213,8 +213,8 @@ class _Bench:
 
     def reorder(self, src: MemoryDesc, dst: MemoryDesc):
         sbuf, dbuf = self._buffer(src.size), self._buffer(dst.size)
-        ours = {f: lambda e=e: e.enqueue(src, sbuf, dst, dbuf) for f, e in self.families.items()}
-        unbaked = lambda: self.first_calls.enqueue(src, sbuf, dst, dbuf)   # noqa: E731
+        ours = {f: lambda e=e: e.launcher.enqueue(src, sbuf, dst, dbuf) for f, e in self.families.items()}
+        unbaked = lambda: self.first_calls.launcher.enqueue(src, sbuf, dst, dbuf)   # noqa: E731
         n, c, h, w = src.dims
         sizes = (w, h, n * c)
         local = (min(256, 1 << (w - 1).bit_length()), 1, 1)
@@ -229,8 +229,8 @@ class _Bench:
     def to_image(self, src: MemoryDesc, image: ImageDesc):
         sbuf = self._buffer(src.size)
         img = self.new_image(image)
-        ours = {f: lambda e=e: e.enqueue(src, sbuf, image, img) for f, e in self.families.items()}
-        unbaked = lambda: self.first_calls.enqueue(src, sbuf, image, img)   # noqa: E731
+        ours = {f: lambda e=e: e.launcher.enqueue(src, sbuf, image, img) for f, e in self.families.items()}
+        unbaked = lambda: self.first_calls.launcher.enqueue(src, sbuf, image, img)   # noqa: E731
         w, h = image.width, image.height
         local = _pow2_local((w, h))
         if image.layout.name == "in_out_channel":

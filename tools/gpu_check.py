@@ -159,7 +159,7 @@ def moves(engines, quick, repeats, report) -> list[dict]:
             p = move_plan(src, dst, engine.device)
             s_mem, d_mem = memory_for(engine, src), memory_for(engine, dst)
             row[family] = median_event_ms(
-                engine.queue, lambda e=engine, p=p, s=s_mem, d=d_mem: e.run_plan(p, s, d),
+                engine.queue, lambda e=engine, p=p, s=s_mem, d=d_mem: e.launcher.run_plan(p, s, d),
                 repeats)
         row["model"] = bench_predict.predicted(src, dst, base.device, src.size,
                                                dst.nbytes if dst.is_image else dst.size)[1]

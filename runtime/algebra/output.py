@@ -291,6 +291,11 @@ class Pending:
             raise self._error
         return self._value
 
+    def map(self, fn) -> "Pending":
+        """A Pending of ``fn(result)`` (the same device work)."""
+        inner = self
+        return Pending(lambda: fn(inner.result()), self.done, self.event)
+
     def then(self, release) -> "Pending":
         """A Pending of the same result that calls ``release()`` once that
         result is finished (or has failed), or when it is dropped unfinished

@@ -94,8 +94,12 @@ def cmd_kernel(args) -> int:
     if args.gpu is not None:
         return _on_gpu(args, src, dst)
     from ..opencl.plan import ByteCopy, plan   # mako (the kernel templates): this command only
+    from ..opencl.device import EngineOptions
+    from ..opencl.moves import bake_point
     tiled, why = _family(args.family)
-    kernel = plan(src, dst, staged=args.staged, bake=True if args.bake else None, tiled=tiled)
+    # the first call's program, by the move plan's rule, unless --bake asks for the baked one
+    bake = args.bake or bake_point(src, dst, EngineOptions.read()) == 0
+    kernel = plan(src, dst, staged=args.staged, bake=bake, tiled=tiled)
     if isinstance(kernel, ByteCopy):   # no program to print
         print(f"// plan: {kernel.chosen}")
         return 0

@@ -45,7 +45,7 @@ def _run(section: str, kernel: str, inputs, out, scalars=(), defines=(), generic
     dims = list(out.dims)
     if y.lane_axis is not None:
         dims[y.lane_axis] = -(-dims[y.lane_axis] // 4)
-    return engine.run_kernel(source, kernel, (max(1, math.prod(dims)),), args)
+    return engine.launcher.run_kernel(source, kernel, (max(1, math.prod(dims)),), args)
 
 
 def _ints(*values):

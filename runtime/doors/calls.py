@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import memory
+from ..algebra.output import Pending
 from ..algebra.side import Side
 from ..algebra.tiles import TilePlan
 from ..contract import Engine, wait_events
@@ -35,7 +36,10 @@ class HostCall:
     physical array, an image array, a frame), ``out`` (a checked host
     array or None), ``shape`` (the result's host shape, or None for the
     engine's own) and ``wait_for`` (device events the call waits for, on
-    the host, before it touches its arrays). ``apply()`` waits, then runs."""
+    the host, before it touches its arrays). ``apply()`` waits, then runs;
+    ``apply(wait=False)``: a Pending of the result, the input consumed when
+    it returns (on an engine that ``enqueues``, ``run_pending``: the device
+    work left running; elsewhere the work done first)."""
     src: Side
     dst: Side
     engine: Engine
@@ -44,12 +48,21 @@ class HostCall:
     shape: tuple[int, ...] | None = None
     wait_for: tuple = ()
 
-    def apply(self):
+    def apply(self, wait: bool = True):
         wait_events(self.wait_for)
-        return self.run()
+        if wait:
+            return self.run()
+        if self.engine.enqueues:
+            return self.run_pending()
+        return Pending.of(self.run())
 
     def run(self):
         raise NotImplementedError
+
+    def run_pending(self) -> Pending:
+        """The call on an engine that enqueues, not waited for (by default
+        run whole: a kind the engine has no pending form of)."""
+        return Pending.of(self.run())
 
     def _result(self, result):
         if self.out is not None:
@@ -60,6 +73,10 @@ class HostCall:
 class ReorderCall(HostCall):
     def run(self):
         return self._result(self.engine.convert(self.src, self.dst, self.data, self.out))
+
+    def run_pending(self) -> Pending:
+        return self.engine.convert(self.src, self.dst, self.data, self.out,
+                                   wait=False).map(self._result)
 
 
 @dataclass(frozen=True)
@@ -74,11 +91,20 @@ class ToImageCall(ReorderCall):
         # the image, then its rows widened
         return pitched(self.engine.convert(self.src, self.dst, self.data), self.pitch, self.out)
 
+    def run_pending(self) -> Pending:
+        return super().run_pending() if self.pitch is None else Pending.of(self.run())
+
 
 class FromImageCall(HostCall):
-    def run(self):
+    def _convert(self, wait: bool = True):
         out = None if self.out is None else self.out.reshape(-1)
-        return self._result(self.engine.convert(self.src, self.dst, self.data, out))
+        return self.engine.convert(self.src, self.dst, self.data, out, wait=wait)
+
+    def run(self):
+        return self._result(self._convert())
+
+    def run_pending(self) -> Pending:
+        return self._convert(wait=False).map(self._result)
 
 
 @dataclass(frozen=True)
@@ -102,10 +128,16 @@ class FromTilesCall(HostCall):
 
 class FrameCall(HostCall):
     """``src``: the FramePlan; ``data``: the frame's u8 array."""
-    def run(self):
+    def _sample(self, **wait):
         out = self.out.reshape(-1) if self.out is not None and not self.dst.is_image \
             else self.out
-        return self._result(self.engine.from_frame(self.src, self.dst, self.data, out))
+        return self.engine.from_frame(self.src, self.dst, self.data, out, **wait)
+
+    def run(self):
+        return self._result(self._sample())
+
+    def run_pending(self) -> Pending:
+        return self._sample(wait=False).map(self._result)
 
 
 @dataclass(frozen=True)
@@ -128,13 +160,19 @@ class MemoryCall:
         """What the result is written into: ``out``, else a new Memory of ``dst``."""
         return self.out if self.out is not None else self.dst
 
-    def apply(self) -> Memory:
+    def apply(self, wait: bool = True):
+        """The destination Memory (``wait=False``: a Pending of it, done once
+        its last command is)."""
+        result = self.enqueue()
+        return result if wait else Pending.of(result, result.event)
+
+    def enqueue(self) -> Memory:
         return memory.convert(self.data, self.target, self.engine, self.wait_for)
 
 
 class MemoryFrameCall(MemoryCall):
     """A frame held in a u8 buffer Memory: ``src`` its FramePlan."""
-    def apply(self) -> Memory:
+    def enqueue(self) -> Memory:
         return memory.from_frame(self.src, self.data, self.target, self.engine, self.wait_for)
 
 
@@ -146,7 +184,7 @@ class HostFrameIntoMemoryCall(MemoryCall):
     engine) and consumed when ``apply()`` returns."""
     frame: Side | None = None
 
-    def apply(self) -> Memory:
+    def enqueue(self) -> Memory:
         with self.engine.host_input(self.frame, self.data) as storage:
             held = Memory(self.frame, self.engine, data=storage)
             return memory.from_frame(self.src, held, self.target, self.engine, self.wait_for)

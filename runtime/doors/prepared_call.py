@@ -81,12 +81,12 @@ class Prepared:
         if isinstance(data, Memory) or isinstance(out, Memory):
             result = self._on_memory(data, out, wait_for)
         else:
-            result = self._on_host(data, out, wait_for)
-        if wait:
+            result = self._on_host(data, out, wait_for, wait)
+        if wait or isinstance(result, Pending):
             return result
         return Pending.of(result, getattr(result, "event", None))
 
-    def _on_host(self, data, out, wait_for):
+    def _on_host(self, data, out, wait_for, wait: bool = True):
         arr = self._array(data)
         if self.padding is not None:
             check_padding_lanes(arr, self.padding, self.what, tails=self.tails)
@@ -98,6 +98,8 @@ class Prepared:
                 host_out(out, self.out_shape, self.call.dst.dtype, arr, self.what)
         if wait_for:
             wait_events(wait_for)
+        if not wait and self.call.engine.enqueues:   # the device work left running
+            return _rebound(self.call, arr.reshape(-1) if self.flat else arr, out).run_pending()
         if self.run is None:
             return _rebound(self.call, arr.reshape(-1) if self.flat else arr, out).run()
         if out is None:

@@ -1,7 +1,7 @@
 """Baked programs built off the calling thread.
 
 A conversion that turns hot (runtime/opencl/plan.py's rule: at least
-``HOT_BYTES``, converted more than ``specialize_after()`` times) gets a
+``HOT_BYTES``, converted more than the engine's specialize count) gets a
 program with its numbers baked in. Building it takes 30-250 ms, which on the
 calling thread would land inside one frame of a steady loop; so the build is
 handed to one worker thread, the move keeps running its generic program

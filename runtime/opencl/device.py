@@ -13,6 +13,8 @@ the access, the kernel family, the host path) is a function of these.
 """
 from __future__ import annotations
 
+import functools
+
 import os
 from dataclasses import dataclass, field
 
@@ -240,6 +242,16 @@ class Device:
         shares host memory."""
         chosen = self.options.host_in_place
         return self.host_unified if chosen is None else chosen
+
+    @functools.cached_property
+    def upload_queue(self) -> cl.CommandQueue:
+        """A second in-order queue on the device's context, for the uploads of
+        calls that do not wait (``wait=False``): the caller's array is
+        consumed when the call returns, so its upload is waited for, and on
+        this queue it waits only for itself, while the main queue goes on
+        with the previous call's kernel and read back (a discrete device
+        copies both ways and computes at once). Made at its first use."""
+        return cl.CommandQueue(self.context, self.cl_device)
 
     @property
     def stages_images(self) -> bool:

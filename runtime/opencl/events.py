@@ -102,6 +102,11 @@ def last_write(obj):
     return None if a is None else a.write
 
 
+def complete(event) -> bool:
+    """Whether the command of ``event`` has finished (None: no command)."""
+    return event is None or event.command_execution_status == COMPLETE
+
+
 def pending(obj) -> list:
     """Every recorded command on ``obj`` (its last write and the reads since)."""
     return after(writes=(obj,))

@@ -47,15 +47,16 @@ from . import events
 FUNCTION = "clayout_frame"
 PARAM = "__global const float *restrict clayout_taps"
 
+
 @contextlib.contextmanager
-def taps(engine, plan: FramePlan):
+def taps(launcher, plan: FramePlan):
     """The taps buffer of ``plan`` for the time of a ``with`` block: leased
-    from ``engine``'s pool and written after the commands still pending on
+    from ``launcher``'s pool and written after the commands still pending on
     it (events: runtime/opencl/events.py), back to the pool at the end, its
     next lease ordered after the kernel that reads it here."""
     data = tables(plan)
-    with engine.memory.lease_buffer(data.nbytes, cl.mem_flags.READ_ONLY) as buf:
-        write = cl.enqueue_copy(engine.queue, buf, data, is_blocking=False,
+    with launcher.memory.lease_buffer(data.nbytes, cl.mem_flags.READ_ONLY) as buf:
+        write = cl.enqueue_copy(launcher.queue, buf, data, is_blocking=False,
                                 wait_for=events.after((), (buf,)) or None)
         events.done(write, (), (buf,))
         yield buf

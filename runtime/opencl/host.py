@@ -26,113 +26,167 @@ import numpy as np
 import pyopencl as cl
 
 from ..algebra.hostarray import host_shape
+from ..algebra.output import Pending
 from . import events, images, transfer
 from .moves import host_path, move_plan
 
 mf = cl.mem_flags
 
 
-def move(engine, src, dst, data, out=None) -> np.ndarray:
+def move(launcher, src, dst, data, out=None, wait: bool = True):
     """The host array ``data`` (src's memory) converted into dst's, in ``out``
     (or a new array): the plan's kernel between the arrays as the plan's
-    host path takes them to the device and back."""
+    host path takes them to the device and back.
+
+    ``wait=False``: a Pending of it. The input is consumed before it
+    returns (written to the device, through the engine's upload queue off
+    a host-unified device so that it overlaps the previous call's kernel and
+    read back; copied on one that works in place); the kernel and the read
+    back are enqueued, and ``result()`` waits for them (a pageable result
+    crossing through pinned stages crosses then). The leased device memory
+    goes back when the result is finished or the Pending dropped."""
     shape = host_shape(dst)
     if src.is_zero or dst.is_zero or math.prod(shape) == 0:
-        return zeros(out, shape, dst.dtype.np)
+        result = zeros(out, shape, dst.dtype.np)
+        return result if wait else Pending.of(result)
     arr = np.ascontiguousarray(data)
     # both ends host arrays: off a host-unified device, the image's dense host form crosses
-    p = move_plan(src, dst, engine.device, dense=not engine.device.host_in_place)
+    p = move_plan(src, dst, launcher.device, dense=not launcher.device.host_in_place)
     out = np.empty(shape, dtype=dst.dtype.np) if out is None else out
-    source = image_in(engine, src, arr) if src.is_image and p.image_object else \
-        array_in(engine, arr, p.host)
-    target = image_out(engine, dst, out) if dst.is_image and p.image_object else \
-        array_out(engine, out, p.host)
-    with source as (src_mem, wait), target as (dst_mem, back):
+    with contextlib.ExitStack() as stack:
+        src_mem, ready = stack.enter_context(
+            image_in(launcher, src, arr, wait) if src.is_image and p.image_object else
+            array_in(launcher, arr, p.host, wait))
+        dst_mem, back = stack.enter_context(
+            image_out(launcher, dst, out) if dst.is_image and p.image_object else
+            array_out(launcher, out, p.host))
         if not dst.is_image:
-            wait = wait + engine.zero_rest(dst_mem, dst.memory)
-        back(engine.run_plan(p, src_mem, dst_mem, wait or None))
-    return out
+            ready = ready + launcher.zero_rest(dst_mem, dst.memory)
+        finish, last = back(launcher.run_plan(p, src_mem, dst_mem, ready or None))
+        if wait:
+            finish()
+            return out
+        held = stack.pop_all()
+    settled: list = []
+
+    def settle():   # once: the read back waited for (a dropped Pending's too: out is in use)
+        if not settled:
+            settled.append(True)
+            finish()
+
+    def result():
+        settle()
+        return out
+
+    def release():   # the memory objects (and the host arrays they hold) kept until then
+        try:
+            settle()
+        finally:
+            held.close()
+            del memory[:]
+    memory = [src_mem, dst_mem]
+    return Pending(result, lambda: events.complete(last), last).then(release)
 
 
 @contextlib.contextmanager
-def array_in(engine, arr: np.ndarray, host):
+def array_in(launcher, arr: np.ndarray, host, wait: bool = True):
     """(a buffer holding the contiguous host array ``arr``, the events to
     wait for) for a ``with`` block: the array itself on a host-unified
     device, else leased device memory it is written into (a pageable
-    array through pinned staging where the plan says so)."""
+    array through pinned staging where the plan says so). ``wait=False``:
+    the call returns before its result, so the array is consumed on entry
+    (copied where the kernel would read it in place; written through the
+    upload queue and waited for elsewhere)."""
     flat = arr.reshape(-1)
-    if host.in_place:
-        yield engine.memory.host_buffer(flat, mf.READ_ONLY), []
+    if host.in_place:   # the buffer holds the array its kernels read (the copy too)
+        yield launcher.memory.host_buffer(flat if wait else flat.copy(), mf.READ_ONLY), []
         return
-    with engine.memory.lease_buffer(flat.nbytes, mf.READ_ONLY) as buf:
-        yield buf, [upload(engine, buf, flat, host)]
+    with launcher.memory.lease_buffer(flat.nbytes, mf.READ_ONLY) as buf:
+        yield buf, [upload(launcher, buf, flat, host, consumed=not wait)]
 
 
-def upload(engine, buf, flat: np.ndarray, host, wait: bool = False) -> cl.Event:
+def upload(launcher, buf, flat: np.ndarray, host, wait: bool = False,
+           consumed: bool = False) -> cl.Event:
     """Write ``flat`` into the device buffer ``buf``: a pinned array (or
     the driver's own copy of a pageable one) directly, waiting where
-    ``wait`` says (the caller's array consumed on return); else pipelined
-    through pinned stages (runtime/opencl/transfer.py: the array read
-    when it returns). The write follows the commands still pending on
-    ``buf`` (a pooled buffer's last lease)."""
-    if host.pageable == "staging" and not engine.memory.is_pinned(flat):
-        return transfer.upload(engine, buf, flat, host)
+    ``wait`` says; else pipelined through pinned stages
+    (runtime/opencl/transfer.py: the array read when it returns).
+    ``consumed``: the array is read when this returns, the write going
+    through the device's upload queue (it waits only for itself, not for
+    the main queue's kernels). The write follows the commands still
+    pending on ``buf`` (a pooled buffer's last lease)."""
+    queue = launcher.device.upload_queue if consumed else launcher.queue
+    if host.pageable == "staging" and not launcher.memory.is_pinned(flat):
+        return transfer.upload(launcher, buf, flat, host, queue)
     after = events.after((), (buf,)) or None
-    return events.done(cl.enqueue_copy(engine.queue, buf, flat, wait_for=after,
-                                       is_blocking=wait), (), (buf,))
+    return events.done(cl.enqueue_copy(queue, buf, flat, wait_for=after,
+                                       is_blocking=wait or consumed), (), (buf,))
 
 
 @contextlib.contextmanager
-def array_out(engine, out: np.ndarray, host):
-    """(a buffer the kernel writes ``out`` through, ``back(event)`` that
-    makes ``out`` hold it once ``event`` is done) for a ``with`` block."""
-    queue = engine.queue
+def array_out(launcher, out: np.ndarray, host):
+    """(a buffer the kernel writes ``out`` through, ``back(event)``) for a
+    ``with`` block. ``back(event)`` enqueues what makes ``out`` hold the
+    buffer once ``event`` is done and returns (``finish()``, which waits
+    for it, the event ``finish`` waits for)."""
+    queue = launcher.queue
     flat = out.reshape(-1)
     if host.in_place:
-        buf = engine.memory.host_buffer(flat, mf.WRITE_ONLY)
+        buf = launcher.memory.host_buffer(flat, mf.WRITE_ONLY)
 
         def back(event):   # out is the buffer's memory: a map makes the writes visible
-            mapped, _ = cl.enqueue_map_buffer(queue, buf, cl.map_flags.READ, 0, out.shape,
-                                              out.dtype, wait_for=[event] if event else None)
-            mapped.base.release(queue).wait()
+            mapped, done = cl.enqueue_map_buffer(queue, buf, cl.map_flags.READ, 0, out.shape,
+                                                 out.dtype, wait_for=[event] if event else None,
+                                                 is_blocking=False)
+
+            def finish():
+                done.wait()
+                mapped.base.release(queue).wait()
+            return finish, done
         yield buf, back
         return
-    with engine.memory.lease_buffer(flat.nbytes, mf.READ_WRITE) as buf:
+    with launcher.memory.lease_buffer(flat.nbytes, mf.READ_WRITE) as buf:
         def back(event):
-            download(engine, flat, buf, event, host)
+            return download(launcher, flat, buf, event, host)
         yield buf, back
 
 
-def download(engine, flat: np.ndarray, buf, event, host) -> None:
-    """Read the device buffer ``buf`` into ``flat`` once ``event`` is
-    done, and wait: directly, or pipelined through pinned stages."""
-    if host.pageable == "staging" and not engine.memory.is_pinned(flat):
-        transfer.download(engine, flat, buf, event, host)
-        return
+def download(launcher, flat: np.ndarray, buf, event, host):
+    """Read the device buffer ``buf`` into ``flat`` once ``event`` is done:
+    (``finish()``, the event it waits for). Directly: the read enqueued
+    now, ``finish`` waits for it; pipelined through pinned stages: ``finish``
+    makes the chunks cross (it waits for ``event`` first)."""
+    if host.pageable == "staging" and not launcher.memory.is_pinned(flat):
+        return (lambda: transfer.download(launcher, flat, buf, event, host)), event
     wait = events.after((buf,), (), [event] if event is not None else None) or None
-    events.done(cl.enqueue_copy(engine.queue, flat, buf, wait_for=wait, is_blocking=True),
-                (buf,))
+    read = events.done(cl.enqueue_copy(launcher.queue, flat, buf, wait_for=wait,
+                                       is_blocking=False), (buf,))
+    return read.wait, read
 
 
 @contextlib.contextmanager
-def image_in(engine, side, arr: np.ndarray):
-    """(an image object holding the host image ``arr``, events to wait for)."""
-    with engine.memory.lease_image(side, mf.READ_ONLY) as image:
-        event = cl.enqueue_copy(engine.queue, image, arr.reshape(side.array_shape),
+def image_in(launcher, side, arr: np.ndarray, wait: bool = True):
+    """(an image object holding the host image ``arr``, events to wait for);
+    ``wait=False``: the array read on entry."""
+    with launcher.memory.lease_image(side, mf.READ_ONLY) as image:
+        event = cl.enqueue_copy(launcher.queue, image, arr.reshape(side.array_shape),
                                 origin=images.origin(side), region=images.region(side),
-                                wait_for=events.after((), (image,)) or None, is_blocking=False)
+                                wait_for=events.after((), (image,)) or None,
+                                is_blocking=not wait)
         yield image, [events.done(event, (), (image,))]
 
 
 @contextlib.contextmanager
-def image_out(engine, side, out: np.ndarray):
-    """(an image object the kernel writes, ``back(event)`` reading it into ``out``)."""
-    with engine.memory.lease_image(side, mf.WRITE_ONLY) as image:
+def image_out(launcher, side, out: np.ndarray):
+    """(an image object the kernel writes, ``back(event)`` reading it into
+    ``out``: (``finish()``, its event), as array_out's)."""
+    with launcher.memory.lease_image(side, mf.WRITE_ONLY) as image:
         def back(event):
-            cl.enqueue_copy(engine.queue, out, image, origin=images.origin(side),
-                            region=images.region(side),
-                            wait_for=[event] if event is not None else None,
-                            is_blocking=True)
+            read = cl.enqueue_copy(launcher.queue, out, image, origin=images.origin(side),
+                                   region=images.region(side),
+                                   wait_for=[event] if event is not None else None,
+                                   is_blocking=False)
+            return read.wait, read
         yield image, back
 
 
@@ -145,7 +199,7 @@ def zeros(out, shape, dtype) -> np.ndarray:
 
 
 @contextlib.contextmanager
-def held(engine, side, array: np.ndarray):
+def held(launcher, side, array: np.ndarray):
     """Pooled device memory of ``side`` (an image object for an image that
     lives in one, else a buffer) holding the host ``array``, written and
     waited for when the block is entered: the caller may reuse the array at
@@ -153,11 +207,11 @@ def held(engine, side, array: np.ndarray):
     end, its next lease ordered after the commands that use it here
     (runtime/opencl/events.py)."""
     if side.is_image and not side.storage.on_buffer:
-        with engine.memory.lease_image(side, mf.READ_ONLY) as image:
-            engine.memory.write(image, side, array)
+        with launcher.memory.lease_image(side, mf.READ_ONLY) as image:
+            launcher.memory.write(image, side, array)
             yield image
         return
     flat = np.ascontiguousarray(array).reshape(-1)
-    with engine.memory.lease_buffer(max(1, flat.nbytes)) as buf:
-        upload(engine, buf, flat, host_path(engine.device), wait=True)
+    with launcher.memory.lease_buffer(max(1, flat.nbytes)) as buf:
+        upload(launcher, buf, flat, host_path(launcher.device), wait=True)
         yield buf

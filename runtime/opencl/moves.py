@@ -205,6 +205,19 @@ def host_path(device) -> HostPath:
     return HostPath(False, "staging", chunk, STAGES, why)
 
 
+def bake_point(src, dst, options) -> int | None:
+    """When the move ``src`` -> ``dst`` gets its baked program under an
+    engine's ``options`` (EngineOptions: the specialize bytes and count):
+    0 at once, n on its n-th call, None never (runtime/opencl/plan.py's
+    ``bake_after``). A frame bakes only when hot, whatever its size: a new
+    crop builds nothing. The one rule: every move plan and ``clayout kernel``
+    ask it."""
+    rule = (options.specialize_bytes, options.specialize_after)
+    if src.is_frame:
+        rule = (rule[0] if rule[0] < 0 else 1 << 62, rule[1])
+    return bake_after((src.plain if src.is_frame else src.memory, dst.memory), rule)
+
+
 def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> MovePlan:
     """The plan of ``src`` -> ``dst`` on ``device``; ``aliased``: the same
     buffer and desc on both sides (a padding pass); ``dense``: the caller
@@ -217,13 +230,8 @@ def move_plan(src, dst, device, aliased: bool = False, dense: bool = False) -> M
         if dense and access not in ("buffers", "dense"):
             access, why = "dense", ("the caller holds the image as its dense buffer (host "
                                     "arrays off a host-unified device; tiles): no image object")
-        rule = (device.options.specialize_bytes, device.options.specialize_after)
         through = dense or access != "direct"
-        frame = src.is_frame
-        descs = (src.plain if frame else src.memory, dst.memory)
-        if frame:   # a frame bakes only when hot, whatever its size: a new crop builds nothing
-            rule = (rule[0] if rule[0] < 0 else 1 << 62, rule[1])
-        after = bake_after(descs, rule)
+        after = bake_point(src, dst, device.options)
         tiled, family_why = family_of(device)
         kernel = plan(src, dst, staged=through, aliased=aliased, bake=after == 0, tiled=tiled)
         by_use = after is not None and after > 0 and isinstance(kernel, Kernel)

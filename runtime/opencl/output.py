@@ -158,9 +158,9 @@ PLANS = LRU("OpenCL output plans", "CLAYOUT_OUTPUT_PLAN_CACHE", 256,
             weigh=lambda p: 2048 + 2 * len(p.generic.source), budget=16 << 20)
 
 
-def output_plan(engine, side, rule: OutputRule) -> OutputPlan:
-    """The plan of reading ``side`` by ``rule`` on ``engine``'s device (cached)."""
-    device = engine.device
+def output_plan(launcher, side, rule: OutputRule) -> OutputPlan:
+    """The plan of reading ``side`` by ``rule`` on ``launcher``'s device (cached)."""
+    device = launcher.device
 
     def make() -> OutputPlan:
         limit, after = device.options.specialize_bytes, device.options.specialize_after
@@ -182,7 +182,7 @@ def source(side, rule: OutputRule) -> str:
     return render(side, rule, False).source
 
 
-def read(engine, side, storage, rule: OutputRule, out=None, wait_for=()) -> Pending:
+def read(launcher, side, storage, rule: OutputRule, out=None, wait_for=()) -> Pending:
     """Enqueue the kernel on ``storage`` (the device memory of ``side``,
     after ``wait_for`` and clayout's own writes of it) and the
     read back of its result (into ``out`` where given); the Pending waits
@@ -191,30 +191,30 @@ def read(engine, side, storage, rule: OutputRule, out=None, wait_for=()) -> Pend
     if rule.batch == 0 or rule.spatial == 0 or rule.channels == 0:
         return Pending.of(evaluate(rule, np.zeros(rule.dims, rule.src.np)) if out is None
                           else out)
-    plan = output_plan(engine, side, rule)
+    plan = output_plan(launcher, side, rule)
     kernel = plan.next_kernel()
-    memory, queue = engine.memory, engine.device.queue
+    memory, queue = launcher.memory, launcher.device.queue
     generic = kernel.generic
     args = accessor(side, name="src", generic=generic).args(storage)
-    numbers = _numbers(engine, rule) + kernel.numbers
-    group = local_size(engine.device)
+    numbers = _numbers(launcher, rule) + kernel.numbers
+    group = local_size(launcher.device)
     size, local = (_round_up(rule.spatial, group), rule.batch), (group, 1)
     launch = (kernel.source, size, local)
     stack = contextlib.ExitStack()
     source_mem = (storage,)
     if rule.result == "threshold":
-        return _threshold(engine, stack, launch, args, rule, numbers, source_mem, wait_for)
+        return _threshold(launcher, stack, launch, args, rule, numbers, source_mem, wait_for)
     if rule.result == "argmax":
         host = out if out is not None else np.empty(rule.argmax_dims, np.int32)
         res = stack.enter_context(memory.lease_buffer(host.nbytes))
-        done = _run(engine, launch, args + (res,) + numbers, wait_for, source_mem, (res,))
+        done = _run(launcher, launch, args + (res,) + numbers, wait_for, source_mem, (res,))
     else:
         host = out if out is not None else np.empty(physical_shape(rule.dst), rule.dst.dtype.np)
         res = stack.enter_context(memory.lease_buffer(rule.dst.span_bytes))
         if not written_whole(rule.dst):   # padding or gaps the kernel leaves: zero
             _fill(queue, res, rule.dst.span_bytes)
         dst = accessor(rule.dst, name="dst", access="write", generic=generic).args(res)
-        done = _run(engine, launch, args + dst + numbers, wait_for, source_mem, (res,))
+        done = _run(launcher, launch, args + dst + numbers, wait_for, source_mem, (res,))
     back = events.done(cl.enqueue_copy(queue, host.reshape(-1).view(np.uint8), res,
                                        wait_for=[done], is_blocking=False), (res,))
 
@@ -232,9 +232,9 @@ def written_whole(desc) -> bool:
         and not desc.has_halo
 
 
-def _run(engine, launch, args, wait_for, reads, writes) -> cl.Event:
+def _run(launcher, launch, args, wait_for, reads, writes) -> cl.Event:
     text, size, local = launch
-    return engine.run_kernel(text, NAME, size, args, wait_for, local_size=local,
+    return launcher.run_kernel(text, NAME, size, args, wait_for, local_size=local,
                              reads=reads, writes=writes)
 
 
@@ -245,17 +245,17 @@ def _fill(queue, buf, nbytes: int, pattern=np.uint8(0)) -> cl.Event:
                        (), (buf,))
 
 
-def _threshold(engine, stack, launch, args, rule, numbers, source_mem, wait_for) -> Pending:
+def _threshold(launcher, stack, launch, args, rule, numbers, source_mem, wait_for) -> Pending:
     """The selected elements: a counter and three buffers of ``cap`` entries
     (flat index, value, order key); with top_k and more selected than that,
     run again with room for all of them."""
-    memory, queue = engine.memory, engine.device.queue
+    memory, queue = launcher.memory, launcher.device.queue
 
     def run(cap: int, inner: contextlib.ExitStack):
         count = inner.enter_context(memory.lease_buffer(4))
         bufs = [inner.enter_context(memory.lease_buffer(4 * cap)) for _ in range(3)]
         _fill(queue, count, 4, np.int32(0))
-        done = _run(engine, launch, args + (count, *bufs, rule.bound, np.int32(cap)) + numbers,
+        done = _run(launcher, launch, args + (count, *bufs, rule.bound, np.int32(cap)) + numbers,
                     wait_for, source_mem, (count, *bufs))
         n = np.zeros(1, np.int32)
         return n, events.done(cl.enqueue_copy(queue, n, count, wait_for=[done],
@@ -281,22 +281,22 @@ def _threshold(engine, stack, launch, args, rule, numbers, source_mem, wait_for)
     return Pending(finish, lambda: _complete(got), event=got)
 
 
-# the dequantize scales and zero points as device buffers, per engine and numbers (a
+# the dequantize scales and zero points as device buffers, per launcher and numbers (a
 # network's output reads the same every frame); a rule without them shares one pair
 NUMBERS = LRU("OpenCL output numbers", "CLAYOUT_OUTPUT_NUMBERS_CACHE", 64)
 
 
-def _numbers(engine, rule: OutputRule) -> tuple:
+def _numbers(launcher, rule: OutputRule) -> tuple:
     """The dequantize scales and zero points as two device buffers (made
-    once per engine and numbers; without dequantize one shared pair that
+    once per launcher and numbers; without dequantize one shared pair that
     the kernel does not read)."""
-    key = (id(engine.memory), rule.scale, rule.zero, rule.channels if rule.scale else 0)
+    key = (id(launcher.memory), rule.scale, rule.zero, rule.channels if rule.scale else 0)
 
     def make():
         c = rule.channels if rule.scale else 1
-        return (engine.memory, engine.memory.buffer(
+        return (launcher.memory, launcher.memory.buffer(
                     4 * c, mf.READ_ONLY, np.asarray(rule.scale or (1.0,) * c, np.float32)),
-                engine.memory.buffer(4 * c, mf.READ_ONLY,
+                launcher.memory.buffer(4 * c, mf.READ_ONLY,
                                      np.asarray(rule.zero or (0,) * c, np.int32)))
     return NUMBERS.get(key, make)[1:]
 

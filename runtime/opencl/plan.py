@@ -13,10 +13,11 @@ program serves every shape of a conversion *family*: the structure of both
 sides (axis order, blocking, strided or not, halo or not, image layout), the
 dtype pair, the image access (direct or staged), the vector width, the axis
 the launch tiles along, the run length of the loads and the index type. A
-conversion of at least ``specialize_bytes()`` (16 MiB by default,
+conversion of at least the engine's specialize bytes (16 MiB by default,
 ``CLAYOUT_SPECIALIZE_BYTES``), or of at least ``HOT_BYTES`` converted more
-than ``specialize_after()`` times (8, ``CLAYOUT_SPECIALIZE_AFTER``), bakes its
-numbers in instead: one program for that shape, whose divisions by constants
+than its specialize count (8, ``CLAYOUT_SPECIALIZE_AFTER``), bakes its
+numbers in instead (``bake_after``, asked by the move plan:
+runtime/opencl/moves.py): one program for that shape, whose divisions by constants
 the compiler turns into multiplications and whose 3-D launch the compiler
 vectorizes; a model's weights, converted once, share programs. A generic
 kernel divides by its arguments with magic numbers (``c_index.magic``) and
@@ -29,14 +30,11 @@ again for each local size).
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, replace
 
 from ..algebra.c_index import logical_names, own_names, unchanged_dims
 from ..algebra.desc import MemoryDesc
 from ..cache import LRU
-from ..settings import env_int
-from .device import DEFAULT_SPECIALIZE_AFTER, DEFAULT_SPECIALIZE_BYTES
 from . import frame as frame_c
 from .render import Kernel, render_kernel
 from .sides import Source, Target
@@ -57,28 +55,14 @@ class ByteCopy:
     def chosen(self) -> str:
         return f"a byte copy of {self.count} bytes, zero up to {self.total}: no program"
 
-def specialize_bytes() -> int:
-    """Conversions of at least this many bytes bake their numbers in
-    (``CLAYOUT_SPECIALIZE_BYTES``; 0 bakes everything, a negative value nothing)."""
-    return env_int("CLAYOUT_SPECIALIZE_BYTES", DEFAULT_SPECIALIZE_BYTES, "a byte count")
-
-
-# A conversion of at least this many bytes converted more than
-# ``specialize_after()`` times with the same shape gets its baked program: the
-# per-frame activation of an inference engine pays one build for a kernel
-# 2-5x faster (at 1x64x224x224 f32 a staged image took 2.1 ms generic, 0.6 ms
+# A conversion of at least this many bytes converted more than the engine's
+# specialize count (CLAYOUT_SPECIALIZE_AFTER) with the same shape gets its baked
+# program: the per-frame activation of an inference engine pays one build for a
+# kernel 2-5x faster (at 1x64x224x224 f32 a staged image took 2.1 ms generic, 0.6 ms
 # baked); a weight converted once never does.
 HOT_BYTES = 256 << 10
 
 
-def specialize_after() -> int:
-    """Conversions of one shape (of at least ``HOT_BYTES``) after which its
-    numbers are baked in (``CLAYOUT_SPECIALIZE_AFTER``; 0: never by use)."""
-    return env_int("CLAYOUT_SPECIALIZE_AFTER", DEFAULT_SPECIALIZE_AFTER, "a count of calls")
-
-
-USES = LRU("OpenCL conversion counts", "CLAYOUT_PLAN_CACHE", 4096)
-_USES_LOCK = threading.Lock()
 # a planned kernel holds its source (5-20 KiB): bounded in bytes too; the texts themselves
 # are kept once each (``TEXTS``: every shape of a generic family has the same text)
 PLANS = LRU("OpenCL kernel plans", "CLAYOUT_PLAN_CACHE", 4096,
@@ -93,12 +77,6 @@ def shared_text(kernel):
         return kernel
     text = TEXTS.get(source, lambda: source)
     return kernel if text is source else replace(kernel, source=text)
-
-
-def bake_rule() -> tuple[int, int]:
-    """(specialize_bytes(), specialize_after()) as the environment says now;
-    an engine reads them once (runtime.opencl.device.EngineOptions) and passes them."""
-    return specialize_bytes(), specialize_after()
 
 
 def bake_after(descs, rule) -> int | None:
@@ -116,24 +94,6 @@ def bake_after(descs, rule) -> int | None:
     return after + 1
 
 
-def _bake(key, descs, rule) -> bool:
-    """The one place that chooses a specialized program over the generic
-    one: at least the rule's bytes, or at least ``HOT_BYTES`` and converted
-    more than the rule's count of times (``rule``: (bytes, after))."""
-    limit, after = rule
-    if limit < 0:
-        return False
-    size = max(d.size for d in descs)
-    if size >= limit:
-        return True
-    if after <= 0 or size < HOT_BYTES:
-        return False
-    count = USES.get(key, lambda: [0])
-    with _USES_LOCK:
-        count[0] += 1
-        return count[0] > after
-
-
 def side_key(side):
     """Exactly what of a side changes a kernel or its arguments: every field
     of a desc (strides too: descs equal under oneDNN's rules can differ in
@@ -145,9 +105,8 @@ def side_key(side):
             repr(side.fill), side.order)
 
 
-def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | None = None,
-         rule: tuple[int, int] | None = None, tiled: bool = False,
-         trace: bool = False) -> Kernel | ByteCopy:
+def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool = False,
+         tiled: bool = False, trace: bool = False) -> Kernel | ByteCopy:
     """The kernel of the conversion ``src`` -> ``dst`` (two sides, no
     transform: runtime.algebra.conversion splits those into stages). An
     image side is read or written with read_image*/write_image*, or with
@@ -155,11 +114,9 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     same buffer (no ``restrict``); each element is then read and written by
     the same work item, so an in-place same-desc pass is safe. Cached by
     exactly what changes the kernel; a conversion that moves nothing is a
-    ``ByteCopy`` and needs no program. ``bake``: None lets
-    the size and use decide (``_bake``, by ``rule``: the engine's
-    (specialize bytes, after), else the environment's), True or False says
-    (``clayout kernel --bake`` shows a baked program without touching the
-    settings). ``tiled``: the tiled family where the move transposes
+    ``ByteCopy`` and needs no program. ``bake``: the baked program (its
+    numbers in the text) or the generic one; when a move bakes is the move
+    plan's rule (runtime/opencl/moves.py ``baking``). ``tiled``: the tiled family where the move transposes
     (runtime/opencl/launch.py; the device's choice: runtime/opencl/moves.py),
     else the direct one. ``trace``: the same kernel with every access recorded
     (runtime/opencl/trace.py, for the access model); not cached."""
@@ -168,8 +125,6 @@ def plan(src, dst, staged: bool = False, aliased: bool = False, bake: bool | Non
     # a buffer storage is its dense buffer: kernels always reach it as one
     staged = staged or any(s.is_image and s.storage.on_buffer for s in (src, dst))
     key = (side_key(src), side_key(dst), staged, aliased, bool(tiled))
-    if bake is None:
-        bake = _bake(key, (src.memory, dst.memory), rule if rule is not None else bake_rule())
     bake = bool(bake)
 
     def make():
@@ -241,7 +196,6 @@ def copy_kernel(src: MemoryDesc, dst: MemoryDesc) -> ByteCopy | None:
 
 
 def clear_cache() -> None:
-    """Forget every planned kernel and how often each shape was converted."""
+    """Forget every planned kernel."""
     PLANS.clear()
-    USES.clear()
     TEXTS.clear()

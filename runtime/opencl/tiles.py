@@ -25,15 +25,15 @@ def _rect(tile, image) -> dict:
                 host_pitches=(tile.width * pixel, 0))
 
 
-def to_tiles(engine, src, dst, flat: np.ndarray, tile_plan) -> tuple[np.ndarray, ...]:
+def to_tiles(launcher, src, dst, flat: np.ndarray, tile_plan) -> tuple[np.ndarray, ...]:
     """The tiles of the ImageDesc ``dst`` written from host data in ``src``
     (the source and the whole image's dense buffer leased for the call)."""
-    memory, queue = engine.memory, engine.queue
+    memory, queue = launcher.memory, launcher.queue
     out = []
     with memory.lease_buffer(flat.nbytes, cl.mem_flags.READ_ONLY) as src_buf, \
             memory.lease_buffer(dst.memory.size) as image_buf:
         upload = cl.enqueue_copy(queue, src_buf, flat, is_blocking=False)
-        done = engine.enqueue(src, src_buf, dst, image_buf, dense=True, wait_for=[upload])
+        done = launcher.enqueue(src, src_buf, dst, image_buf, dense=True, wait_for=[upload])
         for tile in tile_plan.tiles:
             # the image array's rows and columns, then its lanes as they are (a
             # single texture's C too): what the host engines' cut gives
@@ -45,9 +45,9 @@ def to_tiles(engine, src, dst, flat: np.ndarray, tile_plan) -> tuple[np.ndarray,
     return tuple(out)
 
 
-def from_tiles(engine, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
+def from_tiles(launcher, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
     """``dst`` (1-D) read from the tiles ``parts`` of the ImageDesc ``src``."""
-    memory, queue = engine.memory, engine.queue
+    memory, queue = launcher.memory, launcher.queue
     out = np.empty(dst.span, dtype=dst.dtype.np)
     with memory.lease_buffer(src.memory.size) as image_buf, \
             memory.lease_buffer(out.nbytes) as dst_buf:
@@ -58,6 +58,6 @@ def from_tiles(engine, src, parts, tile_plan, dst: MemoryDesc) -> np.ndarray:
                                    f"{'' if src.layout.lanes == 1 else f', {src.lanes}'}) "
                                    "arrays")
             cl.enqueue_copy(queue, image_buf, np.ascontiguousarray(arr), **_rect(tile, src))
-        done = engine.enqueue(src, image_buf, dst, dst_buf, zero_first=True, dense=True)
+        done = launcher.enqueue(src, image_buf, dst, dst_buf, zero_first=True, dense=True)
         cl.enqueue_copy(queue, out, dst_buf, wait_for=[done] if done else None)
     return out

@@ -24,7 +24,8 @@ import numpy as np
 import pyopencl as cl
 
 from ..errors import ClayoutError
-from . import frame as frame_c, images, programs
+from ..algebra.frame_taps import tables
+from . import images, programs
 from .trace import RECORDS, REGION
 
 mf = cl.mem_flags
@@ -113,7 +114,8 @@ def move_args(device, kernel, src, dst) -> tuple:
     context = device.context
     if src.is_frame:
         first = (cl.Buffer(context, mf.READ_ONLY, max(1, src.nbytes)),)
-        extra = (frame_c.buffer(context, src),)
+        taps = tables(src)
+        extra = (cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=taps),)
     else:
         first = (_memory(device, src, kernel.src_image),)
         extra = ()

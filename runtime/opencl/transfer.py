@@ -65,24 +65,25 @@ def chunks(nbytes: int, size: int) -> Chunks:
     return PLANS.get((int(size), int(nbytes)), make)
 
 
-def _stages(engine, stack: contextlib.ExitStack, count: int, size: int) -> list:
-    return [stack.enter_context(engine.memory.lease_pinned(size)) for _ in range(count)]
+def _stages(launcher, stack: contextlib.ExitStack, count: int, size: int) -> list:
+    return [stack.enter_context(launcher.memory.lease_pinned(size)) for _ in range(count)]
 
 
-def upload(engine, buf, data: np.ndarray, path) -> cl.Event | None:
+def upload(launcher, buf, data: np.ndarray, path, queue=None) -> cl.Event | None:
     """Write the contiguous host array ``data`` into the device buffer
-    ``buf`` (at offset 0) in ``path``'s chunks through its pinned stages;
-    returns the event of the whole write (recorded as ``buf``'s write).
-    When it returns the array has been read (the caller may reuse it)."""
+    ``buf`` (at offset 0) in ``path``'s chunks through its pinned stages,
+    on ``queue`` (default: the engine's); returns the event of the whole
+    write (recorded as ``buf``'s write). When it returns the array has been
+    read (the caller may reuse it)."""
     flat = data.reshape(-1).view(np.uint8)
     plan = chunks(flat.nbytes, path.chunk)
     if not plan.parts:
         return None
-    queue = engine.queue
+    queue = launcher.queue if queue is None else queue
     first = events.after((), (buf,)) or None
     k = min(path.stages, len(plan.parts))
     with contextlib.ExitStack() as stack:
-        stages = _stages(engine, stack, k, path.chunk)
+        stages = _stages(launcher, stack, k, path.chunk)
         dma: list = [None] * k
         copies: dict = {}
         writes: list = []
@@ -109,7 +110,7 @@ def upload(engine, buf, data: np.ndarray, path) -> cl.Event | None:
     return events.done(whole, (), (buf,))
 
 
-def download(engine, data: np.ndarray, buf, event, path) -> None:
+def download(launcher, data: np.ndarray, buf, event, path) -> None:
     """Read the device buffer ``buf`` (from offset 0) into the contiguous
     host array ``data`` once ``event`` is done, in ``path``'s chunks through
     its pinned stages, and wait."""
@@ -117,11 +118,11 @@ def download(engine, data: np.ndarray, buf, event, path) -> None:
     plan = chunks(flat.nbytes, path.chunk)
     if not plan.parts:
         return
-    queue = engine.queue
+    queue = launcher.queue
     wait = events.after((buf,), (), [event]) or None
     k = min(path.stages, len(plan.parts))
     with contextlib.ExitStack() as stack:
-        stages = _stages(engine, stack, k, path.chunk)
+        stages = _stages(launcher, stack, k, path.chunk)
         dma: dict = {}
         copies: dict = {}
         reads: list = []

@@ -15,7 +15,8 @@ exact hex-float literals. Elements in the zero padding of a split axis are
 The source depends on the transform and the rank only; the sizes are
 arguments, so a model's weights of every shape share one program per
 transform (runtime/opencl/programs.py caches it). ``launch`` enqueues it on
-device buffers through the engine. The inverse stage is not here: every
+device buffers through the engine's launcher (``on_device`` between two
+storages, ``on_host`` on host arrays). The inverse stage is not here: every
 engine runs it on the host.
 """
 from __future__ import annotations
@@ -26,11 +27,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..algebra import dtypes
 from ..algebra.c_index import f32_literal
 from ..cache import memoized
 from ..errors import ClayoutError
 from .. import sources
+from . import host
 from .launch import GENERIC_LOCAL
+from .moves import host_path
 
 KERNEL_NAME = "clayout_transform"
 
@@ -64,15 +68,15 @@ def render(transform, dims) -> TransformKernel:
                            total)
 
 
-def launch(engine, kernel: TransformKernel, src, dst, wait_for=None):
+def launch(launcher, kernel: TransformKernel, src, dst, wait_for=None):
     """Enqueue ``kernel`` from the cl.Buffer ``src`` (the logical tensor)
     into ``dst`` (the placed tensor); its event, None when there is nothing
     to write."""
     if kernel.total == 0:
         return None
-    return engine.run_kernel(kernel.source, KERNEL_NAME, kernel.global_size,
-                             (src, dst) + kernel.args, wait_for, local_size=(GENERIC_LOCAL,),
-                             reads=(src,), writes=(dst,))
+    return launcher.run_kernel(kernel.source, KERNEL_NAME, kernel.global_size,
+                               (src, dst) + kernel.args, wait_for,
+                               local_size=(GENERIC_LOCAL,), reads=(src,), writes=(dst,))
 
 
 def literal(value: np.float32) -> str:
@@ -134,19 +138,38 @@ def _times(p: int, stride: str) -> str:
     return stride if p == 1 else f"{p} * {stride}"
 
 
-def on_device(engine, steps, src_storage, dst_storage, wait_for=()):
+def on_device(launcher, steps, src_storage, dst_storage, wait_for=()):
     """Move, forward transform, move (the three ``steps`` of a conversion
-    onto a transform layout) on ``engine``'s device, between two storages,
+    onto a transform layout) on ``launcher``'s device, between two storages,
     after ``wait_for``; the event of the last command."""
     first, step, last = steps
     kernel = render(step.transform, step.src.dims)
-    placed = engine.memory.buffer(kernel.total * 4)
+    placed = launcher.memory.buffer(kernel.total * 4)
     if first.src == first.dst:   # already the plain f32 tensor: read in place
         logical, event = src_storage, None
     else:
-        logical = engine.memory.buffer(math.prod(step.src.dims) * 4)
-        event = engine.enqueue(first.src, src_storage, first.dst, logical, wait_for=wait_for)
-    event = launch(engine, kernel, logical, placed,
+        logical = launcher.memory.buffer(math.prod(step.src.dims) * 4)
+        event = launcher.enqueue(first.src, src_storage, first.dst, logical, wait_for=wait_for)
+    event = launch(launcher, kernel, logical, placed,
                    [event] if event is not None else list(wait_for or ()))
-    return engine.enqueue(last.src, placed, last.dst, dst_storage,
-                          wait_for=[event] if event is not None else ())
+    return launcher.enqueue(last.src, placed, last.dst, dst_storage,
+                            wait_for=[event] if event is not None else ())
+
+
+def on_host(launcher, step, data) -> np.ndarray:
+    """The forward stage ``step`` as one kernel on the host array ``data``
+    (the plain logical tensor; float32 after a conversion where it is
+    another type): the placed float32 tensor, 1-D."""
+    kernel = render(step.transform, step.src.dims)
+    values = np.ascontiguousarray(data).reshape(-1)
+    if values.dtype != np.float32:
+        values = dtypes.convert(values, "f32")
+    if kernel.total == 0:
+        return np.zeros(0, np.float32)
+    out = np.empty(kernel.total, np.float32)
+    path = host_path(launcher.device)
+    with host.array_in(launcher, values, path) as (src_buf, wait), \
+            host.array_out(launcher, out, path) as (dst_buf, back):
+        finish, _ = back(launch(launcher, kernel, src_buf, dst_buf, wait or None))
+        finish()
+    return out

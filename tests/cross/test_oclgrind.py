@@ -168,14 +168,14 @@ def tiled_family(eng, values, same, ref, bad) -> int:
                 os.environ["CLAYOUT_SPECIALIZE_BYTES"] = saved
         for tiled in engines:
             for src, dst in cases:
-                if tiled.image_access == "staged" and not dst.is_image:
+                if tiled.device.options.image_access == "staged" and not dst.is_image:
                     continue
                 x = values(src)
                 runs += 1
                 if move_plan(src, dst, tiled.device).kernel.tiled != tiled.device.options.tiled:
                     bad.append(f"not of the family asked for: {src!r} -> {dst!r}")
                 if not same(tiled.convert(src, dst, x), ref.convert(src, dst, x)):
-                    bad.append(f"tiled={tiled.device.options.tiled} {tiled.image_access} "
+                    bad.append(f"tiled={tiled.device.options.tiled} {tiled.device.options.image_access} "
                                f"{baked}: {src!r} -> {dst!r}")
     return runs
 

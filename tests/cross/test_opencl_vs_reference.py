@@ -101,7 +101,7 @@ def test_signalling_f16_nan_is_quieted_only_by_direct_image_access(cl_image_engi
     else:
         got = from_img(cl_image_engine, values.reshape(1, 2, 4), layout, s)
     assert bits(REF.convert(s, s, values)).tolist() == raw.tolist()
-    want = raw if cl_image_engine.image_access == "staged" else quiet
+    want = raw if cl_image_engine.device.options.image_access == "staged" else quiet
     assert bits(got).tolist() == want.tolist()
 
 

@@ -250,7 +250,7 @@ def test_from_buffer_over_the_pitched_bytes(cl_engine, layout, dims, dtype):
     x = tensor(dims, 3)
     side = image_side(layout, dims, dtype)
     plain = runtime.to_image(x, layout, dtype=dtype)
-    why, align = cl_engine.image_from_buffer(), max(1, cl_engine.pitch_alignment())
+    why, align = cl_engine.memory.image_from_buffer(), max(1, cl_engine.pitch_alignment())
     row = side.width * pixel_bytes(side)
     found = {runtime.image_pitch(layout, dims, dtype, device=cl_engine), row,   # aligned, dense
              round_up(row, 16) + 48}                                     # off most alignments

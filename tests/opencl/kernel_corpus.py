@@ -123,7 +123,7 @@ def _frames():
 def _outputs():
     from runtime import ImageDesc, MemoryDesc, image_layout
     from runtime.algebra.output import output_rule
-    from runtime.opencl.output import source
+    from runtime.opencl.output import render
     sides = {"ioc": ImageDesc(image_layout("in_out_channel"), (1, 21, 16, 16), "f16"),
              "nchw": MemoryDesc((2, 10, 4, 4), "f32"),
              "nhwc s8": MemoryDesc((1, 12, 5, 5), "s8", tag="nhwc")}
@@ -134,7 +134,8 @@ def _outputs():
         for rname, kw in rules.items():
             deq = dict(dequantize=(0.5, 3)) if side.dtype.name == "s8" else {}
             rule = output_rule(side.dims, side.dtype.name, **deq, **kw)
-            yield f"output {sname} {rname}", source(side, rule)
+            for bake in (False, True):
+                yield f"output {sname} {rname} bake={bake}", render(side, rule, bake).source
 
 
 def _accessors():

@@ -18,6 +18,7 @@ from conftest import same_bits
 
 # the modules of runtime/ this file holds up (tests/README.md's table is made from these)
 MODULES = ("runtime/opencl/events.py", "runtime/opencl/baking.py", "runtime/opencl/engine.py",
+           "runtime/opencl/launcher.py",
            "runtime/opencl/memory.py", "runtime/doors/calls.py", "runtime/doors/checks.py")
 
 OOO = cl.command_queue_properties.OUT_OF_ORDER_EXEC_MODE_ENABLE

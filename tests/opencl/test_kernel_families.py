@@ -172,34 +172,42 @@ def test_every_layout_over_20_dims_builds_one_program_per_family(cl_engine):
     assert built <= len(families), (built, len(families))
 
 
-def _plans_over_calls(dims, calls, layout="in_out_channel"):
+def _generic_over_calls(dims, calls, queue):
+    """Whether each of ``calls`` calls of one move runs the generic program
+    (an engine made now, with the environment's rule; the bake settled
+    after each call)."""
+    from runtime.opencl import baking
+    eng = OpenCLEngine(queue=queue)
     src = MemoryDesc(dims)
-    return [cl_plan.plan(src, image_side(IMAGE_LAYOUTS[layout], src.dims, "f32"), staged=True) for _ in range(calls)]
+    p = moves.move_plan(src, image_side(IMAGE_LAYOUTS["in_out_channel"], src.dims, "f32"),
+                        eng.device, dense=True)
+    found = []
+    for _ in range(calls):
+        found.append(p.kernel.generic)
+        baking.settle()
+    return found
 
 
-def test_a_hot_shape_gets_its_baked_program(monkeypatch):
-    """A shape of at least HOT_BYTES converted more than specialize_after()
-    times is baked from then on; a smaller one stays generic."""
-    monkeypatch.delenv("CLAYOUT_SPECIALIZE_AFTER", raising=False)
+def test_a_hot_shape_gets_its_baked_program(cl_engine, monkeypatch):
+    """A shape of at least HOT_BYTES converted more than the engine's
+    specialize count is baked from then on; a smaller one stays generic.
+    The rule is the move plan's (``moves.bake_point``), read once per engine."""
+    monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "5")
     monkeypatch.delenv("CLAYOUT_SPECIALIZE_BYTES", raising=False)
-    cl_plan.clear_cache()
-    cl_plan.USES.clear()
-    after = cl_plan.specialize_after()
-    hot = _plans_over_calls((1, 64, 32, 33), after + 3)        # 264 KiB
+    moves.PLANS.clear()
+    hot = _generic_over_calls((1, 64, 32, 33), 9, cl_engine.queue)        # 264 KiB
     assert MemoryDesc((1, 64, 32, 33)).size >= cl_plan.HOT_BYTES
-    assert [k.generic for k in hot] == [True] * after + [False] * 3
-    cold = _plans_over_calls((1, 64, 32, 31), 3 * after)       # 248 KiB
-    assert all(k.generic for k in cold)
+    assert hot == [True] * 6 + [False] * 3
+    assert all(_generic_over_calls((1, 64, 32, 31), 15, cl_engine.queue))   # 248 KiB
 
 
-def test_specializing_by_use_can_be_turned_off(monkeypatch):
+def test_specializing_by_use_can_be_turned_off(cl_engine, monkeypatch):
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "0")
-    cl_plan.clear_cache()
-    cl_plan.USES.clear()
-    assert all(k.generic for k in _plans_over_calls((1, 64, 32, 33), 20))
+    moves.PLANS.clear()
+    assert all(_generic_over_calls((1, 64, 32, 33), 20, cl_engine.queue))
     monkeypatch.setenv("CLAYOUT_SPECIALIZE_AFTER", "often")
     with pytest.raises(ClayoutError, match="CLAYOUT_SPECIALIZE_AFTER='often' is not a count"):
-        _plans_over_calls((1, 64, 32, 35), 1)
+        _generic_over_calls((1, 64, 32, 35), 1, cl_engine.queue)
 
 
 def test_the_baked_program_gives_the_same_bits(cl_engine, monkeypatch):

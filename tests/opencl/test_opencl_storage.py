@@ -241,9 +241,9 @@ def test_an_image_buffer_is_read_through_its_image1d_buffer_view(cl_engine):
     dims = (1, 6, 2, 3)
     side = ImageDesc(image_layout("tflite_image_buffer"), dims)
     mem = Memory.image("tflite_image_buffer", dims, engine=cl_engine)
-    view = cl_engine.image_view(mem.storage, side)
+    view = cl_engine.memory.image_view(mem.storage, side)
     assert view.type == cl.mem_object_type.IMAGE1D_BUFFER and view.width == side.width
-    assert cl_engine.image_view(mem.storage, side) is view      # made once per buffer
+    assert cl_engine.memory.image_view(mem.storage, side) is view      # made once per buffer
     acc = runtime.accessor(side)
     assert acc.params.startswith("__read_only image1d_buffer_t t")
     assert acc.args(mem.storage)[0] is view

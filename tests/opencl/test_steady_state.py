@@ -165,8 +165,8 @@ def test_a_tensor_result_written_whole_is_not_filled(discrete, monkeypatch, tag,
 def test_the_output_kernel_runs_in_groups_the_engine_chose(discrete, monkeypatch):
     dims = (2, 7, 9, 5)
     launched = []
-    real = discrete.run_kernel
-    monkeypatch.setattr(discrete, "run_kernel", lambda *a, **kw: launched.append(
+    real = discrete.launcher.run_kernel
+    monkeypatch.setattr(discrete.launcher, "run_kernel", lambda *a, **kw: launched.append(
         (a[2], kw.get("local_size"))) or real(*a, **kw))
     runtime.read_output(_logits(dims), "nchw", dims, argmax=True, engine=discrete)
     group = min(output.LOCAL, discrete.device.max_work_group)

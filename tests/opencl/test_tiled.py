@@ -132,7 +132,7 @@ def test_images_written_from_the_tile(tiled, tiled_staged, name):
             src = MemoryDesc(image.dims, "f32", tag=tag)
             x = fill("f32", src.span, 5, "small")
             got = engine.convert(src, image, x)
-            assert_same_bits(got, REF.convert(src, image, x), (name, tag, engine.image_access))
+            assert_same_bits(got, REF.convert(src, image, x), (name, tag, engine.device.options.image_access))
 
 
 def test_nhwc_to_in_out_channel_is_tiled_both_ways_of_access(tiled, tiled_staged):
@@ -141,7 +141,7 @@ def test_nhwc_to_in_out_channel_is_tiled_both_ways_of_access(tiled, tiled_staged
     image = ImageDesc(image_layout("in_out_channel"), dims)
     for engine in (tiled, tiled_staged):
         k = kernel_of(engine, src, image)
-        assert k.tiled and k.dst_image == (engine.image_access == "direct")
+        assert k.tiled and k.dst_image == (engine.device.options.image_access == "direct")
         x = fill("f32", src.span, 6)
         assert_same_bits(engine.convert(src, image, x), REF.convert(src, image, x))
 

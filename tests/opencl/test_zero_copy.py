@@ -84,13 +84,13 @@ def _expected(engine, side, pitch, address=None) -> str | None:
     """Why the device copies a buffer of ``side``'s rows ``pitch`` pixels
     apart, starting at ``address`` (None: the driver's own allocation), from
     its own numbers; None: it views the buffer."""
-    why = engine.image_from_buffer()
+    why = engine.memory.image_from_buffer()
     if why is not None:
-        assert why == f"{engine.device_name} has no cl_khr_image2d_from_buffer (a 2-D image " \
+        assert why == f"{engine.device.name} has no cl_khr_image2d_from_buffer (a 2-D image " \
                       "over a buffer)"
         return why + COPIED
-    found = shared.misaligned(side, pitch, *engine.image_alignments(), address,
-                              engine.device_name)
+    found = shared.misaligned(side, pitch, *engine.device.alignments, address,
+                              engine.device.name)
     return None if found is None else found + COPIED
 
 
@@ -129,8 +129,8 @@ def fresh(cl_engine):
 def test_what_each_implementation_does(cl_engine):
     """The two implementations docs/engines.md names; any other: its numbers are read."""
     platform = cl_engine.device.platform
-    why = cl_engine.image_from_buffer()
-    pitch, base = cl_engine.image_alignments()
+    why = cl_engine.memory.image_from_buffer()
+    pitch, base = cl_engine.device.alignments
     if platform == "Portable Computing Language":
         assert "has no cl_khr_image2d_from_buffer" in why and (pitch, base) == (0, 0)
     elif platform == "Intel(R) OpenCL":
@@ -325,8 +325,8 @@ def test_the_view_path_with_a_stand_in_device(fresh, monkeypatch):
     assert mem.zero_copy is True and mem.copy_reason is None and aligned == 48 * 16
     assert mem.storage == "image over the buffer" and made == [(buf, 48)]
     assert mem.row_pitch == aligned
-    pitch_why = PITCH_WHY.format(fresh.device_name, 16) + COPIED
-    base_why = BASE_WHY.format(fresh.device_name, 4) + COPIED
+    pitch_why = PITCH_WHY.format(fresh.device.name, 16) + COPIED
+    base_why = BASE_WHY.format(fresh.device.name, 4) + COPIED
     assert [c.copy_reason for c in copies] == [pitch_why] * 3 and moved.copy_reason == base_why
     assert [str(w.message) for w in told] == [f"clayout: Memory.from_buffer: {why}"
                                               for why in (pitch_why, base_why)]
@@ -399,7 +399,7 @@ def test_host_in_place_uses_the_callers_arrays(cl_engine, monkeypatch, target):
     results = {}
     for in_place in (True, False):
         eng = OpenCLEngine(queue=cl_engine.queue, host_in_place=in_place)
-        assert eng.host_in_place is in_place
+        assert eng.device.host_in_place is in_place
         made = _spy(eng, monkeypatch)
         out = np.empty(shape, np.float32)
         if target == "nhwc":
@@ -416,8 +416,8 @@ def test_host_in_place_uses_the_callers_arrays(cl_engine, monkeypatch, target):
         results[in_place] = out.copy()
         monkeypatch.undo()
     # the default: in place where the device shares host memory (PoCL: a CPU device)
-    assert OpenCLEngine(queue=cl_engine.queue).host_in_place is (
-        cl_engine.is_cpu or cl_engine.device.host_unified)
+    assert OpenCLEngine(queue=cl_engine.queue).device.host_in_place is (
+        cl_engine.device.kind == "cpu" or cl_engine.device.host_unified)
     want = runtime.reorder(x, src, dst, engine="reference") if target == "nhwc" else \
         runtime.to_image(x.reshape(DIMS), target, engine="reference")
     assert np.array_equal(bits(results[True]), bits(want))
