@@ -170,8 +170,10 @@ def test_discrete_frame_and_output_rows_tiny(cl_engine):
     lines = []
     ms = bench_discrete.frame_rows(1, 1, lines.append, engine=engine,
                                    case=((64, 48), (32, 32)))
-    assert set(ms) == {"repeated", "pinned", "moving crop", "pageable floor", "pinned floor"}
+    assert set(ms) == {"repeated", "pinned", "moving crop", "two in turn", "two in flight",
+                       "pageable floor", "pinned floor"}
     assert all(v > 0 for v in ms.values()) and "moving crop / repeated" in lines[-1]
+    assert "two in flight / two in turn" in lines[-1]
     found = bench_discrete.output_rows(["tiny"], 1, 1, lines.append, engine=engine)
     assert found["tiny"]["read_output"] > 0 and "pinned floor" in lines[-1]
 

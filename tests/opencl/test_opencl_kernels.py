@@ -106,12 +106,11 @@ def test_image_launch_stays_inside_the_image(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", IMAGES)
-def test_baked_image_guard_is_the_image(name, monkeypatch):
-    monkeypatch.setenv("CLAYOUT_SPECIALIZE_BYTES", "0")   # bake every number
+def test_baked_image_guard_is_the_image(name):
     layout = IMAGE_LAYOUTS[name]
     for dims in _dims(layout):
         side = image_side(layout, MemoryDesc(dims).dims, "f32")
-        k = cl_plan.plan(MemoryDesc(dims), side)
+        k = cl_plan.plan(MemoryDesc(dims), side, bake=True)   # every number baked
         width, height, depth = side.extent
         assert not k.generic and k.args == ()
         assert f"if (g0 >= {width} || g1 >= {height} || g2 >= {depth})" in k.source
