@@ -98,15 +98,15 @@ class Prepared:
                 host_out(out, self.out_shape, self.call.dst.dtype, arr, self.what)
         if wait_for:
             wait_events(wait_for)
+        taken = arr.reshape(-1) if self.flat else arr   # the input as the engine takes it
         if not wait and self.call.engine.enqueues:   # the device work left running
-            return _rebound(self.call, arr.reshape(-1) if self.flat else arr, out).run_pending()
+            return _rebound(self.call, taken, out).run_pending()
         if self.run is None:
-            return _rebound(self.call, arr.reshape(-1) if self.flat else arr, out).run()
+            return _rebound(self.call, taken, out).run()
         if out is None:
-            result = self.run(arr.reshape(-1) if self.flat else arr)
+            result = self.run(taken)
             return result if result.shape == self.out_shape else result.reshape(self.out_shape)
-        self.run(arr.reshape(-1) if self.flat else arr,
-                 out if self.flat else out.reshape(-1))
+        self.run(taken, out if self.flat else out.reshape(-1))
         return out
 
     def _array(self, data) -> np.ndarray:

@@ -78,13 +78,11 @@ def move(launcher, src, dst, data, out=None, wait: bool = True):
         settle()
         return out
 
-    def release():   # the memory objects (and the host arrays they hold) kept until then
+    def release():   # held: the leases and memory objects (and the arrays they hold)
         try:
             settle()
         finally:
             held.close()
-            del memory[:]
-    memory = [src_mem, dst_mem]
     return Pending(result, lambda: events.complete(last), last).then(release)
 
 
@@ -98,29 +96,29 @@ def array_in(launcher, arr: np.ndarray, host, wait: bool = True):
     (copied where the kernel would read it in place; written through the
     upload queue and waited for elsewhere)."""
     flat = arr.reshape(-1)
-    if host.in_place:   # the buffer holds the array its kernels read (the copy too)
-        yield launcher.memory.host_buffer(flat if wait else flat.copy(), mf.READ_ONLY), []
+    if host.in_place:   # the buffer (held by this block) holds the array its kernels read
+        buf = launcher.memory.host_buffer(flat if wait else flat.copy(), mf.READ_ONLY)
+        yield buf, []
         return
     with launcher.memory.lease_buffer(flat.nbytes, mf.READ_ONLY) as buf:
         yield buf, [upload(launcher, buf, flat, host, consumed=not wait)]
 
 
-def upload(launcher, buf, flat: np.ndarray, host, wait: bool = False,
-           consumed: bool = False) -> cl.Event:
+def upload(launcher, buf, flat: np.ndarray, host, consumed: bool = False) -> cl.Event:
     """Write ``flat`` into the device buffer ``buf``: a pinned array (or
-    the driver's own copy of a pageable one) directly, waiting where
-    ``wait`` says; else pipelined through pinned stages
-    (runtime/opencl/transfer.py: the array read when it returns).
-    ``consumed``: the array is read when this returns, the write going
-    through the device's upload queue (it waits only for itself, not for
-    the main queue's kernels). The write follows the commands still
+    the driver's own copy of a pageable one) directly; else pipelined
+    through pinned stages (runtime/opencl/transfer.py: the array read when
+    it returns). ``consumed``: the array is read when this returns, the
+    write waited for on the device's upload queue (it waits only for
+    itself, not for the main queue's kernels); else enqueued on the main
+    queue, the caller waiting later. The write follows the commands still
     pending on ``buf`` (a pooled buffer's last lease)."""
     queue = launcher.device.upload_queue if consumed else launcher.queue
     if host.pageable == "staging" and not launcher.memory.is_pinned(flat):
         return transfer.upload(launcher, buf, flat, host, queue)
     after = events.after((), (buf,)) or None
     return events.done(cl.enqueue_copy(queue, buf, flat, wait_for=after,
-                                       is_blocking=wait or consumed), (), (buf,))
+                                       is_blocking=consumed), (), (buf,))
 
 
 @contextlib.contextmanager
@@ -213,5 +211,5 @@ def held(launcher, side, array: np.ndarray):
         return
     flat = np.ascontiguousarray(array).reshape(-1)
     with launcher.memory.lease_buffer(max(1, flat.nbytes)) as buf:
-        upload(launcher, buf, flat, host_path(launcher.device), wait=True)
+        upload(launcher, buf, flat, host_path(launcher.device), consumed=True)
         yield buf
