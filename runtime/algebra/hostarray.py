@@ -177,8 +177,6 @@ def nonzero_padding(flat: np.ndarray, desc: MemoryDesc) -> int | None:
     >>> nonzero_padding(np.array([1, 2, 3, 7], np.float32), d)
     3
     """
-    if desc.is_zero or not desc.has_padding:
-        return None
     return first_nonzero(flat, padding_tails(desc))
 
 
@@ -197,7 +195,10 @@ def first_nonzero(flat: np.ndarray, tails) -> int | None:
 @memoized("padding tails", "CLAYOUT_TAILS_CACHE", 256)
 def padding_tails(desc: MemoryDesc) -> tuple:
     """(byte offset, shape, byte strides, element strides) of each padded
-    index's view over desc's buffer: the tails nonzero_padding reads."""
+    index's view over desc's buffer: the tails nonzero_padding reads; none
+    for a desc without padding, or of no elements (its buffer holds none)."""
+    if desc.is_zero or not desc.has_padding:
+        return ()
     size = desc.dtype.itemsize
     axes = desc.axes
     tails = []

@@ -139,6 +139,21 @@ def test_a_host_image_s_padding_is_checked_each_call():
             runtime.from_image(img, "in_out_channel", (1, 5, 6, 7), engine="cpu")
 
 
+@pytest.mark.parametrize("layout, dims", [("tinygrad_image", (0, 2, 17, 3)),
+                                          ("dw_conv2d_filter", (16, 17, 0, 7))])
+def test_an_image_of_no_elements_with_padding_lanes(layout, dims, cl_engine):
+    """A padded layout at dims with a zero: its prepared call (and the
+    door's second call, which is one) gives the empty tensor as the first
+    call does, on every engine (the planned padding views once crashed)."""
+    for engine in ("cpu", "reference", cl_engine):
+        img = runtime.to_image(np.zeros(dims, np.float32), layout, engine=engine)
+        for _ in range(2):
+            got = runtime.from_image(img, layout, dims, engine=engine)
+            assert got.shape == dims and got.dtype == np.float32
+        got = prepare.from_image(img.shape, "f32", layout, dims, engine=engine)(img)
+        assert got.shape == dims
+
+
 def test_one_prepared_call_from_many_threads(cl_engine):
     for eng in ("cpu", cl_engine):
         conv = prepare.to_image(DIMS, "f32", "in_out_height", dtype="f16", engine=eng)
